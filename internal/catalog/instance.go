@@ -1,0 +1,99 @@
+// Package catalog is the backend-neutral view of the instances a daemon runs:
+// the instance model every adapter translates into, and the Catalog of
+// immutable snapshots the Caddy modules read on every request. The routing
+// rules R1-R5 of the behaviour contract live here and nowhere else.
+package catalog
+
+// Labels with a meaning to caddy-dicer.
+const (
+	// LabelHost lists the hosts an instance serves, comma-separated.
+	LabelHost = "caddy.host"
+	// LabelPort names the guest port an instance serves on.
+	LabelPort = "caddy.port"
+)
+
+// State is an instance's lifecycle state, as its daemon reports it.
+type State uint8
+
+// States common to the daemons caddy-dicer follows.
+const (
+	StateUnknown State = iota
+	StateStopped
+	StateStarting
+	StateRunning
+	StatePaused
+	StateStopping
+	StateRestarting
+	StateFailed
+	StateStandby
+)
+
+var stateNames = [...]string{"unknown", "stopped", "starting", "running", "paused", "stopping", "restarting", "failed", "standby"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "unknown"
+}
+
+// Health is the last verdict of an instance's health check.
+type Health uint8
+
+// Health verdicts. HealthNone means the instance has no health check.
+const (
+	HealthNone Health = iota
+	HealthStarting
+	HealthHealthy
+	HealthUnhealthy
+)
+
+var healthNames = [...]string{"none", "starting", "healthy", "unhealthy"}
+
+func (h Health) String() string {
+	if int(h) < len(healthNames) {
+		return healthNames[h]
+	}
+	return "none"
+}
+
+// Protocol of a published port.
+type Protocol uint8
+
+// Protocols.
+const (
+	TCP Protocol = iota
+	UDP
+)
+
+// PublishedPort is a guest port the daemon forwards from a host port.
+type PublishedPort struct {
+	// HostIP is the host address the port is published on; "" means every
+	// host address.
+	HostIP    string
+	HostPort  uint16
+	GuestPort uint16
+	Protocol  Protocol
+}
+
+// Instance is one VM or container, translated from its daemon. Adapters fill
+// it in; the catalog never changes an Instance it was given.
+type Instance struct {
+	// ID is stable for the life of the instance (across renames).
+	ID string
+	// Name is unique on the daemon; upstreams are returned in name order.
+	Name   string
+	Labels map[string]string
+	State  State
+	Health Health
+	// Address is the instance's own IP on Network; "" when it has none.
+	Address string
+	Network string
+	// Gateway is the host's own address on Network, where ports published
+	// on every host address can be reached (R4); "" when unknown.
+	Gateway string
+	Ports   []PublishedPort
+	// WakeOnConnect is true when a connection to a published port makes the
+	// daemon wake the instance from standby (Dicer: standby_after is set).
+	WakeOnConnect bool
+}
