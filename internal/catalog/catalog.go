@@ -1,0 +1,307 @@
+package catalog
+
+import (
+	"hash/maphash"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/benbjohnson/immutable"
+	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/selector"
+)
+
+// Options are the daemon-wide facts a Catalog routes with.
+type Options struct {
+	// PublishedPortHost is where ports published on every host address are
+	// reached (R4), when set.
+	PublishedPortHost string
+	// DaemonHost is the host of the daemon's TCP address when that is not
+	// loopback (R4).
+	DaemonHost string
+	// Logger receives one line per instance joining or leaving a rotation
+	// (R6) and one warning per bad label value (R3).
+	Logger *zap.Logger
+}
+
+// Catalog holds what is known of one daemon's instances. Adapters write to
+// it through Sink; readers take a Snapshot, which never changes, so a
+// request costs one atomic load plus map lookups and never waits on a
+// writer. Writes cost O(log n) in the number of instances, plus the size
+// of the selector views the changed instance belongs to.
+type Catalog struct {
+	reach  reach
+	logger *zap.Logger
+
+	current atomic.Pointer[Snapshot]
+	ready   chan struct{}
+
+	mu      sync.Mutex // serializes writers; readers never take it
+	byID    map[string]*entry
+	views   map[string]*View // by canonical selector
+	replace sync.Once
+}
+
+// Snapshot is the catalog at one moment: the index by host and the
+// instances each watched selector matches, both sorted by instance name.
+type Snapshot struct {
+	reach *reach
+	hosts *immutable.Map[string, []*entry]
+	views map[*View][]*entry
+}
+
+// View is a selector the catalog keeps the matching instances of, so a
+// request never evaluates a selector (R8). Get one with Catalog.Watch.
+type View struct {
+	sel  selector.Selector
+	refs int
+}
+
+// New returns an empty catalog; Ready is closed at its first Replace.
+func New(opts Options) *Catalog {
+	logger := opts.Logger
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	c := &Catalog{
+		reach:  reach{publishedPortHost: opts.PublishedPortHost, daemonHost: opts.DaemonHost},
+		logger: logger,
+		ready:  make(chan struct{}),
+		byID:   make(map[string]*entry),
+		views:  make(map[string]*View),
+	}
+	c.current.Store(&Snapshot{
+		reach: &c.reach,
+		hosts: immutable.NewMap[string, []*entry](newHasher()),
+		views: map[*View][]*entry{},
+	})
+	return c
+}
+
+// Snapshot returns the current state; it is safe to keep and read
+// concurrently.
+func (c *Catalog) Snapshot() *Snapshot { return c.current.Load() }
+
+// Ready is closed once the first full listing has arrived.
+func (c *Catalog) Ready() <-chan struct{} { return c.ready }
+
+// Watch returns the view of sel, shared by every caller with an equal
+// selector. Release it with Unwatch.
+func (c *Catalog) Watch(sel selector.Selector) *View {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := sel.String()
+	if v, ok := c.views[key]; ok {
+		v.refs++
+		return v
+	}
+	v := &View{sel: sel, refs: 1}
+	c.views[key] = v
+	var matched []*entry
+	for _, e := range c.byID {
+		if sel.Matches(e.inst.Labels) {
+			matched = append(matched, e)
+		}
+	}
+	slices.SortFunc(matched, byName)
+	old := c.current.Load()
+	views := make(map[*View][]*entry, len(old.views)+1)
+	for k, es := range old.views {
+		views[k] = es
+	}
+	views[v] = matched
+	c.current.Store(&Snapshot{reach: old.reach, hosts: old.hosts, views: views})
+	return v
+}
+
+// Unwatch releases a view from Watch.
+func (c *Catalog) Unwatch(v *View) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v.refs--; v.refs > 0 {
+		return
+	}
+	delete(c.views, v.sel.String())
+	old := c.current.Load()
+	views := make(map[*View][]*entry, len(old.views))
+	for k, es := range old.views {
+		if k != v {
+			views[k] = es
+		}
+	}
+	c.current.Store(&Snapshot{reach: old.reach, hosts: old.hosts, views: views})
+}
+
+// Put implements Sink.
+func (c *Catalog) Put(inst Instance) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := newEntry(inst)
+	old := c.byID[inst.ID]
+	c.byID[inst.ID] = e
+	c.publish(c.current.Load(), old, e)
+	c.logChange(old, e, "")
+}
+
+// Delete implements Sink.
+func (c *Catalog) Delete(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, ok := c.byID[id]
+	if !ok {
+		return
+	}
+	delete(c.byID, id)
+	c.publish(c.current.Load(), old, nil)
+	c.logChange(old, nil, "deleted")
+}
+
+// Replace implements Sink: it rebuilds every index from a full listing.
+func (c *Catalog) Replace(instances []Instance) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := make(map[string]*entry, len(instances))
+	for _, inst := range instances {
+		next[inst.ID] = newEntry(inst)
+	}
+	for id, old := range c.byID {
+		if _, ok := next[id]; !ok {
+			c.logChange(old, nil, "gone from the daemon's listing")
+		}
+	}
+	for id, e := range next {
+		c.logChange(c.byID[id], e, "")
+	}
+	c.byID = next
+
+	all := make([]*entry, 0, len(next))
+	for _, e := range next {
+		all = append(all, e)
+	}
+	slices.SortFunc(all, byName)
+	hosts := immutable.NewMapBuilder[string, []*entry](newHasher())
+	for _, e := range all {
+		for _, h := range e.hosts {
+			list, _ := hosts.Get(h)
+			hosts.Set(h, append(list, e))
+		}
+	}
+	views := make(map[*View][]*entry, len(c.views))
+	for _, v := range c.views {
+		var matched []*entry
+		for _, e := range all {
+			if v.sel.Matches(e.inst.Labels) {
+				matched = append(matched, e)
+			}
+		}
+		views[v] = matched
+	}
+	c.current.Store(&Snapshot{reach: &c.reach, hosts: hosts.Map(), views: views})
+	c.replace.Do(func() { close(c.ready) })
+}
+
+// publish swaps in a snapshot where old (nil: none) is replaced by e (nil:
+// deleted). Only the hosts the two claim and the views they match change.
+func (c *Catalog) publish(snap *Snapshot, old, e *entry) {
+	hosts := snap.hosts
+	for _, h := range hostsOf(old, e) {
+		list, _ := hosts.Get(h)
+		list = swap(list, old, e, e != nil && slices.Contains(e.hosts, h))
+		if len(list) == 0 {
+			hosts = hosts.Delete(h)
+		} else {
+			hosts = hosts.Set(h, list)
+		}
+	}
+	views := snap.views
+	copied := false
+	for v, list := range snap.views {
+		was := old != nil && v.sel.Matches(old.inst.Labels)
+		is := e != nil && v.sel.Matches(e.inst.Labels)
+		if !was && !is {
+			continue
+		}
+		if !copied {
+			views = make(map[*View][]*entry, len(snap.views))
+			for k, l := range snap.views {
+				views[k] = l
+			}
+			copied = true
+		}
+		views[v] = swap(list, old, e, is)
+	}
+	c.current.Store(&Snapshot{reach: snap.reach, hosts: hosts, views: views})
+}
+
+// swap returns a copy of the name-sorted list without old and, if keep,
+// with e in its place by name.
+func swap(list []*entry, old, e *entry, keep bool) []*entry {
+	out := make([]*entry, 0, len(list)+1)
+	for _, x := range list {
+		if x != old {
+			out = append(out, x)
+		}
+	}
+	if keep {
+		i, _ := slices.BinarySearchFunc(out, e, byName)
+		out = slices.Insert(out, i, e)
+	}
+	return out
+}
+
+func hostsOf(old, e *entry) []string {
+	var hosts []string
+	if old != nil {
+		hosts = append(hosts, old.hosts...)
+	}
+	if e != nil {
+		for _, h := range e.hosts {
+			if !slices.Contains(hosts, h) {
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	return hosts
+}
+
+func byName(a, b *entry) int {
+	if c := strings.Compare(a.inst.Name, b.inst.Name); c != 0 {
+		return c
+	}
+	return strings.Compare(a.inst.ID, b.inst.ID)
+}
+
+// logChange logs an instance joining or leaving the rotation, once per
+// change (R6), and a bad caddy.port once per new value (R3).
+func (c *Catalog) logChange(old, e *entry, gone string) {
+	if e != nil && e.port < 0 && (old == nil || old.inst.Labels[LabelPort] != e.inst.Labels[LabelPort]) {
+		c.logger.Warn("instance gets no requests: label caddy.port is not a port number (1-65535)",
+			zap.String("instance", e.inst.Name), zap.String("caddy.port", e.inst.Labels[LabelPort]))
+	}
+	wasIn := old != nil && old.routable()
+	isIn := e != nil && e.routable()
+	switch {
+	case isIn && !wasIn:
+		why := "running"
+		if e.inst.Health == HealthHealthy {
+			why = "running and healthy"
+		}
+		c.logger.Info("instance joins rotation", zap.String("instance", e.inst.Name), zap.String("why", why))
+	case wasIn && !isIn:
+		why := gone
+		if e != nil {
+			why = e.notRoutable()
+		}
+		c.logger.Info("instance leaves rotation", zap.String("instance", old.inst.Name), zap.String("why", why))
+	}
+}
+
+type hasher struct{ seed maphash.Seed }
+
+func newHasher() *hasher { return &hasher{seed: maphash.MakeSeed()} }
+
+func (h *hasher) Hash(key string) uint32 { return uint32(maphash.String(h.seed, key)) }
+
+func (h *hasher) Equal(a, b string) bool { return a == b }

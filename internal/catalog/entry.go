@@ -1,0 +1,218 @@
+package catalog
+
+import (
+	"net"
+	"strconv"
+	"strings"
+)
+
+// entry is an Instance with what routing needs worked out once, when the
+// instance changes, instead of on every request. Entries are immutable once
+// published in a Snapshot.
+type entry struct {
+	inst Instance
+	// hosts are the normalized names of the caddy.host label; nil without it.
+	hosts []string
+	// port is the parsed caddy.port label: 0 when absent, -1 when invalid.
+	port int
+	// onlyPort is the guest port of the only TCP port the instance publishes,
+	// 0 when it publishes none or several (R3).
+	onlyPort int
+}
+
+func newEntry(inst Instance) *entry {
+	e := &entry{inst: inst, hosts: parseHosts(inst.Labels[LabelHost])}
+	if raw, ok := inst.Labels[LabelPort]; ok {
+		e.port = parsePort(raw)
+	}
+	for _, p := range inst.Ports {
+		if p.Protocol != TCP {
+			continue
+		}
+		switch e.onlyPort {
+		case 0:
+			e.onlyPort = int(p.GuestPort)
+		case int(p.GuestPort):
+		default:
+			e.onlyPort = -1
+		}
+	}
+	if e.onlyPort < 0 {
+		e.onlyPort = 0
+	}
+	return e
+}
+
+// notRoutable says why the instance takes no requests (R1), or "" when it
+// is routable.
+func (e *entry) notRoutable() string {
+	switch {
+	case e.inst.State != StateRunning:
+		return e.inst.State.String()
+	case e.inst.Address == "":
+		return "no address on its network"
+	case e.inst.Health == HealthStarting:
+		return "health check has no verdict yet"
+	case e.inst.Health == HealthUnhealthy:
+		return "unhealthy"
+	}
+	return ""
+}
+
+func (e *entry) routable() bool { return e.notRoutable() == "" }
+
+// awaitingVerdict reports a wakeable instance that runs but whose health
+// check has not passed yet: most likely just woken (R5, first choice).
+func (e *entry) awaitingVerdict() bool {
+	return e.inst.WakeOnConnect && e.inst.State == StateRunning && e.inst.Health == HealthStarting
+}
+
+// servesHost reports whether the instance may take requests for host (R2):
+// an instance with a caddy.host label only serves the hosts it lists.
+func (e *entry) servesHost(host string) bool {
+	if e.hosts == nil {
+		return true
+	}
+	for _, h := range e.hosts {
+		if h == host {
+			return true
+		}
+	}
+	return false
+}
+
+// guestPort picks the port requests go to (R3): caddy.port, else the
+// route's port, else the only TCP port published. 0 means none.
+func (e *entry) guestPort(routePort int) int {
+	switch {
+	case e.port < 0:
+		return 0
+	case e.port > 0:
+		return e.port
+	case routePort > 0:
+		return routePort
+	}
+	return e.onlyPort
+}
+
+// endpoint is where requests for this instance go (R4), and whether that is
+// a published port (a connection to which wakes a standby instance).
+type endpoint struct {
+	dial      string
+	published bool
+}
+
+// resolve applies R3 and R4 for a route port. An empty dial means the
+// instance gets no requests.
+func (e *entry) resolve(routePort int, at *reach) endpoint {
+	port := e.guestPort(routePort)
+	if port == 0 {
+		return endpoint{}
+	}
+	for _, p := range e.inst.Ports {
+		if p.Protocol != TCP || int(p.GuestPort) != port || p.HostPort == 0 {
+			continue
+		}
+		if host := at.publishedHost(p.HostIP, e.inst.Gateway); host != "" {
+			return endpoint{dial: joinHostPort(host, int(p.HostPort)), published: true}
+		}
+	}
+	if e.inst.Address == "" {
+		return endpoint{}
+	}
+	return endpoint{dial: joinHostPort(e.inst.Address, port)}
+}
+
+// reach holds the daemon-wide facts R4 uses to reach a published port.
+type reach struct {
+	// publishedPortHost is the published_port_host setting.
+	publishedPortHost string
+	// daemonHost is the daemon address's host when that is TCP and not
+	// loopback.
+	daemonHost string
+}
+
+// publishedHost is the host at which a port published on hostIP is reached
+// (R4), or "" when it cannot be used: a loopback-only port is never
+// forwarded by the daemon, so requests go to the instance itself.
+func (r *reach) publishedHost(hostIP, gateway string) string {
+	if hostIP != "" {
+		ip := net.ParseIP(hostIP)
+		switch {
+		case ip == nil:
+			return hostIP
+		case ip.IsLoopback():
+			return ""
+		case !ip.IsUnspecified():
+			return hostIP
+		}
+	}
+	switch {
+	case r.publishedPortHost != "":
+		return r.publishedPortHost
+	case r.daemonHost != "":
+		return r.daemonHost
+	}
+	return gateway
+}
+
+func joinHostPort(host string, port int) string {
+	if strings.IndexByte(host, ':') >= 0 {
+		return net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	return host + ":" + strconv.Itoa(port)
+}
+
+// parsePort parses a caddy.port label: 1..65535, else -1.
+func parsePort(raw string) int {
+	n, err := strconv.Atoi(strings.TrimSpace(raw))
+	if err != nil || n < 1 || n > 65535 {
+		return -1
+	}
+	return n
+}
+
+// parseHosts splits and normalizes a caddy.host label.
+func parseHosts(raw string) []string {
+	if strings.TrimSpace(raw) == "" {
+		return nil
+	}
+	var hosts []string
+	for _, h := range strings.Split(raw, ",") {
+		if h = NormalizeHost(strings.TrimSpace(h)); h != "" && !contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// NormalizeHost turns a request's Host (or a TLS server name) into the form
+// caddy.host names are indexed by: lower case, without a port, brackets or a
+// trailing dot. It does not allocate for a name already in that form.
+func NormalizeHost(host string) string {
+	if i := strings.LastIndexByte(host, ':'); i >= 0 {
+		if strings.HasPrefix(host, "[") {
+			if j := strings.IndexByte(host, ']'); j > 0 {
+				host = host[1:j]
+			}
+		} else if strings.IndexByte(host[:i], ':') < 0 {
+			host = host[:i] // host:port; a bare IPv6 literal has more colons
+		}
+	}
+	host = strings.TrimSuffix(host, ".")
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; c >= 'A' && c <= 'Z' {
+			return strings.ToLower(host)
+		}
+	}
+	return host
+}
