@@ -1,0 +1,246 @@
+package caddydicer
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/dicer"
+)
+
+// Daemon is how a module reaches a Dicer daemon. Every module (upstream
+// source or TLS permission) that names the same daemon with the same
+// settings shares one connection and one instance catalog, which outlive
+// config reloads and close when no loaded config uses them.
+type Daemon struct {
+	// Address is the daemon's gRPC endpoint: `unix:///path/to.sock`,
+	// `unix-abstract:NAME`, or `host:port` for the daemon's TCP listener.
+	// Placeholders such as `{env.DICER_ADDRESS}` are replaced at load.
+	// Default: `unix:///run/dicer/dicer.sock`.
+	Address string `json:"address,omitempty"`
+
+	// Token authenticates to the daemon's TCP listener, where it is
+	// required; it is refused with a unix socket. The token's fingerprint
+	// part pins the daemon's TLS certificate. Prefer a read-only token
+	// (`dicer token create caddy --scopes instances:read,events:read,networks:read`).
+	// Placeholders are replaced at load and surrounding whitespace dropped,
+	// so `{file./etc/caddy/dicer-token}` works. Default: none.
+	Token string `json:"token,omitempty"`
+
+	// PublishedPortHost is the host at which ports that instances publish
+	// on every host address are reached, e.g. `10.0.0.5`. Default: the
+	// daemon's host when Address is TCP and not loopback, else the gateway
+	// address of the instance's network.
+	PublishedPortHost string `json:"published_port_host,omitempty"`
+
+	// TLS verifies a daemon whose certificate a CA signed, for a token
+	// without a fingerprint. Default: system roots.
+	TLS *DaemonTLS `json:"tls,omitempty"`
+}
+
+// DaemonTLS verifies a CA-signed daemon certificate.
+type DaemonTLS struct {
+	// CA is a PEM file of the certificate authorities to trust, re-read at
+	// each config load. Example: `/etc/caddy/dicer-ca.pem`.
+	CA string `json:"ca,omitempty"`
+	// ServerName is the name the daemon's certificate must carry. Default:
+	// the host of Address.
+	ServerName string `json:"server_name,omitempty"`
+}
+
+// startupWait bounds how long Provision waits for a daemon's first listing,
+// so that a daemon which is down never stops Caddy from starting (R9).
+const startupWait = 3 * time.Second
+
+// connections holds the shared daemon connections across config reloads.
+var connections = caddy.NewUsagePool()
+
+// connection is one followed daemon: its catalog, fed by a background
+// adapter whose lifetime belongs to the pool entry, not to any module.
+type connection struct {
+	catalog *catalog.Catalog
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// Destruct stops following the daemon; the pool calls it when the last
+// module using the connection is cleaned up.
+func (c *connection) Destruct() error {
+	c.cancel()
+	<-c.done
+	return nil
+}
+
+// follower is what an adapter needs to open a shared connection.
+type follower struct {
+	// key identifies the daemon and every setting that shapes the
+	// connection; modules with equal keys share it.
+	key  string
+	opts catalog.Options
+	run  func(ctx context.Context, sink catalog.Sink)
+}
+
+// dial returns the shared connection for f, starting it if needed, after
+// waiting up to startupWait (or until ctx ends) for its first listing.
+func dial(ctx context.Context, f follower) (*connection, error) {
+	v, _, err := connections.LoadOrNew(f.key, func() (caddy.Destructor, error) {
+		runCtx, cancel := context.WithCancel(context.Background())
+		c := &connection{catalog: catalog.New(f.opts), cancel: cancel, done: make(chan struct{})}
+		go func() {
+			defer close(c.done)
+			f.run(runCtx, c.catalog)
+		}()
+		return c, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := v.(*connection)
+	timer := time.NewTimer(startupWait)
+	defer timer.Stop()
+	select {
+	case <-c.catalog.Ready():
+	case <-timer.C:
+		f.opts.Logger.Warn("daemon not listed yet; its routes answer 503 until it is reached",
+			zap.Duration("waited", startupWait))
+	case <-ctx.Done():
+	}
+	return c, nil
+}
+
+// release gives back a connection from dial.
+func release(key string) {
+	if key != "" {
+		_, _ = connections.Delete(key)
+	}
+}
+
+// follower resolves the settings (placeholders, CA file) into what the
+// Dicer adapter runs with.
+func (d *Daemon) follower() (follower, error) {
+	repl := caddy.NewReplacer()
+	cfg := dicer.Config{
+		Address: strings.TrimSpace(repl.ReplaceAll(d.Address, "")),
+		Token:   strings.TrimSpace(repl.ReplaceAll(d.Token, "")),
+	}
+	if cfg.Address == "" {
+		cfg.Address = dicer.DefaultAddress
+	}
+	pph := strings.TrimSpace(repl.ReplaceAll(d.PublishedPortHost, ""))
+	key := []string{"dicer", cfg.Address, cfg.Token, pph}
+	if d.TLS != nil {
+		cfg.ServerName = d.TLS.ServerName
+		if d.TLS.CA != "" {
+			pem, err := os.ReadFile(d.TLS.CA)
+			if err != nil {
+				return follower{}, fmt.Errorf("tls ca: %w", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return follower{}, fmt.Errorf("tls ca: no PEM certificate in %s", d.TLS.CA)
+			}
+			key = append(key, string(pem))
+		}
+		key = append(key, "server_name="+cfg.ServerName)
+	}
+	if err := cfg.Validate(); err != nil {
+		return follower{}, err
+	}
+	logger := caddy.Log().Named("dicer").With(zap.String("address", cfg.Address))
+	cfg.Logger = logger
+	sum := sha256.Sum256([]byte(strings.Join(key, "\x00")))
+	return follower{
+		key: hex.EncodeToString(sum[:]),
+		opts: catalog.Options{
+			PublishedPortHost: pph,
+			DaemonHost:        dicer.DaemonHost(cfg.Address),
+			Logger:            logger,
+		},
+		run: func(ctx context.Context, sink catalog.Sink) { dicer.Run(ctx, cfg, sink) },
+	}, nil
+}
+
+// validateStatic checks the settings that need no placeholder replacement,
+// so that `caddy adapt` already names a bad one.
+func (d *Daemon) validateStatic() error {
+	if strings.Contains(d.Address+d.Token, "{") {
+		return nil // checked at provision, once placeholders are known
+	}
+	address := d.Address
+	if address == "" {
+		address = dicer.DefaultAddress
+	}
+	return dicer.Config{Address: address, Token: d.Token}.Validate()
+}
+
+// unmarshalSetting parses one daemon setting of a Caddyfile block, if the
+// dispenser is at one; seen catches a setting given twice.
+func (d *Daemon) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
+	name := disp.Val()
+	switch name {
+	case "address", "token", "published_port_host", "tls":
+	default:
+		return false, nil
+	}
+	if seen[name] {
+		return true, disp.Errf("%s has already been specified", name)
+	}
+	seen[name] = true
+	if name == "tls" {
+		return true, d.unmarshalTLS(disp)
+	}
+	var value string
+	if !disp.AllArgs(&value) {
+		return true, disp.ArgErr()
+	}
+	switch name {
+	case "address":
+		d.Address = value
+	case "token":
+		d.Token = value
+	case "published_port_host":
+		d.PublishedPortHost = value
+	}
+	return true, nil
+}
+
+func (d *Daemon) unmarshalTLS(disp *caddyfile.Dispenser) error {
+	if disp.NextArg() {
+		return disp.ArgErr()
+	}
+	d.TLS = new(DaemonTLS)
+	seen := map[string]bool{}
+	for nesting := disp.Nesting(); disp.NextBlock(nesting); {
+		name := disp.Val()
+		if seen[name] {
+			return disp.Errf("tls %s has already been specified", name)
+		}
+		seen[name] = true
+		var value string
+		switch name {
+		case "ca":
+			if !disp.AllArgs(&value) {
+				return disp.ArgErr()
+			}
+			d.TLS.CA = value
+		case "server_name":
+			if !disp.AllArgs(&value) {
+				return disp.ArgErr()
+			}
+			d.TLS.ServerName = value
+		default:
+			return disp.Errf("unrecognized tls setting '%s' (want ca or server_name)", name)
+		}
+	}
+	return nil
+}
