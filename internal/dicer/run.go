@@ -1,0 +1,494 @@
+package dicer
+
+import (
+	"context"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
+)
+
+// Deadlines of the unary calls. Keepalive catches a dead TCP peer; these
+// catch a daemon that accepts a call and never answers it.
+const (
+	callTimeout = 30 * time.Second
+	listTimeout = 2 * time.Minute
+)
+
+// Run follows the daemon until ctx is done, feeding sink. It never returns
+// early: on any failure it logs why and reconnects with backoff. The sink is
+// never cleared on a disconnect, so the last known instances keep being
+// routed to (R6). An invalid cfg is logged and Run waits for ctx.
+//
+// Each connection attempt is a session: subscribe to the daemon's events,
+// wait until the stored history is caught up, list networks (for gateway
+// addresses) and instances, Replace the sink's contents, then apply each
+// later instance event by fetching that one instance.
+func Run(ctx context.Context, cfg Config, sink catalog.Sink) {
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	addr := cfg.address()
+	log = log.With(zap.String("address", addr))
+	if err := cfg.Validate(); err != nil {
+		log.Error("invalid Dicer daemon settings: not connecting", zap.Error(err))
+		<-ctx.Done()
+		return
+	}
+	opts, err := dialOptions(cfg)
+	if err != nil { // unreachable after Validate, kept for safety
+		log.Error("invalid Dicer daemon settings: not connecting", zap.Error(err))
+		<-ctx.Done()
+		return
+	}
+	f := &follower{
+		target:   addr,
+		opts:     opts,
+		log:      log,
+		sink:     sink,
+		listNets: listsNetworks(addr),
+	}
+	f.run(ctx, newBackoff(cfg.MinBackoff, cfg.MaxBackoff))
+}
+
+type follower struct {
+	target   string
+	opts     []grpc.DialOption
+	log      *zap.Logger
+	sink     catalog.Sink
+	listNets bool
+	// everListed is set once a session got a listing: the sink then holds
+	// the last known instances, which keep being routed to.
+	everListed bool
+}
+
+// maxLoggedReasons bounds the set of failure messages already logged at
+// error level during one outage.
+const maxLoggedReasons = 64
+
+func (f *follower) run(ctx context.Context, bo *backoff) {
+	logged := make(map[string]bool) // failure reasons logged at error level since the last listing
+	for {
+		listed, err := f.session(ctx, f.everListed)
+		if ctx.Err() != nil {
+			return
+		}
+		if listed {
+			bo.reset()
+			clear(logged)
+			f.everListed = true
+		}
+		delay := bo.next()
+		f.logEnd(err, listed, delay, logged)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// logEnd says why a session ended. A failure is logged at error level once
+// per distinct reason until the next successful listing, then at debug
+// level, so a daemon that stays down does not flood the log.
+func (f *follower) logEnd(err error, listed bool, delay time.Duration, logged map[string]bool) {
+	call, reason, code := describe(err)
+	fields := []zap.Field{zap.String("error", reason), zap.Duration("retry_in", delay)}
+	if call != "" {
+		fields = append(fields, zap.String("call", call))
+	}
+	if listed && !isAuthProblem(code, reason) {
+		if code == codes.ResourceExhausted {
+			f.log.Warn("fell behind the Dicer daemon's events and was cut off: reconnecting to re-list", fields...)
+		} else {
+			f.log.Warn("lost the Dicer daemon: still routing to the last known instances, reconnecting", fields...)
+		}
+		return
+	}
+	if logged[reason] {
+		f.log.Debug("still cannot follow the Dicer daemon", fields...)
+		return
+	}
+	if len(logged) >= maxLoggedReasons {
+		clear(logged)
+	}
+	logged[reason] = true
+	if f.everListed {
+		f.log.Error("cannot follow the Dicer daemon: still routing to the instances it last reported", fields...)
+	} else {
+		f.log.Error("cannot follow the Dicer daemon: none of its instances are routed to until this is fixed", fields...)
+	}
+}
+
+const (
+	// handshakeFailed precedes the TLS error in grpc-go's connection errors.
+	handshakeFailed = "authentication handshake failed: "
+	// tlsReason starts the reason logged for a refused TLS connection.
+	tlsReason = "TLS handshake failed: "
+)
+
+func isAuthProblem(code codes.Code, reason string) bool {
+	return code == codes.Unauthenticated || code == codes.PermissionDenied || strings.HasPrefix(reason, tlsReason)
+}
+
+// callError names the RPC that failed.
+type callError struct {
+	call string
+	err  error
+}
+
+func (e *callError) Error() string { return e.call + ": " + e.err.Error() }
+func (e *callError) Unwrap() error { return e.err }
+
+func wrapCall(call string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &callError{call: call, err: err}
+}
+
+// describe turns a session's error into the RPC at fault, a reason a user
+// can act on, and the gRPC code.
+func describe(err error) (call, reason string, code codes.Code) {
+	if err == nil {
+		return "", "session ended", codes.OK
+	}
+	var ce *callError
+	if errors.As(err, &ce) {
+		call, err = ce.call, ce.err
+	}
+	if errors.Is(err, io.EOF) {
+		return call, "the daemon ended the event stream", codes.Unavailable
+	}
+	st, _ := status.FromError(err)
+	code, msg := st.Code(), st.Message()
+	// grpc-go reports a failed TLS handshake (a fingerprint mismatch from
+	// VerifyConnection, an untrusted CA, a wrong name) as UNAVAILABLE with
+	// the TLS error quoted inside the message.
+	if i := strings.Index(msg, handshakeFailed); i >= 0 {
+		return call, tlsReason + strings.TrimRight(msg[i+len(handshakeFailed):], `"`), code
+	}
+	for _, marker := range []string{"daemon certificate fingerprint", errNoCertificate.Error()} {
+		if i := strings.Index(msg, marker); i >= 0 {
+			return call, tlsReason + strings.TrimRight(msg[i:], `"`), code
+		}
+	}
+	switch code {
+	case codes.Unauthenticated:
+		return call, "daemon refused the token (UNAUTHENTICATED): check the token's secret", code
+	case codes.PermissionDenied:
+		return call, "daemon refused the token (PERMISSION_DENIED): " + msg, code
+	case codes.ResourceExhausted:
+		return call, "RESOURCE_EXHAUSTED: " + msg, code
+	}
+	return call, codeName(code) + ": " + msg, code
+}
+
+// codeName spells a gRPC code as the protocol does: DEADLINE_EXCEEDED.
+func codeName(c codes.Code) string {
+	var b strings.Builder
+	name := c.String()
+	for i, r := range name {
+		if i > 0 && r >= 'A' && r <= 'Z' && name[i-1] >= 'a' && name[i-1] <= 'z' {
+			b.WriteByte('_')
+		}
+		b.WriteRune(r)
+	}
+	return strings.ToUpper(b.String())
+}
+
+// session is one connection: it returns whether it got the instance listing
+// (and fed it to the sink), and the error that ended it.
+func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, err error) {
+	conn, err := grpc.NewClient(f.target, f.opts...)
+	if err != nil {
+		return false, wrapCall("connect", err)
+	}
+	defer conn.Close()
+	client := dicerpb.NewDaemonServiceClient(conn)
+
+	sctx, cancel := context.WithCancel(ctx)
+	// Subscribe before listing so that nothing is missed; limit 1 skips the
+	// stored history, which the listing makes moot.
+	stream, err := client.GetEvents(sctx, &dicerpb.GetEventsRequest{Follow: true, Limit: 1})
+	if err != nil {
+		cancel()
+		return false, wrapCall("GetEvents", err)
+	}
+	q := newQueue()
+	caughtUp := make(chan struct{})
+	recvErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		recvErr <- receive(stream, caughtUp, q, f.log)
+	}()
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+
+	select {
+	case <-caughtUp:
+	case err := <-recvErr:
+		return false, wrapCall("GetEvents", err)
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+
+	s := &sessionState{follower: f, client: client, listNets: f.listNets}
+	if s.listNets {
+		if err := s.listNetworks(sctx); err != nil {
+			return false, err
+		}
+	}
+	lctx, lcancel := context.WithTimeout(sctx, listTimeout)
+	resp, err := client.ListInstances(lctx, &dicerpb.ListInstancesRequest{})
+	lcancel()
+	if err != nil {
+		return false, wrapCall("ListInstances", err)
+	}
+	all := make([]catalog.Instance, 0, len(resp.GetInstances()))
+	s.known = make(map[string]catalog.Instance, len(resp.GetInstances()))
+	for _, in := range resp.GetInstances() {
+		ci := translate(in, s.gateways)
+		all = append(all, ci)
+		s.known[ci.ID] = ci
+	}
+	f.sink.Replace(all)
+	msg := "connected to the Dicer daemon"
+	if reconnect {
+		msg = "reconnected to the Dicer daemon"
+	}
+	f.log.Info(msg, zap.Int("instances", len(all)), zap.Bool("networks_listed", s.listNets))
+
+	for {
+		select {
+		case <-ctx.Done():
+			return true, ctx.Err()
+		case err := <-recvErr:
+			return true, wrapCall("GetEvents", err)
+		case <-q.notify:
+		}
+		ids, netsChanged := q.take()
+		if netsChanged && s.listNets {
+			if err := s.networksChanged(sctx); err != nil {
+				return true, err
+			}
+		}
+		for id, deleted := range ids {
+			if err := s.apply(sctx, id, deleted); err != nil {
+				return true, err
+			}
+		}
+	}
+}
+
+// sessionState is what one session knows; only the session's goroutine
+// uses it.
+type sessionState struct {
+	*follower
+	client   dicerpb.DaemonServiceClient
+	listNets bool // false when not wanted or not permitted
+	gateways map[string]string
+	known    map[string]catalog.Instance
+}
+
+// listNetworks learns the gateway of each network. A token without
+// networks:read is warned about once per session and the session goes on
+// without gateways.
+func (s *sessionState) listNetworks(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	resp, err := s.client.ListNetworks(cctx, &dicerpb.ListNetworksRequest{})
+	if err != nil {
+		if c := status.Code(err); c == codes.PermissionDenied || c == codes.Unimplemented {
+			_, reason, _ := describe(err)
+			s.log.Warn("cannot list the Dicer daemon's networks, so gateway addresses are unknown: "+
+				"ports published on every host address are reached only via published_port_host; "+
+				"grant the token networks:read or use a TCP address that is not loopback",
+				zap.String("error", reason))
+			s.listNets = false
+			s.gateways = nil
+			return nil
+		}
+		return wrapCall("ListNetworks", err)
+	}
+	s.gateways = gatewayMap(resp.GetNetworks())
+	return nil
+}
+
+// networksChanged re-lists networks and re-Puts the known instances whose
+// gateway changed (network events are rare, so O(n) is fine here).
+func (s *sessionState) networksChanged(ctx context.Context) error {
+	if err := s.listNetworks(ctx); err != nil {
+		return err
+	}
+	for id, ci := range s.known {
+		if gw := s.gateways[ci.Network]; gw != ci.Gateway {
+			ci.Gateway = gw
+			s.known[id] = ci
+			s.sink.Put(ci)
+		}
+	}
+	return nil
+}
+
+// apply brings one instance up to date: one GetInstance per pending ID,
+// whatever the number of instances.
+func (s *sessionState) apply(ctx context.Context, id string, deleted bool) error {
+	if deleted {
+		s.drop(id)
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	in, err := s.client.GetInstance(cctx, &dicerpb.GetInstanceRequest{Name: id})
+	cancel()
+	if status.Code(err) == codes.NotFound {
+		s.drop(id)
+		return nil
+	}
+	if err != nil {
+		return wrapCall("GetInstance", err)
+	}
+	ci := translate(in, s.gateways)
+	if ci.ID == "" {
+		ci.ID = id
+	}
+	s.known[ci.ID] = ci
+	s.sink.Put(ci)
+	s.log.Debug("instance updated", zap.String("instance", ci.Name), zap.String("id", ci.ID),
+		zap.Stringer("state", ci.State), zap.Stringer("health", ci.Health))
+	return nil
+}
+
+func (s *sessionState) drop(id string) {
+	name := s.known[id].Name
+	delete(s.known, id)
+	s.sink.Delete(id)
+	s.log.Debug("instance removed", zap.String("instance", name), zap.String("id", id))
+}
+
+// receive reads the event stream: it signals caughtUp once the stored
+// history is through (ignoring it: the listing that follows supersedes it),
+// then records the instances later events touch. It never calls the daemon,
+// so a slow fetch cannot make the daemon cut the stream off.
+func receive(stream grpc.ServerStreamingClient[dicerpb.GetEventsResponse], caughtUp chan<- struct{}, q *queue, log *zap.Logger) error {
+	up := false
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		if !up {
+			if resp.GetCaughtUp() {
+				up = true
+				close(caughtUp)
+			}
+			continue
+		}
+		for _, ev := range resp.GetEvents() {
+			switch ev.GetKind() {
+			case dicerpb.EventKind_EVENT_KIND_INSTANCE:
+				if ev.GetId() == "" {
+					log.Debug("ignoring an instance event without an instance ID", zap.String("instance", ev.GetName()))
+					continue
+				}
+				q.add(ev.GetId(), ev.GetAction() == dicerpb.EventAction_EVENT_ACTION_DELETED)
+			case dicerpb.EventKind_EVENT_KIND_NETWORK:
+				q.networksChanged()
+			}
+		}
+	}
+}
+
+// queue is the coalescing set of instance IDs waiting for a fetch: a burst
+// of events for one instance costs one fetch.
+type queue struct {
+	mu     sync.Mutex
+	ids    map[string]bool // ID -> deleted (the last event wins)
+	nets   bool
+	notify chan struct{} // capacity 1: "there is work"
+}
+
+func newQueue() *queue {
+	return &queue{ids: make(map[string]bool), notify: make(chan struct{}, 1)}
+}
+
+func (q *queue) add(id string, deleted bool) {
+	q.mu.Lock()
+	q.ids[id] = deleted
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *queue) networksChanged() {
+	q.mu.Lock()
+	q.nets = true
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *queue) signal() {
+	select {
+	case q.notify <- struct{}{}:
+	default:
+	}
+}
+
+// take empties the queue.
+func (q *queue) take() (ids map[string]bool, nets bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ids, nets = q.ids, q.nets
+	q.ids, q.nets = make(map[string]bool), false
+	return ids, nets
+}
+
+// backoff is capped exponential with jitter: the n-th delay is drawn from
+// [d/2, d] with d = min*2^n capped at max.
+type backoff struct {
+	min, max time.Duration
+	n        int
+}
+
+func newBackoff(min, max time.Duration) *backoff {
+	if min <= 0 {
+		min = DefaultMinBackoff
+	}
+	if max <= 0 {
+		max = DefaultMaxBackoff
+	}
+	if max < min {
+		max = min
+	}
+	return &backoff{min: min, max: max}
+}
+
+func (b *backoff) reset() { b.n = 0 }
+
+func (b *backoff) next() time.Duration {
+	d := b.max
+	if b.n < 62 {
+		if x := b.min << b.n; x > 0 && x < b.max {
+			d = x
+			b.n++
+		}
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
+}

@@ -1,0 +1,879 @@
+package dicer
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
+	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+)
+
+// waitTimeout bounds every wait on a condition; nothing here sleeps and
+// hopes.
+const waitTimeout = 15 * time.Second
+
+// ---- recording sink ----------------------------------------------------------
+
+// recSink records what the adapter feeds it and lets a test wait for a
+// condition on it. It also checks the Sink contract that calls never
+// overlap.
+type recSink struct {
+	mu       sync.Mutex
+	byID     map[string]catalog.Instance
+	replaces int
+	changed  chan struct{} // closed and replaced on every call
+
+	busy    atomic.Int32
+	overlap atomic.Bool
+}
+
+func newRecSink() *recSink {
+	return &recSink{byID: map[string]catalog.Instance{}, changed: make(chan struct{})}
+}
+
+func (s *recSink) enter() func() {
+	if s.busy.Add(1) != 1 {
+		s.overlap.Store(true)
+	}
+	return func() { s.busy.Add(-1) }
+}
+
+func (s *recSink) bumpLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *recSink) Replace(list []catalog.Instance) {
+	defer s.enter()()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byID = make(map[string]catalog.Instance, len(list))
+	for _, in := range list {
+		s.byID[in.ID] = in
+	}
+	s.replaces++
+	s.bumpLocked()
+}
+
+func (s *recSink) Put(in catalog.Instance) {
+	defer s.enter()()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byID[in.ID] = in
+	s.bumpLocked()
+}
+
+func (s *recSink) Delete(id string) {
+	defer s.enter()()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byID, id)
+	s.bumpLocked()
+}
+
+// view is the sink's state as a condition sees it (read under the lock).
+type view struct {
+	byID     map[string]catalog.Instance
+	replaces int
+}
+
+func (v view) named(name string) (catalog.Instance, bool) {
+	for _, in := range v.byID {
+		if in.Name == name {
+			return in, true
+		}
+	}
+	return catalog.Instance{}, false
+}
+
+func (v view) names() []string {
+	var out []string
+	for _, in := range v.byID {
+		out = append(out, in.Name)
+	}
+	return out
+}
+
+// check evaluates cond on the current state.
+func (s *recSink) check(cond func(view) bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cond(view{s.byID, s.replaces})
+}
+
+// waitFor blocks until cond holds, failing the test after waitTimeout.
+func (s *recSink) waitFor(t *testing.T, what string, cond func(view) bool) {
+	t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		ok := cond(view{s.byID, s.replaces})
+		ch := s.changed
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			t.Fatalf("timed out waiting for %s; sink has %d instances %v after %d replaces",
+				what, len(s.byID), view{s.byID, s.replaces}.names(), s.replaces)
+		}
+	}
+}
+
+func (s *recSink) replaceCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.replaces
+}
+
+// ---- harness -----------------------------------------------------------------
+
+func newDaemon(t *testing.T) *dicertest.Daemon {
+	d := dicertest.New()
+	t.Cleanup(d.Close)
+	return d
+}
+
+// serveUnix serves d on a socket with a short path (sun_path holds 108
+// bytes) and returns the gRPC target.
+func serveUnix(t *testing.T, d *dicertest.Daemon) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "dcr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	path := filepath.Join(dir, "d.sock")
+	if d != nil {
+		if err := d.ServeUnix(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return "unix://" + path
+}
+
+// start runs the adapter until the test ends, and checks that Run returns
+// once its context is cancelled.
+func start(t *testing.T, cfg Config) (*recSink, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zapcore.DebugLevel)
+	cfg.Logger = zap.New(core)
+	if cfg.MinBackoff == 0 {
+		cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	}
+	sink := newRecSink()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, cfg, sink)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(waitTimeout):
+			t.Error("Run did not return after its context was cancelled")
+		}
+		if sink.overlap.Load() {
+			t.Error("the adapter called the sink from two goroutines at once")
+		}
+	})
+	return sink, logs
+}
+
+// waitLog waits for a log entry at level whose message or error field
+// contains substr.
+func waitLog(t *testing.T, logs *observer.ObservedLogs, level zapcore.Level, substr string) observer.LoggedEntry {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		for _, e := range logs.All() {
+			if e.Level != level {
+				continue
+			}
+			if strings.Contains(e.Message, substr) || strings.Contains(fmt.Sprint(e.ContextMap()["error"]), substr) {
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for a %s log containing %q; logs:\n%s", level, substr, dumpLogs(logs))
+		}
+		time.Sleep(5 * time.Millisecond) // poll the condition
+	}
+}
+
+func dumpLogs(logs *observer.ObservedLogs) string {
+	var b strings.Builder
+	for _, e := range logs.All() {
+		fmt.Fprintf(&b, "  %s %s %v\n", e.Level, e.Message, e.ContextMap())
+	}
+	return b.String()
+}
+
+func countLogs(logs *observer.ObservedLogs, level zapcore.Level) int {
+	return logs.FilterLevelExact(level).Len()
+}
+
+func waitFollowers(t *testing.T, d *dicertest.Daemon, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if err := d.WaitFollowers(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func running(name, ip string) *dicerpb.Instance {
+	return &dicerpb.Instance{
+		Name:        name,
+		State:       dicerpb.InstanceState_INSTANCE_STATE_RUNNING,
+		Ip:          ip,
+		NetworkName: "default",
+		Labels:      map[string]string{catalog.LabelHost: name + ".example.com", "app": "web"},
+		Ports:       []*dicerpb.PortMapping{{HostPort: 8080, GuestPort: 80, Protocol: dicerpb.Protocol_PROTOCOL_TCP}},
+	}
+}
+
+var defaultNet = &dicerpb.Network{Name: "default", Subnet: "172.20.0.0/16", Gateway: "172.20.0.1"}
+
+// ---- tests against the test daemon --------------------------------------------
+
+// The initial listing arrives and every kind of instance event is applied,
+// each with exactly one GetInstance (DELETED with none).
+func TestFollowAppliesEvents(t *testing.T) {
+	d := newDaemon(t)
+	d.AddNetwork(defaultNet)
+	web1 := running("web-1", "172.20.0.5")
+	web1.HealthCheck = &dicerpb.HealthCheck{Probe: &dicerpb.HealthCheck_Tcp{Tcp: &dicerpb.HealthCheckTCP{Port: 80}}}
+	d.CreateInstance(web1)
+	d.CreateInstance(&dicerpb.Instance{Name: "web-2", NetworkName: "default"})
+	sink, logs := start(t, Config{Address: serveUnix(t, d)})
+
+	sink.waitFor(t, "the initial listing", func(v view) bool { return v.replaces == 1 && len(v.byID) == 2 })
+	sink.check(func(v view) bool {
+		w, _ := v.named("web-1")
+		want := catalog.PublishedPort{HostPort: 8080, GuestPort: 80, Protocol: catalog.TCP}
+		if w.State != catalog.StateRunning || w.Health != catalog.HealthStarting || w.Address != "172.20.0.5" ||
+			w.Network != "default" || w.Gateway != "172.20.0.1" || w.Labels["app"] != "web" ||
+			len(w.Ports) != 1 || w.Ports[0] != want || w.ID == "" {
+			t.Errorf("web-1 translated as %+v", w)
+		}
+		if w2, _ := v.named("web-2"); w2.State != catalog.StateStopped {
+			t.Errorf("web-2 translated as %+v", w2)
+		}
+		return true
+	})
+	e := waitLog(t, logs, zapcore.InfoLevel, "connected to the Dicer daemon")
+	if e.ContextMap()["instances"] != int64(2) || e.ContextMap()["address"] == "" {
+		t.Errorf("connect log fields %v", e.ContextMap())
+	}
+	if n := d.Calls("GetInstance"); n != 0 {
+		t.Fatalf("%d GetInstance calls after the listing, want 0 (the history is not replayed)", n)
+	}
+	waitFollowers(t, d, 1)
+
+	d.CreateInstance(&dicerpb.Instance{Name: "web-3"}) // CREATED
+	sink.waitFor(t, "web-3 created", func(v view) bool { _, ok := v.named("web-3"); return ok })
+
+	d.SetState("web-2", dicerpb.InstanceState_INSTANCE_STATE_RUNNING, map[string]string{"ip": "172.20.0.9"}) // STARTED
+	sink.waitFor(t, "web-2 running", func(v view) bool {
+		w, _ := v.named("web-2")
+		return w.State == catalog.StateRunning && w.Address == "172.20.0.9" && w.Gateway == "172.20.0.1"
+	})
+
+	d.SetHealth("web-1", dicerpb.HealthStatus_HEALTH_STATUS_HEALTHY) // HEALTHY
+	sink.waitFor(t, "web-1 healthy", func(v view) bool { w, _ := v.named("web-1"); return w.Health == catalog.HealthHealthy })
+
+	d.UpdateInstance("web-1", func(in *dicerpb.Instance) { in.Labels["app"] = "shop" }) // UPDATED
+	sink.waitFor(t, "web-1 relabelled", func(v view) bool { w, _ := v.named("web-1"); return w.Labels["app"] == "shop" })
+
+	id3 := d.Instance("web-3").GetId()
+	d.RenameInstance("web-3", "web-4") // RENAMED
+	sink.waitFor(t, "web-3 renamed", func(v view) bool {
+		w, ok := v.named("web-4")
+		_, old := v.named("web-3")
+		return ok && !old && w.ID == id3 && len(v.byID) == 3
+	})
+
+	d.DeleteInstance("web-4") // DELETED: no fetch
+	sink.waitFor(t, "web-4 deleted", func(v view) bool { _, ok := v.byID[id3]; return !ok && len(v.byID) == 2 })
+
+	if n := d.Calls("GetInstance"); n != 5 {
+		t.Errorf("%d GetInstance calls for 6 events (one of them DELETED), want 5", n)
+	}
+	if n := d.Calls("ListInstances"); n != 1 {
+		t.Errorf("%d ListInstances calls, want 1", n)
+	}
+	if r := sink.replaceCount(); r != 1 {
+		t.Errorf("%d Replace calls, want 1", r)
+	}
+	if n := countLogs(logs, zapcore.ErrorLevel) + countLogs(logs, zapcore.WarnLevel); n != 0 {
+		t.Errorf("unexpected warnings or errors:\n%s", dumpLogs(logs))
+	}
+}
+
+// Per-event cost does not grow with the number of instances: with 1,000
+// instances, one change costs one GetInstance.
+func TestOneFetchPerEventWithManyInstances(t *testing.T) {
+	d := newDaemon(t)
+	d.AddNetwork(defaultNet)
+	d.EmitQuietly(true)
+	for i := range 1000 {
+		d.CreateInstance(running(fmt.Sprintf("vm-%04d", i), fmt.Sprintf("172.20.%d.%d", i/250, i%250+2)))
+	}
+	d.EmitQuietly(false)
+	sink, _ := start(t, Config{Address: serveUnix(t, d)})
+	sink.waitFor(t, "the listing of 1,000 instances", func(v view) bool { return len(v.byID) == 1000 })
+	waitFollowers(t, d, 1)
+
+	d.SetState("vm-0500", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
+	sink.waitFor(t, "vm-0500 stopped", func(v view) bool { w, _ := v.named("vm-0500"); return w.State == catalog.StateStopped })
+	if n := d.Calls("GetInstance"); n != 1 {
+		t.Fatalf("%d GetInstance calls for one event among 1,000 instances, want 1", n)
+	}
+	d.SetState("vm-0999", dicerpb.InstanceState_INSTANCE_STATE_PAUSED, nil)
+	sink.waitFor(t, "vm-0999 paused", func(v view) bool { w, _ := v.named("vm-0999"); return w.State == catalog.StatePaused })
+	if n := d.Calls("GetInstance"); n != 2 {
+		t.Fatalf("%d GetInstance calls for two events, want 2", n)
+	}
+
+	// A burst of events for one instance costs at most one fetch each
+	// (fewer when they coalesce), and the last state wins.
+	const burst = 100
+	for i := range burst {
+		d.UpdateInstance("vm-0001", func(in *dicerpb.Instance) { in.Labels["n"] = fmt.Sprint(i) })
+	}
+	sink.waitFor(t, "the last of the burst", func(v view) bool {
+		w, _ := v.named("vm-0001")
+		return w.Labels["n"] == fmt.Sprint(burst-1)
+	})
+	if n := d.Calls("GetInstance") - 2; n < 1 || n > burst {
+		t.Fatalf("%d GetInstance calls for a burst of %d events", n, burst)
+	}
+	t.Logf("a burst of %d events on one instance cost %d fetches", burst, d.Calls("GetInstance")-2)
+	if n := d.Calls("ListInstances"); n != 1 {
+		t.Errorf("%d ListInstances calls, want 1", n)
+	}
+}
+
+// While the daemon is down, the sink keeps what it last had (R6); after
+// the restart, a full re-list adds what was created and removes what was
+// deleted during the outage.
+func TestDaemonRestartRelists(t *testing.T) {
+	d := newDaemon(t)
+	d.AddNetwork(defaultNet)
+	d.CreateInstance(running("keep", "172.20.0.2"))
+	old := d.CreateInstance(running("old", "172.20.0.3"))
+	sink, logs := start(t, Config{Address: serveUnix(t, d)})
+	sink.waitFor(t, "the initial listing", func(v view) bool { return len(v.byID) == 2 })
+	waitFollowers(t, d, 1)
+
+	d.Stop()
+	waitLog(t, logs, zapcore.WarnLevel, "lost the Dicer daemon")
+	waitLog(t, logs, zapcore.ErrorLevel, "cannot follow the Dicer daemon") // a reconnect attempt failed
+	d.CreateInstance(running("new", "172.20.0.4"))
+	d.DeleteInstance("old")
+	d.SetState("keep", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
+	sink.check(func(v view) bool {
+		k, _ := v.named("keep")
+		if _, ok := v.byID[old.GetId()]; !ok || len(v.byID) != 2 || k.State != catalog.StateRunning || v.replaces != 1 {
+			t.Errorf("the sink changed while the daemon was down: %v, replaces %d", v.names(), v.replaces)
+		}
+		return true
+	})
+
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	sink.waitFor(t, "the re-list after the restart", func(v view) bool {
+		k, _ := v.named("keep")
+		_, hasNew := v.named("new")
+		_, hasOld := v.byID[old.GetId()]
+		return v.replaces == 2 && hasNew && !hasOld && k.State == catalog.StateStopped && len(v.byID) == 2
+	})
+	e := waitLog(t, logs, zapcore.InfoLevel, "reconnected to the Dicer daemon")
+	if e.ContextMap()["instances"] != int64(2) {
+		t.Errorf("reconnect log fields %v", e.ContextMap())
+	}
+	// Events are followed again after the reconnect.
+	waitFollowers(t, d, 1)
+	d.SetState("new", dicerpb.InstanceState_INSTANCE_STATE_PAUSED, nil)
+	sink.waitFor(t, "new paused", func(v view) bool { w, _ := v.named("new"); return w.State == catalog.StatePaused })
+}
+
+// A follower cut off for falling behind (RESOURCE_EXHAUSTED) resubscribes
+// and re-lists, so changes it missed are picked up.
+func TestCutFollowerRelists(t *testing.T) {
+	d := newDaemon(t)
+	d.CreateInstance(running("a", "172.20.0.2"))
+	sink, logs := start(t, Config{Address: serveUnix(t, d)})
+	sink.waitFor(t, "the initial listing", func(v view) bool { return len(v.byID) == 1 })
+	waitFollowers(t, d, 1)
+
+	d.EmitQuietly(true) // changes the follower never hears of
+	d.CreateInstance(running("missed", "172.20.0.3"))
+	d.EmitQuietly(false)
+	d.CutFollowers()
+
+	sink.waitFor(t, "the re-list", func(v view) bool { _, ok := v.named("missed"); return ok && v.replaces == 2 })
+	e := waitLog(t, logs, zapcore.WarnLevel, "fell behind")
+	if !strings.Contains(fmt.Sprint(e.ContextMap()["error"]), "RESOURCE_EXHAUSTED") {
+		t.Errorf("fell-behind log fields %v", e.ContextMap())
+	}
+	if n := d.Calls("ListInstances"); n != 2 {
+		t.Errorf("%d ListInstances calls, want 2", n)
+	}
+	waitFollowers(t, d, 1)
+}
+
+// An instance that is gone when its event is fetched (NOT_FOUND) is
+// deleted; a failing fetch ends the session and a re-list follows.
+func TestFetchErrors(t *testing.T) {
+	d := newDaemon(t)
+	d.CreateInstance(running("a", "172.20.0.2"))
+	d.CreateInstance(running("b", "172.20.0.3"))
+	sink, logs := start(t, Config{Address: serveUnix(t, d)})
+	sink.waitFor(t, "the initial listing", func(v view) bool { return len(v.byID) == 2 })
+	waitFollowers(t, d, 1)
+
+	d.SetCallError("GetInstance", status.Error(codes.NotFound, "no instance"))
+	d.SetState("a", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
+	sink.waitFor(t, "a deleted after NOT_FOUND", func(v view) bool { _, ok := v.named("a"); return !ok && len(v.byID) == 1 })
+
+	d.SetCallError("GetInstance", status.Error(codes.Internal, "boom"))
+	d.SetState("b", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
+	// The re-list brings back a (it still exists) and b's new state.
+	sink.waitFor(t, "the re-list after a failed fetch", func(v view) bool {
+		_, a := v.named("a")
+		b, _ := v.named("b")
+		return v.replaces >= 2 && a && b.State == catalog.StateStopped
+	})
+	e := waitLog(t, logs, zapcore.WarnLevel, "lost the Dicer daemon")
+	if e.ContextMap()["call"] != "GetInstance" || !strings.Contains(fmt.Sprint(e.ContextMap()["error"]), "boom") {
+		t.Errorf("failed fetch log fields %v", e.ContextMap())
+	}
+	d.SetCallError("GetInstance", nil)
+}
+
+// A network event re-lists networks and updates the gateway of the
+// instances on that network.
+func TestNetworkEventUpdatesGateway(t *testing.T) {
+	d := newDaemon(t)
+	d.AddNetwork(defaultNet)
+	blue := running("blue-1", "10.9.0.5")
+	blue.NetworkName = "blue"
+	d.CreateInstance(blue)
+	d.CreateInstance(running("web", "172.20.0.2"))
+	sink, _ := start(t, Config{Address: serveUnix(t, d)})
+	sink.waitFor(t, "the initial listing", func(v view) bool { return len(v.byID) == 2 })
+	sink.check(func(v view) bool {
+		if b, _ := v.named("blue-1"); b.Gateway != "" {
+			t.Errorf("blue-1 has gateway %q before its network exists", b.Gateway)
+		}
+		return true
+	})
+	waitFollowers(t, d, 1)
+
+	d.AddNetwork(&dicerpb.Network{Name: "blue", Subnet: "10.9.0.0/24", Gateway: "10.9.0.1"})
+	sink.waitFor(t, "blue-1's gateway", func(v view) bool { b, _ := v.named("blue-1"); return b.Gateway == "10.9.0.1" })
+	if n := d.Calls("ListNetworks"); n != 2 {
+		t.Errorf("%d ListNetworks calls, want 2", n)
+	}
+	if n := d.Calls("GetInstance"); n != 0 {
+		t.Errorf("%d GetInstance calls for a network event, want 0", n)
+	}
+}
+
+// A daemon that is down at start: the failure is logged once at error
+// level (then debug), and the adapter connects when the daemon appears.
+func TestDaemonDownAtStart(t *testing.T) {
+	addr := serveUnix(t, nil)
+	sink, logs := start(t, Config{Address: addr})
+	deadline := time.Now().Add(waitTimeout)
+	for countLogs(logs, zapcore.DebugLevel) < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no repeated attempts:\n%s", dumpLogs(logs))
+		}
+		time.Sleep(5 * time.Millisecond) // poll the condition
+	}
+	errs := logs.FilterLevelExact(zapcore.ErrorLevel).All()
+	if len(errs) != 1 {
+		t.Fatalf("%d error logs for one repeated failure, want 1:\n%s", len(errs), dumpLogs(logs))
+	}
+	if errs[0].ContextMap()["address"] != addr || errs[0].ContextMap()["retry_in"] == nil {
+		t.Errorf("error log fields %v", errs[0].ContextMap())
+	}
+	if sink.replaceCount() != 0 {
+		t.Fatal("a listing without a daemon")
+	}
+
+	d := newDaemon(t)
+	d.CreateInstance(running("late", "172.20.0.2"))
+	if err := d.ServeUnix(strings.TrimPrefix(addr, "unix://")); err != nil {
+		t.Fatal(err)
+	}
+	sink.waitFor(t, "the listing once the daemon is up", func(v view) bool { _, ok := v.named("late"); return ok })
+	waitLog(t, logs, zapcore.InfoLevel, "connected to the Dicer daemon")
+}
+
+// An invalid configuration is logged, and Run still waits for its context.
+func TestRunInvalidConfig(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, Config{Address: "10.0.0.1:7443", Logger: zap.New(core)}, newRecSink())
+	}()
+	e := waitLog(t, logs, zapcore.ErrorLevel, "invalid Dicer daemon settings")
+	if got := fmt.Sprint(e.ContextMap()["error"]); got != `token: required for the TCP address "10.0.0.1:7443"` {
+		t.Errorf("error %q", got)
+	}
+	select {
+	case <-done:
+		t.Fatal("Run returned before its context was done")
+	default:
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(waitTimeout):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// ---- TCP --------------------------------------------------------------------
+
+func serveTCP(t *testing.T, d *dicertest.Daemon, addr string) string {
+	t.Helper()
+	got, err := d.ServeTCP(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// The TCP listener with a fingerprinted read-only token: pinned TLS,
+// bearer token, networks listed on a loopback address.
+func TestTCPWithToken(t *testing.T) {
+	d := newDaemon(t)
+	d.AddNetwork(defaultNet)
+	d.CreateInstance(running("a", "172.20.0.2"))
+	addr := serveTCP(t, d, "127.0.0.1:0")
+	tok := d.AddToken("caddy", "instances:read", "events:read", "networks:read")
+	if p, err := ParseToken(tok); err != nil || p.Fingerprint != d.Fingerprint() {
+		t.Fatalf("test daemon token %+v, %v", p, err)
+	}
+	sink, logs := start(t, Config{Address: addr, Token: tok})
+	sink.waitFor(t, "the listing over TCP", func(v view) bool { a, ok := v.named("a"); return ok && a.Gateway == "172.20.0.1" })
+	waitFollowers(t, d, 1)
+	d.SetState("a", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
+	sink.waitFor(t, "a stopped", func(v view) bool { a, _ := v.named("a"); return a.State == catalog.StateStopped })
+	if n := countLogs(logs, zapcore.ErrorLevel) + countLogs(logs, zapcore.WarnLevel); n != 0 {
+		t.Errorf("unexpected warnings or errors:\n%s", dumpLogs(logs))
+	}
+}
+
+// A token whose fingerprint is another daemon's: no listing, and the log
+// names the mismatch.
+func TestTCPWrongFingerprint(t *testing.T) {
+	d := newDaemon(t)
+	d.CreateInstance(running("a", "172.20.0.2"))
+	addr := serveTCP(t, d, "127.0.0.1:0")
+	tok := d.AddToken("caddy")
+	wrong := strings.Repeat("ab", 32)
+	if wrong == d.Fingerprint() {
+		wrong = strings.Repeat("cd", 32)
+	}
+	tok = tok[:len(tok)-64] + wrong
+	sink, logs := start(t, Config{Address: addr, Token: tok})
+	e := waitLog(t, logs, zapcore.ErrorLevel, "does not match the token's")
+	want := "TLS handshake failed: daemon certificate fingerprint " + d.Fingerprint() + " does not match the token's " + wrong
+	if got := e.ContextMap()["error"]; got != want {
+		t.Errorf("error field\n got %q\nwant %q", got, want)
+	}
+	if sink.replaceCount() != 0 || d.Calls("GetEvents") != 0 || d.Calls("ListInstances") != 0 {
+		t.Errorf("calls reached a daemon whose certificate does not match: replaces %d, GetEvents %d, ListInstances %d",
+			sink.replaceCount(), d.Calls("GetEvents"), d.Calls("ListInstances"))
+	}
+}
+
+// An unknown token: UNAUTHENTICATED is logged with what to check.
+func TestTCPUnknownToken(t *testing.T) {
+	d := newDaemon(t)
+	addr := serveTCP(t, d, "127.0.0.1:0")
+	tok := "dicer_" + secret52 + "_" + d.Fingerprint() // well formed, never issued
+	sink, logs := start(t, Config{Address: addr, Token: tok})
+	e := waitLog(t, logs, zapcore.ErrorLevel, "UNAUTHENTICATED")
+	if got := e.ContextMap()["error"]; got != "daemon refused the token (UNAUTHENTICATED): check the token's secret" {
+		t.Errorf("error field %q", got)
+	}
+	if strings.Contains(dumpLogs(logs), secret52) {
+		t.Error("the log reveals the token's secret")
+	}
+	if sink.replaceCount() != 0 {
+		t.Error("a listing with an unknown token")
+	}
+}
+
+// A token lacking a scope the adapter needs: the log names the scope.
+func TestTCPMissingScope(t *testing.T) {
+	for _, tt := range []struct {
+		scopes  []string
+		missing string
+	}{
+		{[]string{"events:read", "networks:read"}, "instances:read"},
+		{[]string{"instances:read", "networks:read"}, "events:read"},
+	} {
+		t.Run(tt.missing, func(t *testing.T) {
+			d := newDaemon(t)
+			d.CreateInstance(running("a", "172.20.0.2"))
+			addr := serveTCP(t, d, "127.0.0.1:0")
+			sink, logs := start(t, Config{Address: addr, Token: d.AddToken("caddy", tt.scopes...)})
+			e := waitLog(t, logs, zapcore.ErrorLevel, "lacks scope "+tt.missing)
+			want := `daemon refused the token (PERMISSION_DENIED): token "caddy" lacks scope ` + tt.missing
+			if got := e.ContextMap()["error"]; got != want {
+				t.Errorf("error field %q, want %q", got, want)
+			}
+			if sink.replaceCount() != 0 {
+				t.Error("a listing without the scope")
+			}
+		})
+	}
+}
+
+// On a loopback address networks are listed; a token without
+// networks:read still works, with a warning and no gateways.
+func TestTCPLoopbackWithoutNetworksScope(t *testing.T) {
+	d := newDaemon(t)
+	d.AddNetwork(defaultNet)
+	d.CreateInstance(running("a", "172.20.0.2"))
+	addr := serveTCP(t, d, "127.0.0.1:0")
+	sink, logs := start(t, Config{Address: addr, Token: d.AddToken("caddy", "instances:read", "events:read")})
+	sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
+	sink.check(func(v view) bool {
+		if a, _ := v.named("a"); a.Gateway != "" {
+			t.Errorf("gateway %q without networks:read", a.Gateway)
+		}
+		return true
+	})
+	e := waitLog(t, logs, zapcore.WarnLevel, "cannot list the Dicer daemon's networks")
+	if !strings.Contains(fmt.Sprint(e.ContextMap()["error"]), "lacks scope networks:read") {
+		t.Errorf("warning fields %v", e.ContextMap())
+	}
+	// A network event in this session does not retry (and re-warn).
+	waitFollowers(t, d, 1)
+	d.AddNetwork(&dicerpb.Network{Name: "blue", Gateway: "10.9.0.1"})
+	d.SetState("a", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil) // a later event, to know the first was handled
+	sink.waitFor(t, "a stopped", func(v view) bool { a, _ := v.named("a"); return a.State == catalog.StateStopped })
+	if n := d.Calls("ListNetworks"); n != 1 {
+		t.Errorf("%d ListNetworks calls, want 1", n)
+	}
+	if n := countLogs(logs, zapcore.WarnLevel); n != 1 {
+		t.Errorf("%d warnings, want 1:\n%s", n, dumpLogs(logs))
+	}
+}
+
+// With a TCP address that is not loopback, networks are not listed at all
+// (the daemon's host is used instead), so a token without networks:read
+// works without a warning. Needs a non-loopback address on this host.
+func TestTCPNonLoopbackSkipsNetworks(t *testing.T) {
+	ip := nonLoopbackIPv4(t)
+	d := newDaemon(t)
+	d.AddNetwork(defaultNet)
+	d.CreateInstance(running("a", "172.20.0.2"))
+	addr := serveTCP(t, d, net.JoinHostPort(ip, "0"))
+	if DaemonHost(addr) != ip {
+		t.Fatalf("DaemonHost(%q) = %q", addr, DaemonHost(addr))
+	}
+	sink, logs := start(t, Config{Address: addr, Token: d.AddToken("caddy", "instances:read", "events:read")})
+	sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
+	if n := d.Calls("ListNetworks"); n != 0 {
+		t.Errorf("%d ListNetworks calls with a non-loopback address, want 0", n)
+	}
+	if n := countLogs(logs, zapcore.ErrorLevel) + countLogs(logs, zapcore.WarnLevel); n != 0 {
+		t.Errorf("unexpected warnings or errors:\n%s", dumpLogs(logs))
+	}
+}
+
+func nonLoopbackIPv4(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+				if ln, err := net.Listen("tcp", net.JoinHostPort(n.IP.String(), "0")); err == nil {
+					ln.Close()
+					return n.IP.String()
+				}
+			}
+		}
+	}
+	t.Skip("no non-loopback IPv4 address to listen on; listsNetworks is covered by TestDaemonHostAndListsNetworks")
+	return ""
+}
+
+// ---- a daemon whose certificate a CA signed ----------------------------------
+
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pool *x509.CertPool
+}
+
+func newCA(t *testing.T) testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return testCA{cert, key, pool}
+}
+
+func (ca testCA) issue(t *testing.T, dnsNames []string, ips []net.IP) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "dicerd"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     dnsNames,
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// tls{ca, server_name}: a token without a fingerprint, and the daemon's
+// certificate verified against the given roots and name.
+func TestTCPCASignedDaemon(t *testing.T) {
+	ca := newCA(t)
+	d, err := dicertest.NewWithCertificate(ca.issue(t, []string{"dicerd.test"}, []net.IP{net.IPv4(127, 0, 0, 1)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	d.CreateInstance(running("a", "172.20.0.2"))
+	addr := serveTCP(t, d, "127.0.0.1:0")
+	tok := d.AddToken("caddy")
+	if p, err := ParseToken(tok); err != nil || p.Fingerprint != "" {
+		t.Fatalf("token of a CA-signed daemon: %+v, %v", p, err)
+	}
+
+	t.Run("roots and server name", func(t *testing.T) {
+		sink, _ := start(t, Config{Address: addr, Token: tok, RootCAs: ca.pool, ServerName: "dicerd.test"})
+		sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
+	})
+	t.Run("roots, name from the address's IP", func(t *testing.T) {
+		sink, _ := start(t, Config{Address: addr, Token: tok, RootCAs: ca.pool})
+		sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
+	})
+	t.Run("unknown CA is refused", func(t *testing.T) {
+		sink, logs := start(t, Config{Address: addr, Token: tok, RootCAs: newCA(t).pool, ServerName: "dicerd.test"})
+		waitLog(t, logs, zapcore.ErrorLevel, "certificate signed by unknown authority")
+		if sink.replaceCount() != 0 {
+			t.Error("a listing from a daemon signed by an untrusted CA")
+		}
+	})
+	t.Run("wrong server name is refused", func(t *testing.T) {
+		sink, logs := start(t, Config{Address: addr, Token: tok, RootCAs: ca.pool, ServerName: "other.test"})
+		waitLog(t, logs, zapcore.ErrorLevel, "not other.test")
+		if sink.replaceCount() != 0 {
+			t.Error("a listing from a daemon with another name")
+		}
+	})
+}
+
+// The daemon's generated certificate has no SANs, so it cannot be verified
+// by name even when it is trusted as a root: Go's verifier ignores the
+// Common Name. Such a daemon must be reached with a fingerprinted token.
+func TestTCPSelfSignedWithoutSANsCannotBeVerifiedByName(t *testing.T) {
+	d := newDaemon(t)
+	d.CreateInstance(running("a", "172.20.0.2"))
+	addr := serveTCP(t, d, "127.0.0.1:0")
+	tok := d.AddToken("caddy")
+	tok = tok[:len(tok)-65] // drop "_" + fingerprint
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(d.CertPEM()) {
+		t.Fatal("bad CertPEM")
+	}
+	sink, logs := start(t, Config{Address: addr, Token: tok, RootCAs: pool, ServerName: "dicerd"})
+	e := waitLog(t, logs, zapcore.ErrorLevel, "x509:")
+	t.Logf("refused as expected: %v", e.ContextMap()["error"])
+	if sink.replaceCount() != 0 {
+		t.Error("a listing from a daemon whose certificate names no host")
+	}
+}
+
+// The other socket target forms: "unix:/path" and "unix-abstract:NAME".
+func TestUnixTargetForms(t *testing.T) {
+	t.Run("unix:/path", func(t *testing.T) {
+		d := newDaemon(t)
+		d.CreateInstance(running("a", "172.20.0.2"))
+		addr := "unix:" + strings.TrimPrefix(serveUnix(t, d), "unix://")
+		sink, _ := start(t, Config{Address: addr})
+		sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
+	})
+	t.Run("unix-abstract:NAME", func(t *testing.T) {
+		d := newDaemon(t)
+		d.CreateInstance(running("a", "172.20.0.2"))
+		name := fmt.Sprintf("dcr-test-%d-%d", os.Getpid(), time.Now().UnixNano())
+		if err := d.ServeUnix("@" + name); err != nil {
+			t.Skipf("no abstract unix sockets here: %v", err)
+		}
+		sink, _ := start(t, Config{Address: "unix-abstract:" + name})
+		sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
+	})
+}
