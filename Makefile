@@ -1,0 +1,38 @@
+# caddy-dicer developer tasks. `make help` lists them.
+SHELL := /bin/bash
+CADDY_VERSION ?= v2.11.9
+XCADDY_VERSION ?= v0.4.5
+GOLANGCI_VERSION ?= v2.15.0
+MODULE := github.com/caddy-dicer/caddy-dicer
+# xcaddy resolves an unpublished module only at the zero pseudo-version.
+LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
+
+.PHONY: help test lint fmt build bench example test-e2e generate
+
+help: ## list the targets
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+test: ## vet and run every test with the race detector
+	go vet ./...
+	go test -race -count=1 ./...
+
+lint: ## golangci-lint with the committed .golangci.yml
+	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION) run ./...
+
+fmt: ## format the code (gofmt -s)
+	gofmt -s -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
+
+build: ## build bin/caddy (Caddy with the plugin) with xcaddy, as users do
+	mkdir -p bin
+	go run github.com/caddyserver/xcaddy/cmd/xcaddy@$(XCADDY_VERSION) build $(CADDY_VERSION) \
+		--with $(LOCAL_MODULE) --output bin/caddy
+	go build -o bin/dicer-testd ./cmd/dicer-testd
+
+bench: ## run the benchmarks
+	go test -run='^$$' -bench=. -benchmem ./...
+
+example: build ## run bin/caddy on example/Caddyfile in front of the test daemon
+	./example/run.sh
+
+generate: ## regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc)
+	go generate ./internal/dicerpb
