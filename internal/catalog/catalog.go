@@ -120,10 +120,15 @@ func (c *Catalog) Watch(sel selector.Selector) *View {
 func (c *Catalog) Unwatch(v *View) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if v.refs <= 0 {
+		return // already released
+	}
 	if v.refs--; v.refs > 0 {
 		return
 	}
-	delete(c.views, v.sel.String())
+	if key := v.sel.String(); c.views[key] == v {
+		delete(c.views, key)
+	}
 	old := c.current.Load()
 	views := make(map[*View][]*entry, len(old.views))
 	for k, es := range old.views {

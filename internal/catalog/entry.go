@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"net"
+	"unsafe"
 	"strconv"
 	"strings"
 )
@@ -61,10 +62,15 @@ func (e *entry) notRoutable() string {
 
 func (e *entry) routable() bool { return e.notRoutable() == "" }
 
-// awaitingVerdict reports a wakeable instance that runs but whose health
-// check has not passed yet: most likely just woken (R5, first choice).
+// awaitingVerdict reports a wakeable instance on its way up: starting, or
+// running while its health check has no verdict yet. Most likely it was just
+// woken, so requests keep going to it rather than waking another (R5, first
+// choice).
 func (e *entry) awaitingVerdict() bool {
-	return e.inst.WakeOnConnect && e.inst.State == StateRunning && e.inst.Health == HealthStarting
+	if !e.inst.WakeOnConnect {
+		return false
+	}
+	return e.inst.State == StateStarting || e.inst.State == StateRunning && e.inst.Health == HealthStarting
 }
 
 // servesHost reports whether the instance may take requests for host (R2):
@@ -156,11 +162,16 @@ func (r *reach) publishedHost(hostIP, gateway string) string {
 	return gateway
 }
 
+// joinHostPort is net.JoinHostPort for an int port, in one allocation.
 func joinHostPort(host string, port int) string {
+	b := make([]byte, 0, len(host)+8)
 	if strings.IndexByte(host, ':') >= 0 {
-		return net.JoinHostPort(host, strconv.Itoa(port))
+		b = append(append(append(b, '['), host...), ']')
+	} else {
+		b = append(b, host...)
 	}
-	return host + ":" + strconv.Itoa(port)
+	b = strconv.AppendInt(append(b, ':'), int64(port), 10)
+	return unsafeString(b)
 }
 
 // parsePort parses a caddy.port label: 1..65535, else -1.
@@ -216,3 +227,7 @@ func NormalizeHost(host string) string {
 	}
 	return host
 }
+
+// unsafeString turns a byte slice that is never written again into a string
+// without copying it.
+func unsafeString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

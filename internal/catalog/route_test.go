@@ -643,6 +643,15 @@ func TestTargets(t *testing.T) {
 			want: []string{"web-z 10.0.0.26:8080"},
 		},
 		{
+			name: "R5_starting_woken_instance_keeps_fallback_no_second_wake",
+			instances: []catalog.Instance{
+				inst("web-a", web, wake(), state(catalog.StateStarting), publish("192.168.1.10", 32768, 8080)),
+				inst("web-b", web, standby(), publish("192.168.1.10", 32769, 8080)),
+			},
+			sel: "app=web", port: 8080, host: "shop.example.com",
+			want: []string{"web-a 192.168.1.10:32768"},
+		},
+		{
 			name:      "R5_awaiting_verdict_without_wake_not_fallback",
 			instances: []catalog.Instance{inst("web-1", web, health(catalog.HealthStarting))},
 			sel:       "app=web", port: 8080, host: "shop.example.com",
