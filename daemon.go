@@ -156,7 +156,7 @@ func (d *Daemon) follower() (follower, error) {
 	if err := cfg.Validate(); err != nil {
 		return follower{}, err
 	}
-	logger := caddy.Log().Named("dicer").With(zap.String("address", cfg.Address))
+	logger := daemonLogger("dicer", cfg.Address)
 	cfg.Logger = logger
 	sum := sha256.Sum256([]byte(strings.Join(key, "\x00")))
 	return follower{
@@ -176,11 +176,16 @@ func (d *Daemon) validateStatic() error {
 	if strings.Contains(d.Address+d.Token, "{") {
 		return nil // checked at provision, once placeholders are known
 	}
-	address := d.Address
-	if address == "" {
-		address = dicer.DefaultAddress
+	cfg := dicer.Config{Address: d.Address, Token: d.Token}
+	if d.TLS != nil {
+		// tls fits only a TCP daemon whose token has no fingerprint; the
+		// CA file itself is read at provision.
+		cfg.ServerName = d.TLS.ServerName
+		if d.TLS.CA != "" {
+			cfg.RootCAs = x509.NewCertPool()
+		}
 	}
-	return dicer.Config{Address: address, Token: d.Token}.Validate()
+	return cfg.Validate()
 }
 
 // unmarshalSetting parses one daemon setting of a Caddyfile block, if the
@@ -201,6 +206,10 @@ func (d *Daemon) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]boo
 	}
 	var value string
 	if !disp.AllArgs(&value) {
+		if name == "token" && value != "" {
+			// ArgErr would quote the token, secret included.
+			return true, disp.Err("token: wants exactly one value, the token")
+		}
 		return true, disp.ArgErr()
 	}
 	switch name {

@@ -75,7 +75,7 @@ func (u *DicerUpstreams) Provision(ctx caddy.Context) error {
 	}
 	u.conn, err = dial(ctx, f)
 	if err != nil {
-		return fmt.Errorf("dicer %s: %w", f.opts.Logger.Name(), err)
+		return fmt.Errorf("dicer: %w", err)
 	}
 	u.key = f.key
 	u.route.Port = u.Port
@@ -163,7 +163,7 @@ func (u *DicerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	if _, err := selector.Parse(u.Selector); err != nil {
-		return d.Errf("selector: %v", err)
+		return d.Errf("%v", err) // a SyntaxError names the selector
 	}
 	if err := u.Daemon.validateStatic(); err != nil {
 		return d.Errf("%v", err)
@@ -187,7 +187,7 @@ func parseRoute(sel string, port int) (selector.Selector, error) {
 	}
 	s, err := selector.Parse(sel)
 	if err != nil {
-		return s, fmt.Errorf("dicer: selector: %w", err)
+		return s, fmt.Errorf("dicer: %w", err) // a SyntaxError names the selector
 	}
 	return s, nil
 }

@@ -2,9 +2,9 @@ package catalog
 
 import (
 	"net"
-	"unsafe"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // entry is an Instance with what routing needs worked out once, when the

@@ -1,0 +1,498 @@
+package caddydicer
+
+// In-process Caddy tests (caddytest): a real Caddy serves real HTTP requests
+// through the dicer modules to instances of the repo's test daemon
+// (internal/dicertest, which serves Dicer's wire API; it is not Dicer).
+// Instances are small HTTP servers on 127.0.0.0/8 addresses.
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
+	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+)
+
+func TestMain(m *testing.M) {
+	// caddytest keeps Caddy's storage and autosave under these; keep them
+	// out of the developer's home.
+	dir, err := os.MkdirTemp("", "caddy-dicer-test")
+	if err != nil {
+		panic(err)
+	}
+	for _, v := range []string{"HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"} {
+		os.Setenv(v, dir)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const (
+	httpPort  = 9080
+	httpsPort = 9443
+	waitFor   = 5 * time.Second
+)
+
+// testDaemon is a test daemon on a unix socket, closed at the end of t.
+func testDaemon(t *testing.T) (*dicertest.Daemon, string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "dcr") // short: sun_path holds 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	d := dicertest.New()
+	t.Cleanup(d.Close)
+	sock := filepath.Join(dir, "d.sock")
+	if err := d.ServeUnix(sock); err != nil {
+		t.Fatal(err)
+	}
+	return d, sock
+}
+
+// instance starts a hello server on ip (any free port) and creates a
+// running instance there whose caddy.port label names that port.
+func instance(t *testing.T, d *dicertest.Daemon, name, ip string, labels map[string]string) *dicerpb.Instance {
+	t.Helper()
+	addr, stop, err := dicertest.ListenHello(ip+":0", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	_, port, _ := net.SplitHostPort(addr)
+	l := map[string]string{"caddy.port": port}
+	for k, v := range labels {
+		l[k] = v
+	}
+	return d.CreateInstance(&dicerpb.Instance{
+		Name: name, Ip: ip, NetworkName: "default", Labels: l,
+		State: dicerpb.InstanceState_INSTANCE_STATE_RUNNING,
+	})
+}
+
+// caddyConfig is a Caddyfile with the caddytest globals, a log file, and
+// the given global options and sites.
+func caddyConfig(t *testing.T, globals, sites string) (config, logFile string) {
+	logFile = filepath.Join(t.TempDir(), "caddy.log")
+	return fmt.Sprintf(`{
+	admin localhost:2999
+	http_port %d
+	https_port %d
+	grace_period 1ns
+	skip_install_trust
+	log {
+		output file %s
+		level DEBUG
+	}
+	%s
+}
+%s
+`, httpPort, httpsPort, logFile, globals, sites), logFile
+}
+
+// get sends a request for host and returns its status and body.
+func get(t *testing.T, tester *caddytest.Tester, host string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", httpPort), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	res, err := tester.Client.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", host, err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(body)
+}
+
+// eventually waits until cond holds, failing t after waitFor.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", waitFor, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// answers waits until a request for host gets status (and, if body is not
+// empty, that body).
+func answers(t *testing.T, tester *caddytest.Tester, host string, status int, body string) {
+	t.Helper()
+	var gotStatus int
+	var gotBody string
+	deadline := time.Now().Add(waitFor)
+	for {
+		gotStatus, gotBody = get(t, tester, host)
+		if gotStatus == status && (body == "" || gotBody == body) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host %s: got %d %q within %s, want %d %q", host, gotStatus, gotBody, waitFor, status, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func hello(name string) string { return "hello from " + name + "\n" }
+
+func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
+	d, sock := testDaemon(t)
+	for i, name := range []string{"web-1", "web-2", "web-3"} {
+		instance(t, d, name, "127.0.0."+strconv.Itoa(21+i), map[string]string{"app": "web"})
+	}
+	instance(t, d, "api-1", "127.0.0.24", map[string]string{"app": "api"})
+	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic dicer app=web {
+			address unix:%s
+		}
+		lb_policy round_robin
+	}
+}`, httpPort, sock))
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+
+	counts := map[string]int{}
+	for range 30 {
+		status, body := get(t, tester, "any.example")
+		if status != http.StatusOK {
+			t.Fatalf("status %d %q", status, body)
+		}
+		counts[body]++
+	}
+	for _, name := range []string{"web-1", "web-2", "web-3"} {
+		if counts[hello(name)] != 10 {
+			t.Errorf("%s got %d of 30 requests, want 10 (all: %v)", name, counts[hello(name)], counts)
+		}
+	}
+}
+
+func TestCaddy_R2_host_route(t *testing.T) {
+	d, sock := testDaemon(t)
+	instance(t, d, "shop", "127.0.0.31", map[string]string{"caddy.host": "shop.example.com, www.shop.example.com"})
+	instance(t, d, "blog", "127.0.0.32", map[string]string{"caddy.host": "blog.example.com"})
+	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic dicer {
+			address unix:%s
+		}
+	}
+}`, httpPort, sock))
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+
+	for host, want := range map[string]string{
+		"shop.example.com":       hello("shop"),
+		"WWW.Shop.Example.COM":   hello("shop"),
+		"shop.example.com.:9080": hello("shop"),
+		"blog.example.com":       hello("blog"),
+	} {
+		if status, body := get(t, tester, host); status != http.StatusOK || body != want {
+			t.Errorf("host %s: got %d %q, want 200 %q", host, status, body, want)
+		}
+	}
+	if status, _ := get(t, tester, "unclaimed.example.com"); status != http.StatusServiceUnavailable {
+		t.Errorf("unclaimed host: got %d, want 503", status)
+	}
+}
+
+func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
+	d, sock := testDaemon(t)
+	instance(t, d, "web-1", "127.0.0.41", map[string]string{"app": "web"})
+	config, logFile := caddyConfig(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic dicer app=web {
+			address unix:%s
+		}
+	}
+}`, httpPort, sock))
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	answers(t, tester, "x", http.StatusOK, hello("web-1"))
+
+	steps := []struct {
+		name   string
+		change func()
+		status int
+		body   string
+	}{
+		{"paused", func() { d.SetState("web-1", dicerpb.InstanceState_INSTANCE_STATE_PAUSED, nil) }, 503, ""},
+		{"resumed", func() { d.SetState("web-1", dicerpb.InstanceState_INSTANCE_STATE_RUNNING, nil) }, 200, hello("web-1")},
+		{"stopped", func() { d.SetState("web-1", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil) }, 503, ""},
+		{"started", func() { d.SetState("web-1", dicerpb.InstanceState_INSTANCE_STATE_RUNNING, nil) }, 200, hello("web-1")},
+		{"unhealthy", func() {
+			d.UpdateInstance("web-1", func(i *dicerpb.Instance) {
+				i.HealthCheck = &dicerpb.HealthCheck{Probe: &dicerpb.HealthCheck_Tcp{Tcp: &dicerpb.HealthCheckTCP{Port: 1}}}
+				i.Health = &dicerpb.Health{Status: dicerpb.HealthStatus_HEALTH_STATUS_STARTING}
+			})
+			d.SetHealth("web-1", dicerpb.HealthStatus_HEALTH_STATUS_UNHEALTHY)
+		}, 503, ""},
+		{"healthy", func() { d.SetHealth("web-1", dicerpb.HealthStatus_HEALTH_STATUS_HEALTHY) }, 200, hello("web-1")},
+		{"deleted", func() { d.DeleteInstance("web-1") }, 503, ""},
+		{"created", func() { instance(t, d, "web-2", "127.0.0.42", map[string]string{"app": "web"}) }, 200, hello("web-2")},
+	}
+	for _, s := range steps {
+		s.change()
+		answers(t, tester, "x", s.status, s.body)
+	}
+	logs := readFile(t, logFile)
+	for _, want := range []string{`"instance joins rotation"`, `"why":"paused"`, `"why":"unhealthy"`, `"why":"deleted"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %s", want)
+		}
+	}
+	if n := d.Calls("ListInstances"); n != 1 {
+		t.Errorf("ListInstances called %d times; want 1 (events, not re-lists)", n)
+	}
+}
+
+func TestCaddy_R6_daemon_gone_keeps_routes(t *testing.T) {
+	d, sock := testDaemon(t)
+	instance(t, d, "web-1", "127.0.0.51", map[string]string{"app": "web"})
+	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic dicer app=web {
+			address unix:%s
+		}
+	}
+}`, httpPort, sock))
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	answers(t, tester, "x", http.StatusOK, hello("web-1"))
+
+	d.Stop()
+	eventually(t, "the follower sees the daemon gone", func() bool { return d.Followers() == 0 })
+	for range 20 {
+		if status, body := get(t, tester, "x"); status != http.StatusOK || body != hello("web-1") {
+			t.Fatalf("daemon down: got %d %q, want the last known instance", status, body)
+		}
+	}
+	// Changes while the daemon is away are picked up by the re-list.
+	d.EmitQuietly(true)
+	d.DeleteInstance("web-1")
+	instance(t, d, "web-2", "127.0.0.52", map[string]string{"app": "web"})
+	d.EmitQuietly(false)
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	answers(t, tester, "x", http.StatusOK, hello("web-2"))
+}
+
+func TestCaddy_R9_daemon_down_at_start_fills_in_routes(t *testing.T) {
+	dir, err := os.MkdirTemp("", "dcr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "d.sock")
+	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic dicer app=web {
+			address unix:%s
+		}
+	}
+}`, httpPort, sock))
+	tester := caddytest.NewTester(t)
+	start := time.Now()
+	tester.InitServer(config, "caddyfile")
+	t.Logf("config with an unreachable daemon loaded in %s", time.Since(start).Round(time.Millisecond))
+	if status, _ := get(t, tester, "x"); status != http.StatusServiceUnavailable {
+		t.Fatalf("daemon down: got %d, want 503", status)
+	}
+
+	d := dicertest.New()
+	defer d.Close()
+	instance(t, d, "web-1", "127.0.0.61", map[string]string{"app": "web"})
+	if err := d.ServeUnix(sock); err != nil {
+		t.Fatal(err)
+	}
+	answers(t, tester, "x", http.StatusOK, hello("web-1"))
+}
+
+func TestCaddy_R9_tcp_with_token_and_pinned_certificate(t *testing.T) {
+	d := dicertest.New()
+	defer d.Close()
+	addr, err := d.ServeTCP("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	instance(t, d, "web-1", "127.0.0.71", map[string]string{"app": "web"})
+	token := d.AddToken("caddy", "instances:read", "events:read", "networks:read")
+	t.Setenv("TEST_DICER_TOKEN", token)
+	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic dicer app=web {
+			address %s
+			token {env.TEST_DICER_TOKEN}
+		}
+	}
+}`, httpPort, addr))
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	answers(t, tester, "x", http.StatusOK, hello("web-1"))
+}
+
+func TestCaddy_R12_wrong_fingerprint_refused_and_logged(t *testing.T) {
+	d := dicertest.New()
+	defer d.Close()
+	addr, err := d.ServeTCP("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	instance(t, d, "web-1", "127.0.0.81", map[string]string{"app": "web"})
+	token := d.AddToken("caddy")
+	wrong := token[:len(token)-64] + strings.Repeat("ab", 32)
+	config, logFile := caddyConfig(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic dicer app=web {
+			address %s
+			token %s
+		}
+	}
+}`, httpPort, addr, wrong))
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	if status, _ := get(t, tester, "x"); status != http.StatusServiceUnavailable {
+		t.Fatalf("wrong fingerprint: got %d, want 503 (no routes)", status)
+	}
+	eventually(t, "the log names the fingerprint mismatch", func() bool {
+		return strings.Contains(readFile(t, logFile), "does not match the token")
+	})
+	if n := d.Calls("ListInstances"); n != 0 {
+		t.Errorf("ListInstances reached the daemon %d times through an unpinned connection", n)
+	}
+	if strings.Contains(readFile(t, logFile), token[6:58]) {
+		t.Error("the log holds the token's secret")
+	}
+}
+
+func TestCaddy_R9_shared_connection_survives_reload(t *testing.T) {
+	d, sock := testDaemon(t)
+	instance(t, d, "web-1", "127.0.0.91", map[string]string{"app": "web", "caddy.host": "web.example.com"})
+	site := func(body string) (string, string) {
+		return fmt.Sprintf(`
+on_demand_tls {
+	permission dicer {
+		address unix:%s
+	}
+}`, sock), fmt.Sprintf(`
+:%d {
+	header X-Config %s
+	reverse_proxy {
+		dynamic dicer app=web {
+			address unix:%s
+		}
+	}
+}`, httpPort, body, sock)
+	}
+	f, err := (&Daemon{Address: "unix:" + sock}).follower()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tester := caddytest.NewTester(t)
+	globals, sites := site("one")
+	config, _ := caddyConfig(t, globals, sites)
+	tester.InitServer(config, "caddyfile")
+	answers(t, tester, "web.example.com", http.StatusOK, hello("web-1"))
+	if refs, _ := connections.References(f.key); refs != 2 {
+		t.Fatalf("references after load: %d, want 2 (upstreams + permission)", refs)
+	}
+	first, _ := connections.LoadOrStore(f.key, nil)
+	connections.Delete(f.key)
+
+	globals, sites = site("two")
+	config, _ = caddyConfig(t, globals, sites)
+	tester.InitServer(config, "caddyfile")
+	if refs, _ := connections.References(f.key); refs != 2 {
+		t.Fatalf("references after reload: %d, want 2", refs)
+	}
+	second, _ := connections.LoadOrStore(f.key, nil)
+	connections.Delete(f.key)
+	if first != second {
+		t.Error("reload replaced the shared connection")
+	}
+	if n := d.Calls("ListInstances"); n != 1 {
+		t.Errorf("ListInstances called %d times; the reload reconnected", n)
+	}
+	answers(t, tester, "web.example.com", http.StatusOK, hello("web-1"))
+}
+
+func TestCaddy_R7_on_demand_tls_only_for_claimed_hosts(t *testing.T) {
+	d, sock := testDaemon(t)
+	instance(t, d, "shop", "127.0.0.101", map[string]string{"caddy.host": "shop.example.com"})
+	stopped := instance(t, d, "old", "127.0.0.102", map[string]string{"caddy.host": "old.example.com"})
+	d.SetState(stopped.GetName(), dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
+	config, _ := caddyConfig(t, fmt.Sprintf(`
+on_demand_tls {
+	permission dicer {
+		address unix:%s
+	}
+}`, sock), fmt.Sprintf(`
+https:// {
+	tls internal {
+		on_demand
+	}
+	reverse_proxy {
+		dynamic dicer {
+			address unix:%s
+		}
+	}
+}`, sock))
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+
+	handshake := func(name string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+		defer cancel()
+		dialer := tls.Dialer{Config: &tls.Config{ServerName: name, InsecureSkipVerify: true}}
+		conn, err := dialer.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort))
+		if err == nil {
+			conn.Close()
+		}
+		return err
+	}
+	for _, name := range []string{"shop.example.com", "SHOP.example.com", "old.example.com"} {
+		if err := handshake(name); err != nil {
+			t.Errorf("claimed host %s: handshake failed: %v", name, err)
+		}
+	}
+	for _, name := range []string{"evil.example.com", "example.com"} {
+		if err := handshake(name); err == nil {
+			t.Errorf("unclaimed host %s: handshake succeeded", name)
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return string(b)
+}
