@@ -3,6 +3,7 @@ package caddydicer
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 
@@ -43,7 +44,7 @@ func BenchmarkGetUpstreams(b *testing.B) {
 			if route.sel != "" {
 				u.route.View = c.Watch(selector.MustParse(route.sel))
 			}
-			req := httptest.NewRequest("GET", "http://shop.example.com/", nil)
+			req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/", nil)
 			b.Run(fmt.Sprintf("%s/n=%d", route.name, n), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {

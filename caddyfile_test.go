@@ -224,143 +224,259 @@ func TestCaddyfileErrors(t *testing.T) {
 	shortFP := "dicer_" + cfSecret + "_" + cfFingerprint[:40]
 	tests := []caddyfileErrorCase{
 		// A setting given twice.
-		{name: "address_twice", module: "upstreams", input: "dicer {\n address unix:///a.sock\n address unix:///b.sock\n}",
-			want: []string{"address has already been specified"}},
-		{name: "token_twice", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfToken + "\n token " + cfToken + "\n}",
-			want: []string{"token has already been specified"}, never: []string{cfSecret}},
-		{name: "published_port_host_twice", module: "upstreams", input: "dicer {\n published_port_host 10.0.0.5\n published_port_host 10.0.0.6\n}",
-			want: []string{"published_port_host has already been specified"}},
-		{name: "selector_inline_and_block", module: "upstreams", input: "dicer app=web {\n selector app=api\n}",
-			want: []string{"selector has already been specified"}},
-		{name: "selector_twice_in_block", module: "upstreams", input: "dicer {\n selector app=web\n selector app=api\n}",
-			want: []string{"selector has already been specified"}},
-		{name: "port_inline_and_block", module: "upstreams", input: "dicer app=web 8080 {\n port 9090\n}",
-			want: []string{"port has already been specified"}},
-		{name: "tls_twice", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  ca /a.pem\n }\n tls {\n  ca /b.pem\n }\n}",
-			want: []string{"tls has already been specified"}},
-		{name: "tls_ca_twice", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  ca /a.pem\n  ca /b.pem\n }\n}",
-			want: []string{"tls ca has already been specified"}},
-		{name: "tls_server_name_twice", module: "permission", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  server_name a\n  server_name b\n }\n}",
-			want: []string{"tls server_name has already been specified"}},
-		{name: "permission_address_twice", module: "permission", input: "dicer {\n address unix:///a.sock\n address unix:///b.sock\n}",
-			want: []string{"address has already been specified"}},
+		{
+			name: "address_twice", module: "upstreams", input: "dicer {\n address unix:///a.sock\n address unix:///b.sock\n}",
+			want: []string{"address has already been specified"},
+		},
+		{
+			name: "token_twice", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfToken + "\n token " + cfToken + "\n}",
+			want: []string{"token has already been specified"}, never: []string{cfSecret},
+		},
+		{
+			name: "published_port_host_twice", module: "upstreams", input: "dicer {\n published_port_host 10.0.0.5\n published_port_host 10.0.0.6\n}",
+			want: []string{"published_port_host has already been specified"},
+		},
+		{
+			name: "selector_inline_and_block", module: "upstreams", input: "dicer app=web {\n selector app=api\n}",
+			want: []string{"selector has already been specified"},
+		},
+		{
+			name: "selector_twice_in_block", module: "upstreams", input: "dicer {\n selector app=web\n selector app=api\n}",
+			want: []string{"selector has already been specified"},
+		},
+		{
+			name: "port_inline_and_block", module: "upstreams", input: "dicer app=web 8080 {\n port 9090\n}",
+			want: []string{"port has already been specified"},
+		},
+		{
+			name: "tls_twice", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  ca /a.pem\n }\n tls {\n  ca /b.pem\n }\n}",
+			want: []string{"tls has already been specified"},
+		},
+		{
+			name: "tls_ca_twice", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  ca /a.pem\n  ca /b.pem\n }\n}",
+			want: []string{"tls ca has already been specified"},
+		},
+		{
+			name: "tls_server_name_twice", module: "permission", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  server_name a\n  server_name b\n }\n}",
+			want: []string{"tls server_name has already been specified"},
+		},
+		{
+			name: "permission_address_twice", module: "permission", input: "dicer {\n address unix:///a.sock\n address unix:///b.sock\n}",
+			want: []string{"address has already been specified"},
+		},
 
 		// An unknown setting.
-		{name: "unknown_setting", module: "upstreams", input: "dicer {\n adress unix:///a.sock\n}",
-			want: []string{"unrecognized", "'adress'"}},
-		{name: "unknown_tls_setting", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  cert /c.pem\n }\n}",
-			want: []string{"unrecognized tls setting 'cert'", "ca or server_name"}},
-		{name: "permission_unknown_setting", module: "permission", input: "dicer {\n frobnicate yes\n}",
-			want: []string{"unrecognized", "'frobnicate'"}},
-		{name: "permission_refuses_selector", module: "permission", input: "dicer {\n selector app=web\n}",
-			want: []string{"unrecognized", "'selector'"}},
-		{name: "permission_refuses_port", module: "permission", input: "dicer {\n port 8080\n}",
-			want: []string{"unrecognized", "'port'"}},
-		{name: "permission_refuses_inline_args", module: "permission", input: "dicer app=web",
-			want: []string{"wrong argument count", "'app=web'"}},
+		{
+			name: "unknown_setting", module: "upstreams", input: "dicer {\n adress unix:///a.sock\n}", //nolint:misspell // a deliberate typo
+			want: []string{"unrecognized", "'adress'"},
+		},
+		{
+			name: "unknown_tls_setting", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  cert /c.pem\n }\n}",
+			want: []string{"unrecognized tls setting 'cert'", "ca or server_name"},
+		},
+		{
+			name: "permission_unknown_setting", module: "permission", input: "dicer {\n frobnicate yes\n}",
+			want: []string{"unrecognized", "'frobnicate'"},
+		},
+		{
+			name: "permission_refuses_selector", module: "permission", input: "dicer {\n selector app=web\n}",
+			want: []string{"unrecognized", "'selector'"},
+		},
+		{
+			name: "permission_refuses_port", module: "permission", input: "dicer {\n port 8080\n}",
+			want: []string{"unrecognized", "'port'"},
+		},
+		{
+			name: "permission_refuses_inline_args", module: "permission", input: "dicer app=web",
+			want: []string{"wrong argument count", "'app=web'"},
+		},
 
 		// A bad port.
-		{name: "port_inline_zero", module: "upstreams", input: "dicer app=web 0",
-			want: []string{"port", `"0"`, "1-65535"}},
-		{name: "port_inline_too_big", module: "upstreams", input: "dicer app=web 70000",
-			want: []string{"port", `"70000"`, "1-65535"}},
-		{name: "port_inline_name", module: "upstreams", input: "dicer app=web http",
-			want: []string{"port", `"http"`, "1-65535"}},
-		{name: "port_block_zero", module: "upstreams", input: "dicer {\n port 0\n}",
-			want: []string{"port", `"0"`, "1-65535"}},
-		{name: "port_block_too_big", module: "upstreams", input: "dicer {\n port 70000\n}",
-			want: []string{"port", `"70000"`, "1-65535"}},
-		{name: "port_block_name", module: "upstreams", input: "dicer {\n port http\n}",
-			want: []string{"port", `"http"`, "1-65535"}},
-		{name: "port_block_negative", module: "upstreams", input: "dicer {\n port -1\n}",
-			want: []string{"port", `"-1"`, "1-65535"}},
+		{
+			name: "port_inline_zero", module: "upstreams", input: "dicer app=web 0",
+			want: []string{"port", `"0"`, "1-65535"},
+		},
+		{
+			name: "port_inline_too_big", module: "upstreams", input: "dicer app=web 70000",
+			want: []string{"port", `"70000"`, "1-65535"},
+		},
+		{
+			name: "port_inline_name", module: "upstreams", input: "dicer app=web http",
+			want: []string{"port", `"http"`, "1-65535"},
+		},
+		{
+			name: "port_block_zero", module: "upstreams", input: "dicer {\n port 0\n}",
+			want: []string{"port", `"0"`, "1-65535"},
+		},
+		{
+			name: "port_block_too_big", module: "upstreams", input: "dicer {\n port 70000\n}",
+			want: []string{"port", `"70000"`, "1-65535"},
+		},
+		{
+			name: "port_block_name", module: "upstreams", input: "dicer {\n port http\n}",
+			want: []string{"port", `"http"`, "1-65535"},
+		},
+		{
+			name: "port_block_negative", module: "upstreams", input: "dicer {\n port -1\n}",
+			want: []string{"port", `"-1"`, "1-65535"},
+		},
 
 		// A bad selector; the selector package points at the offset (R8).
-		{name: "selector_inline_unclosed_set", module: "upstreams", input: `dicer "tier in (a"`,
-			want: []string{"selector", "tier in (a", "offset 10"}},
-		{name: "selector_block_unclosed_set", module: "upstreams", input: "dicer {\n selector \"tier in (a\"\n}",
-			want: []string{"selector", "tier in (a", "offset 10"}},
-		{name: "selector_bad_operator", module: "upstreams", input: "dicer app=web,=x",
-			want: []string{"selector", "offset"}},
+		{
+			name: "selector_inline_unclosed_set", module: "upstreams", input: `dicer "tier in (a"`,
+			want: []string{"selector", "tier in (a", "offset 10"},
+		},
+		{
+			name: "selector_block_unclosed_set", module: "upstreams", input: "dicer {\n selector \"tier in (a\"\n}",
+			want: []string{"selector", "tier in (a", "offset 10"},
+		},
+		{
+			name: "selector_bad_operator", module: "upstreams", input: "dicer app=web,=x",
+			want: []string{"selector", "offset"},
+		},
 
 		// Too many or too few arguments.
-		{name: "too_many_inline_args", module: "upstreams", input: "dicer app=web 8080 extra",
-			want: []string{"wrong argument count", "'extra'"}},
-		{name: "address_without_value", module: "upstreams", input: "dicer {\n address\n}",
-			want: []string{"wrong argument count", "'address'"}},
-		{name: "address_two_values", module: "upstreams", input: "dicer {\n address unix:///a.sock unix:///b.sock\n}",
-			want: []string{"wrong argument count"}},
-		{name: "token_without_value", module: "permission", input: "dicer {\n address 192.0.2.10:7443\n token\n}",
-			want: []string{"wrong argument count", "'token'"}},
-		{name: "token_two_values_keeps_secret", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfToken + " extra\n}",
-			want: []string{"token"}, never: []string{cfSecret}},
-		{name: "selector_without_value", module: "upstreams", input: "dicer {\n selector\n}",
-			want: []string{"wrong argument count", "'selector'"}},
-		{name: "port_without_value", module: "upstreams", input: "dicer {\n port\n}",
-			want: []string{"wrong argument count", "'port'"}},
-		{name: "port_two_values", module: "upstreams", input: "dicer {\n port 80 81\n}",
-			want: []string{"wrong argument count"}},
-		{name: "published_port_host_without_value", module: "upstreams", input: "dicer {\n published_port_host\n}",
-			want: []string{"wrong argument count", "'published_port_host'"}},
-		{name: "tls_with_argument", module: "upstreams", input: "dicer {\n tls /a.pem\n}",
-			want: []string{"wrong argument count", "'/a.pem'"}},
-		{name: "tls_ca_without_value", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  ca\n }\n}",
-			want: []string{"wrong argument count", "'ca'"}},
+		{
+			name: "too_many_inline_args", module: "upstreams", input: "dicer app=web 8080 extra",
+			want: []string{"wrong argument count", "'extra'"},
+		},
+		{
+			name: "address_without_value", module: "upstreams", input: "dicer {\n address\n}",
+			want: []string{"wrong argument count", "'address'"},
+		},
+		{
+			name: "address_two_values", module: "upstreams", input: "dicer {\n address unix:///a.sock unix:///b.sock\n}",
+			want: []string{"wrong argument count"},
+		},
+		{
+			name: "token_without_value", module: "permission", input: "dicer {\n address 192.0.2.10:7443\n token\n}",
+			want: []string{"wrong argument count", "'token'"},
+		},
+		{
+			name: "token_two_values_keeps_secret", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfToken + " extra\n}",
+			want: []string{"token"}, never: []string{cfSecret},
+		},
+		{
+			name: "selector_without_value", module: "upstreams", input: "dicer {\n selector\n}",
+			want: []string{"wrong argument count", "'selector'"},
+		},
+		{
+			name: "port_without_value", module: "upstreams", input: "dicer {\n port\n}",
+			want: []string{"wrong argument count", "'port'"},
+		},
+		{
+			name: "port_two_values", module: "upstreams", input: "dicer {\n port 80 81\n}",
+			want: []string{"wrong argument count"},
+		},
+		{
+			name: "published_port_host_without_value", module: "upstreams", input: "dicer {\n published_port_host\n}",
+			want: []string{"wrong argument count", "'published_port_host'"},
+		},
+		{
+			name: "tls_with_argument", module: "upstreams", input: "dicer {\n tls /a.pem\n}",
+			want: []string{"wrong argument count", "'/a.pem'"},
+		},
+		{
+			name: "tls_ca_without_value", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  ca\n }\n}",
+			want: []string{"wrong argument count", "'ca'"},
+		},
 
 		// The address.
-		{name: "address_without_port", module: "upstreams", input: "dicer {\n address dicer.example\n token " + cfToken + "\n}",
-			want: []string{"address", "dicer.example"}},
-		{name: "address_empty_unix_path", module: "permission", input: "dicer {\n address unix://\n}",
-			want: []string{"address", "no socket path"}},
+		{
+			name: "address_without_port", module: "upstreams", input: "dicer {\n address dicer.example\n token " + cfToken + "\n}",
+			want: []string{"address", "dicer.example"},
+		},
+		{
+			name: "address_empty_unix_path", module: "permission", input: "dicer {\n address unix://\n}",
+			want: []string{"address", "no socket path"},
+		},
 
 		// A token with a unix socket.
-		{name: "token_with_default_address", module: "upstreams", input: "dicer {\n token " + cfToken + "\n}",
-			want: []string{"token", "unix socket", "unix:///run/dicer/dicer.sock"}, never: []string{cfSecret}},
-		{name: "token_with_unix_address", module: "upstreams", input: "dicer {\n address unix:///var/run/dicer.sock\n token " + cfToken + "\n}",
-			want: []string{"token", "unix socket", "unix:///var/run/dicer.sock"}, never: []string{cfSecret}},
-		{name: "token_with_unix_abstract_address", module: "permission", input: "dicer {\n address unix-abstract:dicer\n token " + cfToken + "\n}",
-			want: []string{"token", "unix socket"}, never: []string{cfSecret}},
-		{name: "permission_token_with_default_address", module: "permission", input: "dicer {\n token " + cfToken + "\n}",
-			want: []string{"token", "unix socket"}, never: []string{cfSecret}},
+		{
+			name: "token_with_default_address", module: "upstreams", input: "dicer {\n token " + cfToken + "\n}",
+			want: []string{"token", "unix socket", "unix:///run/dicer/dicer.sock"}, never: []string{cfSecret},
+		},
+		{
+			name: "token_with_unix_address", module: "upstreams", input: "dicer {\n address unix:///var/run/dicer.sock\n token " + cfToken + "\n}",
+			want: []string{"token", "unix socket", "unix:///var/run/dicer.sock"}, never: []string{cfSecret},
+		},
+		{
+			name: "token_with_unix_abstract_address", module: "permission", input: "dicer {\n address unix-abstract:dicer\n token " + cfToken + "\n}",
+			want: []string{"token", "unix socket"}, never: []string{cfSecret},
+		},
+		{
+			name: "permission_token_with_default_address", module: "permission", input: "dicer {\n token " + cfToken + "\n}",
+			want: []string{"token", "unix socket"}, never: []string{cfSecret},
+		},
 
 		// A TCP address without a token.
-		{name: "tcp_without_token", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n}",
-			want: []string{"token", "required", "192.0.2.10:7443"}},
-		{name: "permission_tcp_without_token", module: "permission", input: "dicer {\n address dicer.example:7443\n}",
-			want: []string{"token", "required", "dicer.example:7443"}},
+		{
+			name: "tcp_without_token", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n}",
+			want: []string{"token", "required", "192.0.2.10:7443"},
+		},
+		{
+			name: "permission_tcp_without_token", module: "permission", input: "dicer {\n address dicer.example:7443\n}",
+			want: []string{"token", "required", "dicer.example:7443"},
+		},
 
 		// A malformed token; the error never echoes the secret.
-		{name: "token_without_prefix", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + badPrefix + "\n}",
-			want: []string{"token", "malformed", `"dicer_"`}, never: []string{cfSecret}},
-		{name: "token_bad_fingerprint", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + badFP + "\n}",
-			want: []string{"token", "malformed", "fingerprint"}, never: []string{cfSecret}},
-		{name: "token_short_fingerprint", module: "permission", input: "dicer {\n address 192.0.2.10:7443\n token " + shortFP + "\n}",
-			want: []string{"token", "malformed", "fingerprint", "64"}, never: []string{cfSecret}},
-		{name: "token_short_secret", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token dicer_tooshort\n}",
-			want: []string{"token", "malformed", "secret"}, never: []string{"tooshort"}},
+		{
+			name: "token_without_prefix", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + badPrefix + "\n}",
+			want: []string{"token", "malformed", `"dicer_"`}, never: []string{cfSecret},
+		},
+		{
+			name: "token_bad_fingerprint", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + badFP + "\n}",
+			want: []string{"token", "malformed", "fingerprint"}, never: []string{cfSecret},
+		},
+		{
+			name: "token_short_fingerprint", module: "permission", input: "dicer {\n address 192.0.2.10:7443\n token " + shortFP + "\n}",
+			want: []string{"token", "malformed", "fingerprint", "64"}, never: []string{cfSecret},
+		},
+		{
+			name: "token_short_secret", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token dicer_tooshort\n}",
+			want: []string{"token", "malformed", "secret"}, never: []string{"tooshort"},
+		},
 
 		// tls only fits a TCP daemon whose token carries no fingerprint (R9).
-		{name: "tls_with_unix_socket", module: "upstreams", input: "dicer {\n tls {\n  server_name dicer.example\n }\n}",
-			want: []string{"tls", "unix socket"}},
-		{name: "tls_ca_with_unix_socket", module: "permission", input: "dicer {\n address unix:///run/dicer.sock\n tls {\n  ca /etc/caddy/dicer-ca.pem\n }\n}",
-			want: []string{"tls", "unix socket"}},
-		{name: "tls_with_fingerprint_token", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfToken + "\n tls {\n  ca /etc/caddy/dicer-ca.pem\n }\n}",
-			want: []string{"tls", "fingerprint"}, never: []string{cfSecret}},
+		{
+			name: "tls_with_unix_socket", module: "upstreams", input: "dicer {\n tls {\n  server_name dicer.example\n }\n}",
+			want: []string{"tls", "unix socket"},
+		},
+		{
+			name: "tls_ca_with_unix_socket", module: "permission", input: "dicer {\n address unix:///run/dicer.sock\n tls {\n  ca /etc/caddy/dicer-ca.pem\n }\n}",
+			want: []string{"tls", "unix socket"},
+		},
+		{
+			name: "tls_with_fingerprint_token", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfToken + "\n tls {\n  ca /etc/caddy/dicer-ca.pem\n }\n}",
+			want: []string{"tls", "fingerprint"}, never: []string{cfSecret},
+		},
 
 		// Through the whole caddyfile adapter, so that the error carries the
 		// Caddyfile's name and line.
-		{name: "adapt_bad_port", module: "adapt", input: ":8884 {\n\treverse_proxy {\n\t\tdynamic dicer app=web 70000\n\t}\n}\n",
-			want: []string{"port", `"70000"`, "Caddyfile:3"}},
-		{name: "adapt_unknown_setting", module: "adapt", input: ":8884 {\n\treverse_proxy {\n\t\tdynamic dicer {\n\t\t\tselectr app=web\n\t\t}\n\t}\n}\n",
-			want: []string{"unrecognized", "'selectr'", "Caddyfile:4"}},
-		{name: "adapt_address_twice", module: "adapt", input: ":8884 {\n\treverse_proxy {\n\t\tdynamic dicer {\n\t\t\taddress unix:///a.sock\n\t\t\taddress unix:///b.sock\n\t\t}\n\t}\n}\n",
-			want: []string{"address has already been specified", "Caddyfile:5"}},
-		{name: "adapt_bad_selector", module: "adapt", input: ":8884 {\n\treverse_proxy {\n\t\tdynamic dicer \"tier in (a\"\n\t}\n}\n",
-			want: []string{"selector", "offset 10", "Caddyfile:3"}},
-		{name: "adapt_permission_token_with_unix", module: "adapt", input: "{\n\ton_demand_tls {\n\t\tpermission dicer {\n\t\t\ttoken " + cfToken + "\n\t\t}\n\t}\n}\n\nhttps:// {\n\ttls {\n\t\ton_demand\n\t}\n\trespond ok\n}\n",
-			want: []string{"token", "unix socket", "Caddyfile:"}, never: []string{cfSecret}},
-		{name: "adapt_permission_unknown_setting", module: "adapt", input: "{\n\ton_demand_tls {\n\t\tpermission dicer {\n\t\t\tselector app=web\n\t\t}\n\t}\n}\n\nhttps:// {\n\ttls {\n\t\ton_demand\n\t}\n\trespond ok\n}\n",
-			want: []string{"unrecognized", "'selector'", "Caddyfile:4"}},
+		{
+			name: "adapt_bad_port", module: "adapt", input: ":8884 {\n\treverse_proxy {\n\t\tdynamic dicer app=web 70000\n\t}\n}\n",
+			want: []string{"port", `"70000"`, "Caddyfile:3"},
+		},
+		{
+			name: "adapt_unknown_setting", module: "adapt", input: ":8884 {\n\treverse_proxy {\n\t\tdynamic dicer {\n\t\t\tselectr app=web\n\t\t}\n\t}\n}\n",
+			want: []string{"unrecognized", "'selectr'", "Caddyfile:4"},
+		},
+		{
+			name: "adapt_address_twice", module: "adapt", input: ":8884 {\n\treverse_proxy {\n\t\tdynamic dicer {\n\t\t\taddress unix:///a.sock\n\t\t\taddress unix:///b.sock\n\t\t}\n\t}\n}\n",
+			want: []string{"address has already been specified", "Caddyfile:5"},
+		},
+		{
+			name: "adapt_bad_selector", module: "adapt", input: ":8884 {\n\treverse_proxy {\n\t\tdynamic dicer \"tier in (a\"\n\t}\n}\n",
+			want: []string{"selector", "offset 10", "Caddyfile:3"},
+		},
+		{
+			name: "adapt_permission_token_with_unix", module: "adapt", input: "{\n\ton_demand_tls {\n\t\tpermission dicer {\n\t\t\ttoken " + cfToken + "\n\t\t}\n\t}\n}\n\nhttps:// {\n\ttls {\n\t\ton_demand\n\t}\n\trespond ok\n}\n",
+			want: []string{"token", "unix socket", "Caddyfile:"}, never: []string{cfSecret},
+		},
+		{
+			name: "adapt_permission_unknown_setting", module: "adapt", input: "{\n\ton_demand_tls {\n\t\tpermission dicer {\n\t\t\tselector app=web\n\t\t}\n\t}\n}\n\nhttps:// {\n\ttls {\n\t\ton_demand\n\t}\n\trespond ok\n}\n",
+			want: []string{"unrecognized", "'selector'", "Caddyfile:4"},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -490,40 +606,74 @@ func TestCaddyfileJSONValidation(t *testing.T) {
 		want   []string
 		never  []string
 	}{
-		{name: "bad_selector", module: "upstreams", json: `{"selector":"tier in (a"}`,
-			want: []string{"selector", "offset 10"}},
-		{name: "bad_selector_operator", module: "upstreams", json: `{"selector":"app==="}`,
-			want: []string{"selector", "offset"}},
-		{name: "port_too_big", module: "upstreams", json: `{"port":70000}`,
-			want: []string{"port", "70000", "1-65535"}},
-		{name: "port_negative", module: "upstreams", json: `{"port":-1}`,
-			want: []string{"port", "-1", "1-65535"}},
-		{name: "token_with_default_address", module: "upstreams", json: `{"token":"` + cfToken + `"}`,
-			want: []string{"token", "unix socket"}, never: []string{cfSecret}},
-		{name: "token_with_unix_address", module: "permission", json: `{"address":"unix:///run/dicer/dicer.sock","token":"` + cfToken + `"}`,
-			want: []string{"token", "unix socket"}, never: []string{cfSecret}},
-		{name: "token_placeholder_with_unix_placeholder", module: "upstreams", json: `{"address":"{env.CADDY_DICER_TEST_UNIX}","token":"{env.CADDY_DICER_TEST_TOKEN}"}`,
-			want: []string{"token", "unix socket", "unix:///run/dicer/other.sock"}, never: []string{cfSecret}},
-		{name: "tcp_without_token", module: "permission", json: `{"address":"192.0.2.10:7443"}`,
-			want: []string{"token", "required"}},
-		{name: "tcp_token_placeholder_empty", module: "upstreams", json: `{"address":"192.0.2.10:7443","token":"{env.CADDY_DICER_TEST_EMPTY}"}`,
-			want: []string{"token", "required"}},
-		{name: "tcp_token_placeholder_unset", module: "permission", json: `{"address":"192.0.2.10:7443","token":"{env.CADDY_DICER_TEST_NEVER_SET}"}`,
-			want: []string{"token", "required"}},
-		{name: "token_placeholder_without_prefix", module: "upstreams", json: `{"address":"192.0.2.10:7443","token":"{env.CADDY_DICER_TEST_BAD_TOKEN}"}`,
-			want: []string{"token", "malformed", `"dicer_"`}, never: []string{cfSecret}},
-		{name: "token_placeholder_bad_fingerprint", module: "permission", json: `{"address":"192.0.2.10:7443","token":"{env.CADDY_DICER_TEST_BAD_FINGERPRINT}"}`,
-			want: []string{"token", "malformed", "fingerprint"}, never: []string{cfSecret}},
-		{name: "bad_address", module: "upstreams", json: `{"address":"dicer.example","token":"` + cfToken + `"}`,
-			want: []string{"address", "dicer.example"}, never: []string{cfSecret}},
-		{name: "tls_ca_missing_file", module: "upstreams", json: `{"address":"192.0.2.10:7443","token":"` + cfTokenNoFP + `","tls":{"ca":"` + filepath.Join(dir, "missing.pem") + `"}}`,
-			want: []string{"tls ca", "missing.pem"}, never: []string{cfSecret}},
-		{name: "tls_ca_not_pem", module: "permission", json: `{"address":"192.0.2.10:7443","token":"` + cfTokenNoFP + `","tls":{"ca":"` + noPEM + `"}}`,
-			want: []string{"tls ca", "no PEM certificate"}, never: []string{cfSecret}},
-		{name: "tls_with_unix_socket", module: "upstreams", json: `{"tls":{"server_name":"dicer.example"}}`,
-			want: []string{"tls", "unix socket"}},
-		{name: "tls_with_fingerprint_token", module: "permission", json: `{"address":"192.0.2.10:7443","token":"` + cfToken + `","tls":{"server_name":"dicer.example"}}`,
-			want: []string{"tls", "fingerprint"}, never: []string{cfSecret}},
+		{
+			name: "bad_selector", module: "upstreams", json: `{"selector":"tier in (a"}`,
+			want: []string{"selector", "offset 10"},
+		},
+		{
+			name: "bad_selector_operator", module: "upstreams", json: `{"selector":"app==="}`,
+			want: []string{"selector", "offset"},
+		},
+		{
+			name: "port_too_big", module: "upstreams", json: `{"port":70000}`,
+			want: []string{"port", "70000", "1-65535"},
+		},
+		{
+			name: "port_negative", module: "upstreams", json: `{"port":-1}`,
+			want: []string{"port", "-1", "1-65535"},
+		},
+		{
+			name: "token_with_default_address", module: "upstreams", json: `{"token":"` + cfToken + `"}`,
+			want: []string{"token", "unix socket"}, never: []string{cfSecret},
+		},
+		{
+			name: "token_with_unix_address", module: "permission", json: `{"address":"unix:///run/dicer/dicer.sock","token":"` + cfToken + `"}`,
+			want: []string{"token", "unix socket"}, never: []string{cfSecret},
+		},
+		{
+			name: "token_placeholder_with_unix_placeholder", module: "upstreams", json: `{"address":"{env.CADDY_DICER_TEST_UNIX}","token":"{env.CADDY_DICER_TEST_TOKEN}"}`,
+			want: []string{"token", "unix socket", "unix:///run/dicer/other.sock"}, never: []string{cfSecret},
+		},
+		{
+			name: "tcp_without_token", module: "permission", json: `{"address":"192.0.2.10:7443"}`,
+			want: []string{"token", "required"},
+		},
+		{
+			name: "tcp_token_placeholder_empty", module: "upstreams", json: `{"address":"192.0.2.10:7443","token":"{env.CADDY_DICER_TEST_EMPTY}"}`,
+			want: []string{"token", "required"},
+		},
+		{
+			name: "tcp_token_placeholder_unset", module: "permission", json: `{"address":"192.0.2.10:7443","token":"{env.CADDY_DICER_TEST_NEVER_SET}"}`,
+			want: []string{"token", "required"},
+		},
+		{
+			name: "token_placeholder_without_prefix", module: "upstreams", json: `{"address":"192.0.2.10:7443","token":"{env.CADDY_DICER_TEST_BAD_TOKEN}"}`,
+			want: []string{"token", "malformed", `"dicer_"`}, never: []string{cfSecret},
+		},
+		{
+			name: "token_placeholder_bad_fingerprint", module: "permission", json: `{"address":"192.0.2.10:7443","token":"{env.CADDY_DICER_TEST_BAD_FINGERPRINT}"}`,
+			want: []string{"token", "malformed", "fingerprint"}, never: []string{cfSecret},
+		},
+		{
+			name: "bad_address", module: "upstreams", json: `{"address":"dicer.example","token":"` + cfToken + `"}`,
+			want: []string{"address", "dicer.example"}, never: []string{cfSecret},
+		},
+		{
+			name: "tls_ca_missing_file", module: "upstreams", json: `{"address":"192.0.2.10:7443","token":"` + cfTokenNoFP + `","tls":{"ca":"` + filepath.Join(dir, "missing.pem") + `"}}`,
+			want: []string{"tls ca", "missing.pem"}, never: []string{cfSecret},
+		},
+		{
+			name: "tls_ca_not_pem", module: "permission", json: `{"address":"192.0.2.10:7443","token":"` + cfTokenNoFP + `","tls":{"ca":"` + noPEM + `"}}`,
+			want: []string{"tls ca", "no PEM certificate"}, never: []string{cfSecret},
+		},
+		{
+			name: "tls_with_unix_socket", module: "upstreams", json: `{"tls":{"server_name":"dicer.example"}}`,
+			want: []string{"tls", "unix socket"},
+		},
+		{
+			name: "tls_with_fingerprint_token", module: "permission", json: `{"address":"192.0.2.10:7443","token":"` + cfToken + `","tls":{"server_name":"dicer.example"}}`,
+			want: []string{"tls", "fingerprint"}, never: []string{cfSecret},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

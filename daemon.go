@@ -156,15 +156,14 @@ func (d *Daemon) follower() (follower, error) {
 	if err := cfg.Validate(); err != nil {
 		return follower{}, err
 	}
-	logger := daemonLogger("dicer", cfg.Address)
-	cfg.Logger = logger
+	cfg.Logger = daemonLogger("dicer") // the adapter adds the address
 	sum := sha256.Sum256([]byte(strings.Join(key, "\x00")))
 	return follower{
 		key: hex.EncodeToString(sum[:]),
 		opts: catalog.Options{
 			PublishedPortHost: pph,
 			DaemonHost:        dicer.DaemonHost(cfg.Address),
-			Logger:            logger,
+			Logger:            cfg.Logger.With(zap.String("address", cfg.Address)),
 		},
 		run: func(ctx context.Context, sink catalog.Sink) { dicer.Run(ctx, cfg, sink) },
 	}, nil

@@ -9,8 +9,8 @@ import (
 // daemonLogger is the logger of a shared daemon connection. The connection
 // outlives the config that opened it, so every entry goes to whatever Caddy's
 // default logger is at the time, not to the one of an unloaded config.
-func daemonLogger(backend, address string) *zap.Logger {
-	return zap.New(currentCore{}).Named(backend).With(zap.String("address", address))
+func daemonLogger(backend string) *zap.Logger {
+	return zap.New(currentCore{}).Named(backend)
 }
 
 // currentCore hands each entry to the core of Caddy's current default

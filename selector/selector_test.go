@@ -69,16 +69,31 @@ var matchCases = []struct {
 	{"R8_not_exists_rejects_empty_label", "!internal", labels{"internal": ""}, false},
 
 	// comma = AND
-	{"R8_and_matches_when_all_hold", "app=web,tier!=canary,tier in (edge,frontend),public,!internal",
-		labels{"app": "web", "tier": "edge", "public": ""}, true},
-	{"R8_and_rejects_when_equals_fails", "app=web,tier!=canary,tier in (edge,frontend),public,!internal",
-		labels{"app": "api", "tier": "edge", "public": ""}, false},
-	{"R8_and_rejects_when_in_fails", "app=web,tier!=canary,tier in (edge,frontend),public,!internal",
-		labels{"app": "web", "tier": "backend", "public": ""}, false},
-	{"R8_and_rejects_when_exists_fails", "app=web,tier!=canary,tier in (edge,frontend),public,!internal",
-		labels{"app": "web", "tier": "edge"}, false},
-	{"R8_and_rejects_when_not_exists_fails", "app=web,tier!=canary,tier in (edge,frontend),public,!internal",
-		labels{"app": "web", "tier": "edge", "public": "", "internal": "x"}, false},
+	{
+		"R8_and_matches_when_all_hold", "app=web,tier!=canary,tier in (edge,frontend),public,!internal",
+		labels{"app": "web", "tier": "edge", "public": ""},
+		true,
+	},
+	{
+		"R8_and_rejects_when_equals_fails", "app=web,tier!=canary,tier in (edge,frontend),public,!internal",
+		labels{"app": "api", "tier": "edge", "public": ""},
+		false,
+	},
+	{
+		"R8_and_rejects_when_in_fails", "app=web,tier!=canary,tier in (edge,frontend),public,!internal",
+		labels{"app": "web", "tier": "backend", "public": ""},
+		false,
+	},
+	{
+		"R8_and_rejects_when_exists_fails", "app=web,tier!=canary,tier in (edge,frontend),public,!internal",
+		labels{"app": "web", "tier": "edge"},
+		false,
+	},
+	{
+		"R8_and_rejects_when_not_exists_fails", "app=web,tier!=canary,tier in (edge,frontend),public,!internal",
+		labels{"app": "web", "tier": "edge", "public": "", "internal": "x"},
+		false,
+	},
 	{"R8_and_contradiction_never_matches", "app=web,app=api", labels{"app": "web"}, false},
 	{"R8_and_notin_with_exists", "tier,tier notin (canary)", labels{}, false},
 
@@ -96,8 +111,11 @@ var matchCases = []struct {
 	{"R8_keyword_as_key_exists", "in", labels{"in": ""}, true},
 	{"R8_keyword_as_key_of_in", "in in (notin)", labels{"in": "notin"}, true},
 	{"R8_keyword_as_key_of_notin", "notin notin (in)", labels{"notin": "x"}, true},
-	{"R8_dotted_and_slashed_keys", "caddy.host=example.com,example.com/team in (a-b_c)",
-		labels{"caddy.host": "example.com", "example.com/team": "a-b_c"}, true},
+	{
+		"R8_dotted_and_slashed_keys", "caddy.host=example.com,example.com/team in (a-b_c)",
+		labels{"caddy.host": "example.com", "example.com/team": "a-b_c"},
+		true,
+	},
 	{"R8_duplicate_in_values", "tier in (a,a,b)", labels{"tier": "b"}, true},
 }
 
@@ -249,8 +267,10 @@ var stringCases = []struct {
 	sel  string
 	want string
 }{
-	{"R8_canonical_full", "app=web,tier!=canary,tier in (frontend,edge),public,!internal",
-		"app=web,tier!=canary,tier in (edge,frontend),public,!internal"},
+	{
+		"R8_canonical_full", "app=web,tier!=canary,tier in (frontend,edge),public,!internal",
+		"app=web,tier!=canary,tier in (edge,frontend),public,!internal",
+	},
 	{"R8_canonical_double_equals", "app==web", "app=web"},
 	{"R8_canonical_whitespace", "  app = web ,tier in ( b , a ) ,  ! internal,x  ", "app=web,tier in (a,b),!internal,x"},
 	{"R8_canonical_in_dedup", "tier in (c,a,b,a,c)", "tier in (a,b,c)"},

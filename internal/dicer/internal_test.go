@@ -83,16 +83,24 @@ func TestDescribe(t *testing.T) {
 		reason   string
 		wantCode codes.Code
 	}{
-		{wrapCall("ListInstances", status.Error(codes.Unauthenticated, "unauthenticated")), "ListInstances",
-			"daemon refused the token (UNAUTHENTICATED): check the token's secret", codes.Unauthenticated},
-		{wrapCall("GetEvents", status.Error(codes.PermissionDenied, `token "caddy" lacks scope events:read`)), "GetEvents",
-			`daemon refused the token (PERMISSION_DENIED): token "caddy" lacks scope events:read`, codes.PermissionDenied},
+		{
+			wrapCall("ListInstances", status.Error(codes.Unauthenticated, "unauthenticated")), "ListInstances",
+			"daemon refused the token (UNAUTHENTICATED): check the token's secret", codes.Unauthenticated,
+		},
+		{
+			wrapCall("GetEvents", status.Error(codes.PermissionDenied, `token "caddy" lacks scope events:read`)), "GetEvents",
+			`daemon refused the token (PERMISSION_DENIED): token "caddy" lacks scope events:read`, codes.PermissionDenied,
+		},
 		// How grpc-go reports a failed handshake: UNAVAILABLE, with the
 		// VerifyConnection error quoted inside.
-		{wrapCall("GetEvents", status.Errorf(codes.Unavailable, "connection error: desc = %q", "transport: authentication handshake failed: "+mismatch.Error())), "GetEvents",
-			"TLS handshake failed: " + mismatch.Error(), codes.Unavailable},
-		{wrapCall("GetEvents", status.Errorf(codes.Unavailable, "connection error: desc = %q", "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority")), "GetEvents",
-			"TLS handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority", codes.Unavailable},
+		{
+			wrapCall("GetEvents", status.Errorf(codes.Unavailable, "connection error: desc = %q", "transport: authentication handshake failed: "+mismatch.Error())), "GetEvents",
+			"TLS handshake failed: " + mismatch.Error(), codes.Unavailable,
+		},
+		{
+			wrapCall("GetEvents", status.Errorf(codes.Unavailable, "connection error: desc = %q", "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority")), "GetEvents",
+			"TLS handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority", codes.Unavailable,
+		},
 		{wrapCall("GetEvents", status.Error(codes.ResourceExhausted, "fell behind")), "GetEvents", "RESOURCE_EXHAUSTED: fell behind", codes.ResourceExhausted},
 		{wrapCall("GetEvents", io.EOF), "GetEvents", "the daemon ended the event stream", codes.Unavailable},
 		{status.Error(codes.Unavailable, "connection refused"), "", "UNAVAILABLE: connection refused", codes.Unavailable},

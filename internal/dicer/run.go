@@ -217,7 +217,7 @@ func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, er
 	if err != nil {
 		return false, wrapCall("connect", err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	client := dicerpb.NewDaemonServiceClient(conn)
 
 	sctx, cancel := context.WithCancel(ctx)
