@@ -142,7 +142,7 @@ func readAll(s grpc.ServerStreamingClient[dicerpb.GetEventsResponse]) ([]*dicerp
 	var out []*dicerpb.GetEventsResponse
 	for {
 		r, err := s.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
@@ -177,8 +177,10 @@ func actions(evs []*dicerpb.Event) []string {
 }
 
 func running(name, ip string) *dicerpb.Instance {
-	return &dicerpb.Instance{Name: name, Ip: ip, State: dicerpb.InstanceState_INSTANCE_STATE_RUNNING,
-		Labels: map[string]string{"app": "web"}}
+	return &dicerpb.Instance{
+		Name: name, Ip: ip, State: dicerpb.InstanceState_INSTANCE_STATE_RUNNING,
+		Labels: map[string]string{"app": "web"},
+	}
 }
 
 // ---- instances ---------------------------------------------------------------
@@ -333,8 +335,10 @@ func TestStartStandbyStopRPCs(t *testing.T) {
 	d := newTestDaemon(t)
 	c := unixClient(t, serveUnix(t, d))
 	ctx := testCtx(t)
-	d.CreateInstance(&dicerpb.Instance{Name: "vm", Ip: "10.0.0.9",
-		HealthCheck: &dicerpb.HealthCheck{Probe: &dicerpb.HealthCheck_Http{Http: &dicerpb.HealthCheckHTTP{Port: 80, Path: "/"}}}})
+	d.CreateInstance(&dicerpb.Instance{
+		Name: "vm", Ip: "10.0.0.9",
+		HealthCheck: &dicerpb.HealthCheck{Probe: &dicerpb.HealthCheck_Http{Http: &dicerpb.HealthCheckHTTP{Port: 80, Path: "/"}}},
+	})
 
 	_, err := c.StandbyInstance(ctx, &dicerpb.StandbyInstanceRequest{Name: "vm"})
 	wantCode(t, err, codes.FailedPrecondition, "")
@@ -894,7 +898,7 @@ func TestStopRestart(t *testing.T) {
 	}
 	for i, s := range streams {
 		_, err := s.Recv()
-		if err == nil || err == io.EOF {
+		if err == nil || errors.Is(err, io.EOF) {
 			t.Fatalf("stream %d after Stop: %v", i, err)
 		}
 		wantCode(t, err, codes.Unavailable, "")
