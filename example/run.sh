@@ -18,8 +18,8 @@ done
 
 cat <<MSG
 Try, from another terminal:
-  curl http://127.0.0.1:9080/                            # web-1, web-2, web-3 in turn
-  curl -H 'Host: shop.localhost' http://127.0.0.1:9081/  # shop
-  curl -H 'Host: nobody.localhost' http://127.0.0.1:9081/ -i  # 503: no instance claims it
+  curl http://127.0.0.1:8880/                            # web-1, web-2, web-3 in turn
+  curl -H 'Host: shop.localhost' http://127.0.0.1:8881/  # shop
+  curl -H 'Host: nobody.localhost' http://127.0.0.1:8881/ -i  # 503: no instance claims it
 MSG
 bin/caddy run --config example/Caddyfile --adapter caddyfile
