@@ -24,8 +24,8 @@ func benchCatalog(n int) *catalog.Catalog {
 		}
 		all = append(all, catalog.Instance{
 			ID: name, Name: name, Labels: labels, State: catalog.StateRunning,
-			Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255+1),
-			Ports:   []catalog.PublishedPort{{GuestPort: 8080, HostPort: uint16(20000 + i%40000)}},
+			Networks: []catalog.Attachment{{Network: "default", Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255+1)}},
+			Ports:    []catalog.PublishedPort{{GuestPort: 8080, HostPort: uint16(20000 + i%40000)}},
 		})
 	}
 	c.Replace(all)

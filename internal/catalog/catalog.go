@@ -285,8 +285,17 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 		c.logger.Warn("instance gets no requests: label caddy.port is not a port number (1-65535)",
 			zap.String("instance", e.inst.Name), zap.String("caddy.port", e.inst.Labels[LabelPort]))
 	}
-	wasIn := old != nil && old.routable()
-	isIn := e != nil && e.routable()
+	if e != nil && e.ambiguous && (old == nil || !old.ambiguous) {
+		nets := make([]string, len(e.inst.Networks))
+		for i, n := range e.inst.Networks {
+			nets[i] = n.Network
+		}
+		c.logger.Warn("instance is on several networks and has no caddy.network label: "+
+			"routes without a network setting send it no requests",
+			zap.String("instance", e.inst.Name), zap.Strings("networks", nets))
+	}
+	wasIn := old != nil && old.routable("")
+	isIn := e != nil && e.routable("")
 	switch {
 	case isIn && !wasIn:
 		why := "running"
@@ -297,7 +306,7 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 	case wasIn && !isIn:
 		why := gone
 		if e != nil {
-			why = e.notRoutable()
+			why = e.notRoutable("")
 		}
 		c.logger.Info("instance leaves rotation", zap.String("instance", old.inst.Name), zap.String("why", why))
 	}

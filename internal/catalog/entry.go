@@ -19,6 +19,13 @@ type entry struct {
 	// onlyPort is the guest port of the only TCP port the instance publishes,
 	// 0 when it publishes none or several (R3).
 	onlyPort int
+	// net is the network a route without a network setting reaches the
+	// instance on (R11): the caddy.network label's, else the only one; nil
+	// when there is none or the choice is ambiguous.
+	net *Attachment
+	// ambiguous is set when the instance is on several networks and has no
+	// caddy.network label.
+	ambiguous bool
 }
 
 func newEntry(inst Instance) *entry {
@@ -41,16 +48,48 @@ func newEntry(inst Instance) *entry {
 	if e.onlyPort < 0 {
 		e.onlyPort = 0
 	}
+	switch label, ok := inst.Labels[LabelNetwork]; {
+	case ok:
+		e.net = e.attachment(strings.TrimSpace(label))
+	case len(inst.Networks) == 1:
+		e.net = &e.inst.Networks[0]
+	default:
+		e.ambiguous = len(inst.Networks) > 1
+	}
 	return e
 }
 
-// notRoutable says why the instance takes no requests (R1), or "" when it
-// is routable.
-func (e *entry) notRoutable() string {
-	switch {
+// attachment is the instance's place on the named network, nil if it is not
+// on it.
+func (e *entry) attachment(network string) *Attachment {
+	for i := range e.inst.Networks {
+		if e.inst.Networks[i].Network == network {
+			return &e.inst.Networks[i]
+		}
+	}
+	return nil
+}
+
+// network picks the network a route reaches the instance on (R11): the
+// route's network setting, else the default from newEntry.
+func (e *entry) network(routeNetwork string) *Attachment {
+	if routeNetwork != "" {
+		return e.attachment(routeNetwork)
+	}
+	return e.net
+}
+
+// notRoutable says why the instance takes no requests (R1) on a route with
+// the given network setting, or "" when it is routable.
+func (e *entry) notRoutable(routeNetwork string) string {
+	switch net := e.network(routeNetwork); {
 	case e.inst.State != StateRunning:
 		return e.inst.State.String()
-	case e.inst.Address == "":
+	case net == nil && e.ambiguous && routeNetwork == "":
+		return "on several networks without a caddy.network label"
+	case net == nil && routeNetwork != "":
+		return "not on network " + routeNetwork
+	case net == nil || net.Address == "":
 		return "no address on its network"
 	case e.inst.Health == HealthStarting:
 		return "health check has no verdict yet"
@@ -60,7 +99,7 @@ func (e *entry) notRoutable() string {
 	return ""
 }
 
-func (e *entry) routable() bool { return e.notRoutable() == "" }
+func (e *entry) routable(routeNetwork string) bool { return e.notRoutable(routeNetwork) == "" }
 
 // awaitingVerdict reports a wakeable instance on its way up: starting, or
 // running while its health check has no verdict yet. Most likely it was just
@@ -108,25 +147,29 @@ type endpoint struct {
 	published bool
 }
 
-// resolve applies R3 and R4 for a route port. An empty dial means the
-// instance gets no requests.
-func (e *entry) resolve(routePort int, at *reach) endpoint {
-	port := e.guestPort(routePort)
+// resolve applies R3, R4 and the network rule of R11 for a route. An empty
+// dial means the instance gets no requests.
+func (e *entry) resolve(route Route, at *reach) endpoint {
+	port := e.guestPort(route.Port)
 	if port == 0 {
 		return endpoint{}
+	}
+	var net Attachment
+	if n := e.network(route.Network); n != nil {
+		net = *n
 	}
 	for _, p := range e.inst.Ports {
 		if p.Protocol != TCP || int(p.GuestPort) != port || p.HostPort == 0 {
 			continue
 		}
-		if host := at.publishedHost(p.HostIP, e.inst.Gateway); host != "" {
+		if host := at.publishedHost(p.HostIP, net.Gateway); host != "" {
 			return endpoint{dial: joinHostPort(host, int(p.HostPort)), published: true}
 		}
 	}
-	if e.inst.Address == "" {
+	if net.Address == "" {
 		return endpoint{}
 	}
-	return endpoint{dial: joinHostPort(e.inst.Address, port)}
+	return endpoint{dial: joinHostPort(net.Address, port)}
 }
 
 // reach holds the daemon-wide facts R4 uses to reach a published port.

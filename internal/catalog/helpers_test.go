@@ -21,12 +21,11 @@ type opt func(*catalog.Instance)
 // no labels, nothing published.
 func inst(name string, opts ...opt) catalog.Instance {
 	i := catalog.Instance{
-		ID:      "id-" + name,
-		Name:    name,
-		Labels:  map[string]string{},
-		State:   catalog.StateRunning,
-		Address: "10.0.0.2",
-		Network: "net0",
+		ID:       "id-" + name,
+		Name:     name,
+		Labels:   map[string]string{},
+		State:    catalog.StateRunning,
+		Networks: []catalog.Attachment{{Network: "net0", Address: "10.0.0.2"}},
 	}
 	for _, o := range opts {
 		o(&i)
@@ -54,8 +53,8 @@ func port(p string) opt { return label(catalog.LabelPort, p) }
 
 func state(s catalog.State) opt   { return func(i *catalog.Instance) { i.State = s } }
 func health(h catalog.Health) opt { return func(i *catalog.Instance) { i.Health = h } }
-func addr(a string) opt           { return func(i *catalog.Instance) { i.Address = a } }
-func gateway(g string) opt        { return func(i *catalog.Instance) { i.Gateway = g } }
+func addr(a string) opt           { return func(i *catalog.Instance) { i.Networks[0].Address = a } }
+func gateway(g string) opt        { return func(i *catalog.Instance) { i.Networks[0].Gateway = g } }
 
 // wake marks the instance as woken by a connection to a published port.
 func wake() opt { return func(i *catalog.Instance) { i.WakeOnConnect = true } }

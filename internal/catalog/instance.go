@@ -10,6 +10,9 @@ const (
 	LabelHost = "caddy.host"
 	// LabelPort names the guest port an instance serves on.
 	LabelPort = "caddy.port"
+	// LabelNetwork names the network to reach an instance on, when it is on
+	// several (R11).
+	LabelNetwork = "caddy.network"
 )
 
 // State is an instance's lifecycle state, as its daemon reports it.
@@ -86,14 +89,20 @@ type Instance struct {
 	Labels map[string]string
 	State  State
 	Health Health
-	// Address is the instance's own IP on Network; "" when it has none.
-	Address string
-	Network string
-	// Gateway is the host's own address on Network, where ports published
-	// on every host address can be reached (R4); "" when unknown.
-	Gateway string
-	Ports   []PublishedPort
+	// Networks are the networks the instance is attached to.
+	Networks []Attachment
+	Ports    []PublishedPort
 	// WakeOnConnect is true when a connection to a published port makes the
 	// daemon wake the instance from standby (Dicer: standby_after is set).
 	WakeOnConnect bool
+}
+
+// Attachment is an instance's place on one network.
+type Attachment struct {
+	Network string
+	// Address is the instance's own IP on Network; "" when it has none.
+	Address string
+	// Gateway is the host's own address on Network, where ports published
+	// on every host address can be reached (R4); "" when unknown.
+	Gateway string
 }

@@ -7,6 +7,9 @@ type Route struct {
 	View *View
 	// Port is the route's port setting, 0 when unset (R3).
 	Port int
+	// Network is the route's network setting: the network to reach
+	// instances on when they are on several (R11); "" when unset.
+	Network string
 }
 
 // Target is one place a request may go.
@@ -29,17 +32,17 @@ func (s *Snapshot) Targets(dst []Target, route Route, host string) []Target {
 	}
 	n := len(dst)
 	for _, e := range candidates {
-		if !e.routable() || !e.servesHost(host) {
+		if !e.routable(route.Network) || !e.servesHost(host) {
 			continue
 		}
-		if ep := e.resolve(route.Port, s.reach); ep.dial != "" {
+		if ep := e.resolve(route, s.reach); ep.dial != "" {
 			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial})
 		}
 	}
 	if len(dst) > n {
 		return dst
 	}
-	if e, ep := s.fallback(candidates, route.Port, host); e != nil {
+	if e, ep := s.fallback(candidates, route, host); e != nil {
 		dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial})
 	}
 	return dst
@@ -49,17 +52,17 @@ func (s *Snapshot) Targets(dst []Target, route Route, host string) []Target {
 // that runs but awaits its first health verdict (just woken), else the first
 // on standby whose requests go to a published port, the connection to which
 // makes the daemon wake it.
-func (s *Snapshot) fallback(candidates []*entry, port int, host string) (*entry, endpoint) {
+func (s *Snapshot) fallback(candidates []*entry, route Route, host string) (*entry, endpoint) {
 	for _, e := range candidates {
 		if e.awaitingVerdict() && e.servesHost(host) {
-			if ep := e.resolve(port, s.reach); ep.dial != "" {
+			if ep := e.resolve(route, s.reach); ep.dial != "" {
 				return e, ep
 			}
 		}
 	}
 	for _, e := range candidates {
 		if e.inst.WakeOnConnect && e.inst.State == StateStandby && e.servesHost(host) {
-			if ep := e.resolve(port, s.reach); ep.published {
+			if ep := e.resolve(route, s.reach); ep.published {
 				return e, ep
 			}
 		}

@@ -339,8 +339,13 @@ func (s *sessionState) networksChanged(ctx context.Context) error {
 		return err
 	}
 	for id, ci := range s.known {
-		if gw := s.gateways[ci.Network]; gw != ci.Gateway {
-			ci.Gateway = gw
+		if len(ci.Networks) != 1 {
+			continue
+		}
+		if att := ci.Networks[0]; s.gateways[att.Network] != att.Gateway {
+			// A new slice: the sink keeps the instance it was given.
+			att.Gateway = s.gateways[att.Network]
+			ci.Networks = []catalog.Attachment{att}
 			s.known[id] = ci
 			s.sink.Put(ci)
 		}

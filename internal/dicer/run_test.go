@@ -281,8 +281,8 @@ func TestFollowAppliesEvents(t *testing.T) {
 	sink.check(func(v view) bool {
 		w, _ := v.named("web-1")
 		want := catalog.PublishedPort{HostPort: 8080, GuestPort: 80, Protocol: catalog.TCP}
-		if w.State != catalog.StateRunning || w.Health != catalog.HealthStarting || w.Address != "172.20.0.5" ||
-			w.Network != "default" || w.Gateway != "172.20.0.1" || w.Labels["app"] != "web" ||
+		if w.State != catalog.StateRunning || w.Health != catalog.HealthStarting || net0(w).Address != "172.20.0.5" ||
+			net0(w).Network != "default" || net0(w).Gateway != "172.20.0.1" || w.Labels["app"] != "web" ||
 			len(w.Ports) != 1 || w.Ports[0] != want || w.ID == "" {
 			t.Errorf("web-1 translated as %+v", w)
 		}
@@ -306,7 +306,7 @@ func TestFollowAppliesEvents(t *testing.T) {
 	d.SetState("web-2", dicerpb.InstanceState_INSTANCE_STATE_RUNNING, map[string]string{"ip": "172.20.0.9"}) // STARTED
 	sink.waitFor(t, "web-2 running", func(v view) bool {
 		w, _ := v.named("web-2")
-		return w.State == catalog.StateRunning && w.Address == "172.20.0.9" && w.Gateway == "172.20.0.1"
+		return w.State == catalog.StateRunning && net0(w).Address == "172.20.0.9" && net0(w).Gateway == "172.20.0.1"
 	})
 
 	d.SetHealth("web-1", dicerpb.HealthStatus_HEALTH_STATUS_HEALTHY) // HEALTHY
@@ -495,15 +495,15 @@ func TestNetworkEventUpdatesGateway(t *testing.T) {
 	sink, _ := start(t, Config{Address: serveUnix(t, d)})
 	sink.waitFor(t, "the initial listing", func(v view) bool { return len(v.byID) == 2 })
 	sink.check(func(v view) bool {
-		if b, _ := v.named("blue-1"); b.Gateway != "" {
-			t.Errorf("blue-1 has gateway %q before its network exists", b.Gateway)
+		if b, _ := v.named("blue-1"); net0(b).Gateway != "" {
+			t.Errorf("blue-1 has gateway %q before its network exists", net0(b).Gateway)
 		}
 		return true
 	})
 	waitFollowers(t, d, 1)
 
 	d.AddNetwork(&dicerpb.Network{Name: "blue", Subnet: "10.9.0.0/24", Gateway: "10.9.0.1"})
-	sink.waitFor(t, "blue-1's gateway", func(v view) bool { b, _ := v.named("blue-1"); return b.Gateway == "10.9.0.1" })
+	sink.waitFor(t, "blue-1's gateway", func(v view) bool { b, _ := v.named("blue-1"); return net0(b).Gateway == "10.9.0.1" })
 	if n := d.Calls("ListNetworks"); n != 2 {
 		t.Errorf("%d ListNetworks calls, want 2", n)
 	}
@@ -593,7 +593,7 @@ func TestTCPWithToken(t *testing.T) {
 		t.Fatalf("test daemon token %+v, %v", p, err)
 	}
 	sink, logs := start(t, Config{Address: addr, Token: tok})
-	sink.waitFor(t, "the listing over TCP", func(v view) bool { a, ok := v.named("a"); return ok && a.Gateway == "172.20.0.1" })
+	sink.waitFor(t, "the listing over TCP", func(v view) bool { a, ok := v.named("a"); return ok && net0(a).Gateway == "172.20.0.1" })
 	waitFollowers(t, d, 1)
 	d.SetState("a", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
 	sink.waitFor(t, "a stopped", func(v view) bool { a, _ := v.named("a"); return a.State == catalog.StateStopped })
@@ -680,8 +680,8 @@ func TestTCPLoopbackWithoutNetworksScope(t *testing.T) {
 	sink, logs := start(t, Config{Address: addr, Token: d.AddToken("caddy", "instances:read", "events:read")})
 	sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
 	sink.check(func(v view) bool {
-		if a, _ := v.named("a"); a.Gateway != "" {
-			t.Errorf("gateway %q without networks:read", a.Gateway)
+		if a, _ := v.named("a"); net0(a).Gateway != "" {
+			t.Errorf("gateway %q without networks:read", net0(a).Gateway)
 		}
 		return true
 	})
@@ -876,4 +876,12 @@ func TestUnixTargetForms(t *testing.T) {
 		sink, _ := start(t, Config{Address: "unix-abstract:" + name})
 		sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
 	})
+}
+
+// net0 is the instance's one network attachment (Dicer instances have one).
+func net0(i catalog.Instance) catalog.Attachment {
+	if len(i.Networks) == 0 {
+		return catalog.Attachment{}
+	}
+	return i.Networks[0]
 }

@@ -17,13 +17,18 @@ func translate(in *dicerpb.Instance, gateways map[string]string) catalog.Instanc
 		Labels:        maps.Clone(in.GetLabels()),
 		State:         translateState(in.GetState()),
 		Health:        translateHealth(in),
-		Address:       in.GetIp(),
-		Network:       in.GetNetworkName(),
-		Gateway:       gateways[in.GetNetworkName()],
 		WakeOnConnect: in.GetStandbyAfter() != nil && in.GetStandbyAfter().AsDuration() > 0,
 	}
 	if len(out.Labels) == 0 {
 		out.Labels = nil
+	}
+	// A Dicer instance is on exactly one network.
+	if in.GetIp() != "" || in.GetNetworkName() != "" {
+		out.Networks = []catalog.Attachment{{
+			Network: in.GetNetworkName(),
+			Address: in.GetIp(),
+			Gateway: gateways[in.GetNetworkName()],
+		}}
 	}
 	for _, p := range in.GetPorts() {
 		if pp, ok := translatePort(p); ok {

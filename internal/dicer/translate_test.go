@@ -125,7 +125,7 @@ func TestTranslateFields(t *testing.T) {
 	got := translate(in, gw)
 	want := catalog.Instance{
 		ID: "id1", Name: "web-1", Labels: labels, State: catalog.StateRunning, Health: catalog.HealthNone,
-		Address: "172.20.0.7", Network: "default", Gateway: "172.20.0.1",
+		Networks: []catalog.Attachment{{Network: "default", Address: "172.20.0.7", Gateway: "172.20.0.1"}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("translate\n got %+v\nwant %+v", got, want)
@@ -137,10 +137,10 @@ func TestTranslateFields(t *testing.T) {
 	}
 	// Unknown network, or networks not listed: no gateway.
 	in.NetworkName = "nogw"
-	if g := translate(in, gw).Gateway; g != "" {
+	if g := translate(in, gw).Networks[0].Gateway; g != "" {
 		t.Errorf("gateway of a network without one: %q", g)
 	}
-	if g := translate(in, nil).Gateway; g != "" {
+	if g := translate(in, nil).Networks[0].Gateway; g != "" {
 		t.Errorf("gateway without a network list: %q", g)
 	}
 	if l := translate(&dicerpb.Instance{}, nil).Labels; l != nil {
