@@ -40,7 +40,7 @@ func BenchmarkGetUpstreams(b *testing.B) {
 			name string
 			sel  string
 		}{{"by_host", ""}, {"by_selector", "app=web"}} {
-			u := &DicerUpstreams{conn: conn, route: catalog.Route{Port: 8080}}
+			u := &DicerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
 			if route.sel != "" {
 				u.route.View = c.Watch(selector.MustParse(route.sel))
 			}
@@ -60,7 +60,7 @@ func BenchmarkGetUpstreams(b *testing.B) {
 
 func BenchmarkCertificateAllowed(b *testing.B) {
 	for _, n := range []int{10, 10000} {
-		p := &DicerPermission{conn: &connection{catalog: benchCatalog(n)}}
+		p := &DicerPermission{hostPermission: hostPermission{conn: &connection{catalog: benchCatalog(n)}}}
 		ctx := context.Background()
 		b.Run(fmt.Sprintf("allowed/n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()

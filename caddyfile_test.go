@@ -526,10 +526,10 @@ func TestCaddyfileUnmarshal(t *testing.T) {
 		wantPm DicerPermission
 	}{
 		{name: "no_args", input: "dicer", want: DicerUpstreams{}},
-		{name: "inline_selector", input: "dicer app=web", want: DicerUpstreams{Selector: "app=web"}},
-		{name: "inline_selector_port", input: "dicer app=web 8080", want: DicerUpstreams{Selector: "app=web", Port: 8080}},
-		{name: "quoted_selector", input: `dicer "tier in (frontend,edge)" 65535`, want: DicerUpstreams{Selector: "tier in (frontend,edge)", Port: 65535}},
-		{name: "inline_selector_block_port", input: "dicer app=web {\n port 1\n}", want: DicerUpstreams{Selector: "app=web", Port: 1}},
+		{name: "inline_selector", input: "dicer app=web", want: DicerUpstreams{upstreamSource: upstreamSource{Selector: "app=web"}}},
+		{name: "inline_selector_port", input: "dicer app=web 8080", want: DicerUpstreams{upstreamSource: upstreamSource{Selector: "app=web", Port: 8080}}},
+		{name: "quoted_selector", input: `dicer "tier in (frontend,edge)" 65535`, want: DicerUpstreams{upstreamSource: upstreamSource{Selector: "tier in (frontend,edge)", Port: 65535}}},
+		{name: "inline_selector_block_port", input: "dicer app=web {\n port 1\n}", want: DicerUpstreams{upstreamSource: upstreamSource{Selector: "app=web", Port: 1}}},
 		{name: "empty_block", input: "dicer {\n}", want: DicerUpstreams{}},
 		{
 			name:  "every_setting",
@@ -541,8 +541,7 @@ func TestCaddyfileUnmarshal(t *testing.T) {
 					PublishedPortHost: "10.0.0.5",
 					TLS:               &DaemonTLS{CA: "/etc/caddy/dicer-ca.pem", ServerName: "dicer.example"},
 				},
-				Selector: "!internal",
-				Port:     8080,
+				upstreamSource: upstreamSource{Selector: "!internal", Port: 8080},
 			},
 		},
 		{

@@ -58,6 +58,19 @@ type DaemonTLS struct {
 	ServerName string `json:"server_name,omitempty"`
 }
 
+// settings are a daemon's connection settings, as each backend defines
+// them in its Caddyfile and JSON.
+type settings interface {
+	// follower resolves the settings into what opens a shared connection.
+	follower() (follower, error)
+	// unmarshalSetting parses the setting the dispenser is at, if it is
+	// one of the daemon's; seen catches a setting given twice.
+	unmarshalSetting(d *caddyfile.Dispenser, seen map[string]bool) (bool, error)
+	// validateStatic checks what can be checked before placeholders are
+	// replaced, so that `caddy adapt` already names a bad setting.
+	validateStatic() error
+}
+
 // startupWait bounds how long Provision waits for a daemon's first listing,
 // so that a daemon which is down never stops Caddy from starting (R9).
 const startupWait = 3 * time.Second

@@ -20,7 +20,7 @@ func TestSharedConnection_R9_reload_counts(t *testing.T) {
 	}
 	load := func() (caddy.Context, *DicerUpstreams, *DicerPermission) {
 		ctx, _ := caddy.NewContext(caddy.Context{Context: context.Background()})
-		u := &DicerUpstreams{Daemon: settings, Selector: "app=web"}
+		u := &DicerUpstreams{Daemon: settings, upstreamSource: upstreamSource{Selector: "app=web"}}
 		p := &DicerPermission{Daemon: settings}
 		if err := u.Provision(ctx); err != nil {
 			t.Fatal(err)

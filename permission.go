@@ -18,9 +18,7 @@ import (
 // resolve to Caddy for the CA to validate it.
 type DicerPermission struct {
 	Daemon
-
-	key  string
-	conn *connection
+	hostPermission
 }
 
 // CaddyModule returns the Caddy module information.
@@ -33,26 +31,7 @@ func (DicerPermission) CaddyModule() caddy.ModuleInfo {
 
 // Provision connects to the daemon, or joins the shared connection.
 func (p *DicerPermission) Provision(ctx caddy.Context) error {
-	f, err := p.Daemon.follower()
-	if err != nil {
-		return fmt.Errorf("dicer: %w", err)
-	}
-	if p.conn, err = dial(ctx, f); err != nil {
-		return fmt.Errorf("dicer: %w", err)
-	}
-	p.key = f.key
-	return nil
-}
-
-// CertificateAllowed implements caddytls.OnDemandPermission.
-func (p *DicerPermission) CertificateAllowed(_ context.Context, name string) error {
-	return permit(p.conn, name)
-}
-
-// Cleanup releases the shared connection.
-func (p *DicerPermission) Cleanup() error {
-	release(p.key)
-	return nil
+	return p.provision(ctx, &p.Daemon)
 }
 
 // UnmarshalCaddyfile sets up the permission from Caddyfile tokens:
@@ -67,32 +46,64 @@ func (p *DicerPermission) Cleanup() error {
 //		}
 //	}
 func (p *DicerPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return p.unmarshal(d, "dicer", &p.Daemon)
+}
+
+// hostPermission is R7 whatever the daemon: a certificate only for a host
+// that some instance claims.
+type hostPermission struct {
+	key  string
+	conn *connection
+}
+
+func (p *hostPermission) provision(ctx caddy.Context, daemon settings) error {
+	f, err := daemon.follower()
+	if err != nil {
+		return err
+	}
+	if p.conn, err = dial(ctx, f); err != nil {
+		return err
+	}
+	p.key = f.key
+	return nil
+}
+
+// CertificateAllowed implements caddytls.OnDemandPermission: allowed only
+// when an instance claims the name (R7). An allowed name costs a map lookup
+// and no allocation.
+func (p *hostPermission) CertificateAllowed(_ context.Context, name string) error {
+	if p.conn.catalog.Snapshot().Claimed(catalog.NormalizeHost(name)) {
+		return nil
+	}
+	return fmt.Errorf("%w: no instance lists %q in its caddy.host label", caddytls.ErrPermissionDenied, name)
+}
+
+// Cleanup releases the shared connection.
+func (p *hostPermission) Cleanup() error {
+	release(p.key)
+	p.key = ""
+	return nil
+}
+
+func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon settings) error {
 	d.Next() // module name
 	if d.NextArg() {
 		return d.ArgErr()
 	}
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
-		ok, err := p.Daemon.unmarshalSetting(d, seen)
+		ok, err := daemon.unmarshalSetting(d, seen)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return d.Errf("unrecognized dicer permission setting '%s'", d.Val())
+			return d.Errf("unrecognized %s permission setting '%s'", name, d.Val())
 		}
 	}
-	if err := p.Daemon.validateStatic(); err != nil {
+	if err := daemon.validateStatic(); err != nil {
 		return d.Errf("%v", err)
 	}
 	return nil
-}
-
-// permit is R7: allowed only when an instance claims the name.
-func permit(conn *connection, name string) error {
-	if conn.catalog.Snapshot().Claimed(catalog.NormalizeHost(name)) {
-		return nil
-	}
-	return fmt.Errorf("%w: no instance lists %q in its caddy.host label", caddytls.ErrPermissionDenied, name)
 }
 
 // Interface guards

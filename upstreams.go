@@ -35,7 +35,44 @@ func init() {
 // otherwise none, which reverse_proxy answers with 503.
 type DicerUpstreams struct {
 	Daemon
+	upstreamSource
+}
 
+// CaddyModule returns the Caddy module information.
+func (DicerUpstreams) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.reverse_proxy.upstreams.dicer",
+		New: func() caddy.Module { return new(DicerUpstreams) },
+	}
+}
+
+// Provision connects to the daemon, or joins the shared connection.
+func (u *DicerUpstreams) Provision(ctx caddy.Context) error {
+	return u.provision(ctx, &u.Daemon, "")
+}
+
+// UnmarshalCaddyfile sets up the source from Caddyfile tokens:
+//
+//	dynamic dicer [<selector> [<port>]] {
+//		address             <target>
+//		token               <token>
+//		selector            <selector>
+//		port                <port>
+//		published_port_host <host>
+//		tls {
+//			ca          <file>
+//			server_name <name>
+//		}
+//	}
+//
+// A selector with spaces is quoted: `dynamic dicer "tier in (web,edge)" 8080`.
+func (u *DicerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return u.unmarshal(d, "dicer", &u.Daemon, nil)
+}
+
+// upstreamSource is what an upstream source does whatever its daemon: the
+// route's settings, and the answer to GetUpstreams from the shared catalog.
+type upstreamSource struct {
 	// Selector chooses the instances by label, Kubernetes style; a comma
 	// means AND: `app=web,tier!=canary`, `tier in (frontend,edge)`,
 	// `public`, `!internal`. An instance with a `caddy.host` label still
@@ -55,76 +92,70 @@ type DicerUpstreams struct {
 	route catalog.Route
 }
 
-// CaddyModule returns the Caddy module information.
-func (DicerUpstreams) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.reverse_proxy.upstreams.dicer",
-		New: func() caddy.Module { return new(DicerUpstreams) },
-	}
-}
-
-// Provision connects to the daemon, or joins the shared connection.
-func (u *DicerUpstreams) Provision(ctx caddy.Context) error {
-	sel, err := parseRoute(u.Selector, u.Port)
+// provision joins the daemon's shared connection and, for a selector,
+// its view in the catalog.
+func (s *upstreamSource) provision(ctx caddy.Context, daemon settings, network string) error {
+	sel, err := parseRoute(s.Selector, s.Port)
 	if err != nil {
 		return err
 	}
-	f, err := u.Daemon.follower()
+	f, err := daemon.follower()
 	if err != nil {
-		return fmt.Errorf("dicer: %w", err)
+		return err
 	}
-	u.conn, err = dial(ctx, f)
-	if err != nil {
-		return fmt.Errorf("dicer: %w", err)
+	if s.conn, err = dial(ctx, f); err != nil {
+		return err
 	}
-	u.key = f.key
-	u.route.Port = u.Port
+	s.key = f.key
+	s.route = catalog.Route{Port: s.Port, Network: network}
 	if !sel.Empty() {
-		u.view = u.conn.catalog.Watch(sel)
-		u.route.View = u.view
+		s.view = s.conn.catalog.Watch(sel)
+		s.route.View = s.view
 	}
-	ctx.Logger().Debug("dicer upstreams ready", zap.String("selector", sel.String()), zap.Int("port", u.Port))
+	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
+		zap.Int("port", s.Port), zap.String("network", network))
 	return nil
 }
 
 // GetUpstreams returns where the request may go: fresh values on every
-// call, since reverse_proxy writes into them.
-func (u *DicerUpstreams) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
-	return upstreamsFor(u.conn, u.route, r), nil
+// call, since reverse_proxy writes into them. It costs one atomic load, the
+// route's precomputed candidates, and an allocation per upstream plus two.
+func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
+	var buf [8]catalog.Target
+	targets := s.conn.catalog.Snapshot().Targets(buf[:0], s.route, catalog.NormalizeHost(r.Host))
+	if len(targets) == 0 {
+		return nil, nil
+	}
+	block := make([]reverseproxy.Upstream, len(targets))
+	ups := make([]*reverseproxy.Upstream, len(targets))
+	for i, t := range targets {
+		block[i].Dial = t.Dial
+		ups[i] = &block[i]
+	}
+	return ups, nil
 }
 
 // Cleanup releases the view and the shared connection.
-func (u *DicerUpstreams) Cleanup() error {
-	if u.view != nil {
-		u.conn.catalog.Unwatch(u.view)
+func (s *upstreamSource) Cleanup() error {
+	if s.view != nil {
+		s.conn.catalog.Unwatch(s.view)
+		s.view = nil
 	}
-	release(u.key)
+	release(s.key)
+	s.key = ""
 	return nil
 }
 
-// UnmarshalCaddyfile sets up the source from Caddyfile tokens:
-//
-//	dynamic dicer [<selector> [<port>]] {
-//		address             <target>
-//		token               <token>
-//		selector            <selector>
-//		port                <port>
-//		published_port_host <host>
-//		tls {
-//			ca          <file>
-//			server_name <name>
-//		}
-//	}
-//
-// A selector with spaces is quoted: `dynamic dicer "tier in (web,edge)" 8080`.
-func (u *DicerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+// unmarshal parses `<name> [<selector> [<port>]] { ... }`: the route's
+// settings, the daemon's, and those extra takes (nil: none).
+func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon settings, extra func(*caddyfile.Dispenser, map[string]bool) (bool, error)) error {
 	d.Next() // module name
 	seen := map[string]bool{}
 	if d.NextArg() {
-		u.Selector = d.Val()
+		s.Selector = d.Val()
 		seen["selector"] = true
 		if d.NextArg() {
-			if err := u.setPort(d); err != nil {
+			if err := s.setPort(d); err != nil {
 				return err
 			}
 			seen["port"] = true
@@ -134,79 +165,62 @@ func (u *DicerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	for d.NextBlock(0) {
-		if ok, err := u.Daemon.unmarshalSetting(d, seen); ok {
-			if err != nil {
-				return err
-			}
+		ok, err := daemon.unmarshalSetting(d, seen)
+		if !ok && extra != nil {
+			ok, err = extra(d, seen)
+		}
+		if err != nil {
+			return err
+		}
+		if ok {
 			continue
 		}
-		name := d.Val()
-		switch name {
+		setting := d.Val()
+		switch setting {
 		case "selector", "port":
 		default:
-			return d.Errf("unrecognized dicer setting '%s'", name)
+			return d.Errf("unrecognized %s setting '%s'", name, setting)
 		}
-		if seen[name] {
-			return d.Errf("%s has already been specified", name)
+		if seen[setting] {
+			return d.Errf("%s has already been specified", setting)
 		}
-		seen[name] = true
+		seen[setting] = true
 		if !d.NextArg() {
 			return d.ArgErr()
 		}
-		if name == "selector" {
-			u.Selector = d.Val()
-		} else if err := u.setPort(d); err != nil {
+		if setting == "selector" {
+			s.Selector = d.Val()
+		} else if err := s.setPort(d); err != nil {
 			return err
 		}
 		if d.NextArg() {
 			return d.ArgErr()
 		}
 	}
-	if _, err := selector.Parse(u.Selector); err != nil {
+	if _, err := selector.Parse(s.Selector); err != nil {
 		return d.Errf("%v", err) // a SyntaxError names the selector
 	}
-	if err := u.Daemon.validateStatic(); err != nil {
+	if err := daemon.validateStatic(); err != nil {
 		return d.Errf("%v", err)
 	}
 	return nil
 }
 
-func (u *DicerUpstreams) setPort(d *caddyfile.Dispenser) error {
+func (s *upstreamSource) setPort(d *caddyfile.Dispenser) error {
 	port, err := strconv.Atoi(d.Val())
 	if err != nil || port < 1 || port > 65535 {
 		return d.Errf("port: %q is not a port number (1-65535)", d.Val())
 	}
-	u.Port = port
+	s.Port = port
 	return nil
 }
 
 // parseRoute checks a route's selector and port settings.
 func parseRoute(sel string, port int) (selector.Selector, error) {
 	if port < 0 || port > 65535 {
-		return selector.Selector{}, fmt.Errorf("dicer: port: %d is not a port number (1-65535)", port)
+		return selector.Selector{}, fmt.Errorf("port: %d is not a port number (1-65535)", port)
 	}
-	s, err := selector.Parse(sel)
-	if err != nil {
-		return s, fmt.Errorf("dicer: %w", err) // a SyntaxError names the selector
-	}
-	return s, nil
-}
-
-// upstreamsFor answers GetUpstreams from the connection's current snapshot:
-// one atomic load, the route's precomputed candidates, and two allocations.
-func upstreamsFor(conn *connection, route catalog.Route, r *http.Request) []*reverseproxy.Upstream {
-	var buf [8]catalog.Target
-	targets := conn.catalog.Snapshot().Targets(buf[:0], route, catalog.NormalizeHost(r.Host))
-	if len(targets) == 0 {
-		return nil
-	}
-	block := make([]reverseproxy.Upstream, len(targets))
-	ups := make([]*reverseproxy.Upstream, len(targets))
-	for i, t := range targets {
-		block[i].Dial = t.Dial
-		ups[i] = &block[i]
-	}
-	return ups
+	return selector.Parse(sel) // a SyntaxError names the selector
 }
 
 // Interface guards
