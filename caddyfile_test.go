@@ -272,7 +272,7 @@ func TestCaddyfileErrors(t *testing.T) {
 		},
 		{
 			name: "unknown_tls_setting", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  cert /c.pem\n }\n}",
-			want: []string{"unrecognized tls setting 'cert'", "ca or server_name"},
+			want: []string{"unrecognized tls setting 'cert'", "want ca, server_name"},
 		},
 		{
 			name: "permission_unknown_setting", module: "permission", input: "dicer {\n frobnicate yes\n}",

@@ -6,7 +6,9 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -236,31 +238,33 @@ func (d *Daemon) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]boo
 }
 
 func (d *Daemon) unmarshalTLS(disp *caddyfile.Dispenser) error {
+	d.TLS = new(DaemonTLS)
+	return unmarshalBlock(disp, "tls", map[string]*string{
+		"ca":          &d.TLS.CA,
+		"server_name": &d.TLS.ServerName,
+	})
+}
+
+// unmarshalBlock parses a block of settings that take one value each, such
+// as `tls { ca <file> }`, into the strings named by settings.
+func unmarshalBlock(disp *caddyfile.Dispenser, block string, settings map[string]*string) error {
 	if disp.NextArg() {
 		return disp.ArgErr()
 	}
-	d.TLS = new(DaemonTLS)
 	seen := map[string]bool{}
 	for nesting := disp.Nesting(); disp.NextBlock(nesting); {
 		name := disp.Val()
+		value, ok := settings[name]
+		if !ok {
+			names := slices.Sorted(maps.Keys(settings))
+			return disp.Errf("unrecognized %s setting '%s' (want %s)", block, name, strings.Join(names, ", "))
+		}
 		if seen[name] {
-			return disp.Errf("tls %s has already been specified", name)
+			return disp.Errf("%s %s has already been specified", block, name)
 		}
 		seen[name] = true
-		var value string
-		switch name {
-		case "ca":
-			if !disp.AllArgs(&value) {
-				return disp.ArgErr()
-			}
-			d.TLS.CA = value
-		case "server_name":
-			if !disp.AllArgs(&value) {
-				return disp.ArgErr()
-			}
-			d.TLS.ServerName = value
-		default:
-			return disp.Errf("unrecognized tls setting '%s' (want ca or server_name)", name)
+		if !disp.AllArgs(value) {
+			return disp.ArgErr()
 		}
 	}
 	return nil
