@@ -1,0 +1,188 @@
+// Package docker is the adapter for the Docker Engine: it follows the
+// Engine's container events and translates containers into
+// catalog.Instance values fed to a catalog.Sink (R11). It knows nothing of
+// routing rules or of Caddy, and it only reads from the Engine.
+package docker
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/docker/docker/client"
+	"go.uber.org/zap"
+)
+
+// DefaultHost is the Engine's usual unix socket, used when neither the
+// Host setting nor DOCKER_HOST names one.
+const DefaultHost = "unix:///var/run/docker.sock"
+
+// Default reconnect backoff bounds.
+const (
+	DefaultMinBackoff = 250 * time.Millisecond
+	DefaultMaxBackoff = 15 * time.Second
+)
+
+// Config is what the adapter needs; the Caddy module fills it from its
+// settings (R9).
+type Config struct {
+	// Host is the Engine endpoint: "unix:///var/run/docker.sock" or
+	// "tcp://host:port". "" means $DOCKER_HOST, else DefaultHost (see
+	// Resolved).
+	Host string
+	// CAFile, CertFile and KeyFile protect a TCP Engine with TLS: CAFile
+	// verifies the Engine's certificate (the system roots when empty),
+	// CertFile and KeyFile, given together, are the client certificate.
+	// Any of them makes the connection TLS.
+	CAFile, CertFile, KeyFile string
+	// Logger receives the adapter's logs; nil discards them.
+	Logger *zap.Logger
+	// MinBackoff and MaxBackoff bound the reconnect delay (capped
+	// exponential with jitter); zero means 250ms and 15s.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Resolved returns c with Host filled in: $DOCKER_HOST when Host is empty,
+// else DefaultHost. Surrounding whitespace is dropped.
+func (c Config) Resolved() Config {
+	c.Host = strings.TrimSpace(c.Host)
+	if c.Host == "" {
+		c.Host = strings.TrimSpace(os.Getenv("DOCKER_HOST"))
+	}
+	if c.Host == "" {
+		c.Host = DefaultHost
+	}
+	return c
+}
+
+func (c Config) usesTLS() bool {
+	return c.CAFile != "" || c.CertFile != "" || c.KeyFile != ""
+}
+
+// Validate checks the (resolved) address and the TLS settings, loading the
+// TLS files. Each error names the setting at fault: "address: ...",
+// "tls: ...", "tls ca: ...", "tls cert: ...", "tls key: ...".
+func (c Config) Validate() error {
+	c = c.Resolved()
+	tcp, err := parseHost(c.Host)
+	if err != nil {
+		return err
+	}
+	if !tcp && c.usesTLS() {
+		return fmt.Errorf("tls: not allowed with the unix socket address %q (TLS protects a tcp:// Engine)", c.Host)
+	}
+	switch {
+	case c.CertFile != "" && c.KeyFile == "":
+		return errors.New("tls cert: given without a key (set tls key too)")
+	case c.KeyFile != "" && c.CertFile == "":
+		return errors.New("tls key: given without a cert (set tls cert too)")
+	}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return fmt.Errorf("tls ca: %w", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+			return fmt.Errorf("tls ca: %s holds no PEM certificate", c.CAFile)
+		}
+	}
+	if c.CertFile != "" {
+		if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
+			return fmt.Errorf("tls cert: loading %s with the key %s: %w", c.CertFile, c.KeyFile, err)
+		}
+	}
+	if c.MinBackoff < 0 || c.MaxBackoff < 0 {
+		return errors.New("backoff: must not be negative")
+	}
+	return nil
+}
+
+// parseHost checks that host is unix:///path or tcp://host:port and says
+// whether it is TCP.
+func parseHost(host string) (tcp bool, err error) {
+	scheme, rest, ok := strings.Cut(host, "://")
+	if !ok {
+		return false, fmt.Errorf("address: %q is neither unix:///path nor tcp://host:port", host)
+	}
+	switch scheme {
+	case "unix":
+		if strings.TrimLeft(rest, "/") == "" {
+			return false, fmt.Errorf("address: %q names no socket path", host)
+		}
+		return false, nil
+	case "tcp":
+		u, err := url.Parse(host)
+		if err != nil {
+			return true, fmt.Errorf("address: %q: %v", host, err)
+		}
+		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return true, fmt.Errorf("address: %q: only tcp://host:port", host)
+		}
+		h, port, err := net.SplitHostPort(u.Host)
+		if err != nil || h == "" {
+			return true, fmt.Errorf("address: %q names no host and port (tcp://host:port; the Engine listens on 2375, or 2376 with TLS)", host)
+		}
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return true, fmt.Errorf("address: %q: port %q is not a number from 1 to 65535", host, port)
+		}
+		return true, nil
+	case "ssh":
+		return false, fmt.Errorf("address: %q: ssh:// is not supported; forward the Engine's socket and use unix:// or tcp://", host)
+	default:
+		return false, fmt.Errorf("address: %q: the scheme %q is neither unix nor tcp", host, scheme)
+	}
+}
+
+// IsTCP reports whether host names a tcp:// Engine endpoint.
+func IsTCP(host string) bool {
+	return strings.HasPrefix(strings.TrimSpace(host), "tcp://")
+}
+
+// DaemonHost returns the host part of a tcp:// address when it is not a
+// loopback (or unspecified) address, else "". R4 reaches ports published on
+// every host address there.
+func DaemonHost(host string) string {
+	if !IsTCP(host) {
+		return ""
+	}
+	u, err := url.Parse(strings.TrimSpace(host))
+	if err != nil {
+		return ""
+	}
+	h := u.Hostname()
+	if h == "" {
+		return ""
+	}
+	if l := strings.TrimSuffix(strings.ToLower(h), "."); l == "localhost" || strings.HasSuffix(l, ".localhost") {
+		return ""
+	}
+	if ip, err := netip.ParseAddr(h); err == nil {
+		ip = ip.Unmap()
+		if ip.IsLoopback() || ip.IsUnspecified() {
+			return ""
+		}
+	}
+	return h
+}
+
+// newClient makes an Engine client for the resolved, valid c. The API
+// version is negotiated at the first call, so an older Engine works.
+func newClient(c Config) (*client.Client, error) {
+	opts := []client.Opt{
+		client.WithHost(c.Host),
+		client.WithAPIVersionNegotiation(),
+		client.WithUserAgent("caddy-dicer"),
+	}
+	if c.usesTLS() {
+		opts = append(opts, client.WithTLSClientConfig(c.CAFile, c.CertFile, c.KeyFile))
+	}
+	return client.NewClientWithOpts(opts...)
+}

@@ -1,0 +1,204 @@
+package docker
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/events"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestBackoff(t *testing.T) {
+	b := newBackoff(0, 0)
+	if b.min != DefaultMinBackoff || b.max != DefaultMaxBackoff {
+		t.Fatalf("defaults %v..%v, want %v..%v", b.min, b.max, DefaultMinBackoff, DefaultMaxBackoff)
+	}
+	b = newBackoff(100*time.Millisecond, time.Second)
+	caps := []time.Duration{100, 200, 400, 800, 1000, 1000, 1000}
+	for i, c := range caps {
+		c *= time.Millisecond
+		if d := b.next(); d < c/2 || d > c {
+			t.Fatalf("delay %d = %v, want within [%v, %v]", i, d, c/2, c)
+		}
+	}
+	b.reset()
+	if d := b.next(); d < 50*time.Millisecond || d > 100*time.Millisecond {
+		t.Fatalf("after reset: %v, want within [50ms, 100ms]", d)
+	}
+	for range 200 {
+		if d := b.next(); d <= 0 || d > time.Second {
+			t.Fatalf("delay %v out of bounds", d)
+		}
+	}
+	if b := newBackoff(time.Second, time.Millisecond); b.max != time.Second {
+		t.Fatalf("max %v, want raised to min", b.max)
+	}
+}
+
+func TestQueueCoalesces(t *testing.T) {
+	q := newQueue()
+	for range 100 {
+		q.add("a", false)
+	}
+	q.add("b", false)
+	q.add("c", true)
+	q.add("c", false) // a disconnect after the destroy: still destroyed
+	select {
+	case <-q.notify:
+	default:
+		t.Fatal("no notification")
+	}
+	select {
+	case <-q.notify:
+		t.Fatal("more than one pending notification")
+	default:
+	}
+	ids := q.take()
+	if len(ids) != 3 || ids["a"] || ids["b"] || !ids["c"] {
+		t.Fatalf("take = %v", ids)
+	}
+	if ids := q.take(); len(ids) != 0 {
+		t.Fatalf("second take = %v, want empty", ids)
+	}
+}
+
+func TestEventContainer(t *testing.T) {
+	ctr := func(action string) events.Message {
+		return events.Message{Type: events.ContainerEventType, Action: events.Action(action), Actor: events.Actor{ID: "cid"}}
+	}
+	netEv := func(action string, attrs map[string]string) events.Message {
+		return events.Message{Type: events.NetworkEventType, Action: events.Action(action), Actor: events.Actor{ID: "nid", Attributes: attrs}}
+	}
+	tests := []struct {
+		name    string
+		m       events.Message
+		id      string
+		deleted bool
+		ok      bool
+	}{
+		{"start", ctr("start"), "cid", false, true},
+		{"die", ctr("die"), "cid", false, true},
+		{"stop", ctr("stop"), "cid", false, true},
+		{"pause", ctr("pause"), "cid", false, true},
+		{"unpause", ctr("unpause"), "cid", false, true},
+		{"rename", ctr("rename"), "cid", false, true},
+		{"create", ctr("create"), "cid", false, true},
+		{"restart", ctr("restart"), "cid", false, true},
+		{"health", ctr("health_status: healthy"), "cid", false, true},
+		{"health unhealthy", ctr("health_status: unhealthy"), "cid", false, true},
+		{"destroy", ctr("destroy"), "cid", true, true},
+		{"exec_create", ctr("exec_create: /hello -healthcheck"), "", false, false},
+		{"exec_die", ctr("exec_die"), "", false, false},
+		{"kill", ctr("kill"), "", false, false},
+		{"attach", ctr("attach"), "", false, false},
+		{"old Engine fields", events.Message{Type: events.ContainerEventType, Status: "start", ID: "old"}, "old", false, true}, //nolint:staticcheck // testing the fallback
+		{"network connect", netEv("connect", map[string]string{"container": "cid", "name": "bridge"}), "cid", false, true},
+		{"network disconnect", netEv("disconnect", map[string]string{"container": "cid"}), "cid", false, true},
+		{"network create", netEv("create", map[string]string{"name": "n"}), "", false, false},
+		{"image event", events.Message{Type: events.ImageEventType, Action: "pull"}, "", false, false},
+	}
+	for _, tt := range tests {
+		id, deleted, ok := eventContainer(tt.m)
+		if id != tt.id || deleted != tt.deleted || ok != tt.ok {
+			t.Errorf("%s: eventContainer = %q, %v, %v; want %q, %v, %v", tt.name, id, deleted, ok, tt.id, tt.deleted, tt.ok)
+		}
+	}
+}
+
+// The Engine is asked for exactly the events eventContainer uses.
+func TestEventFilters(t *testing.T) {
+	f := eventFilters()
+	for _, typ := range []string{"container", "network"} {
+		if !f.ExactMatch("type", typ) {
+			t.Errorf("type %s not asked for", typ)
+		}
+	}
+	if f.ExactMatch("type", "image") {
+		t.Error("image events asked for")
+	}
+	for _, a := range []string{"start", "die", "stop", "pause", "unpause", "rename", "destroy", "create", "restart", "connect", "disconnect"} {
+		if !f.ExactMatch("event", a) {
+			t.Errorf("event %s not asked for", a)
+		}
+	}
+	if !f.FuzzyMatch("event", "health_status: healthy") {
+		t.Error("health_status events not asked for")
+	}
+	for _, a := range []string{"exec_create: /hello -healthcheck", "exec_start: /hello -healthcheck", "exec_die", "kill", "attach", "top"} {
+		if f.FuzzyMatch("event", a) {
+			t.Errorf("event %s asked for", a)
+		}
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		call   string
+		reason string // substring
+		auth   bool
+	}{
+		{"nil", nil, "", "session ended", false},
+		{"stream ended", wrapCall("Events", io.EOF), "Events", "the Engine ended the connection", false},
+		{"stream cut", wrapCall("Events", io.ErrUnexpectedEOF), "Events", "the Engine ended the connection", false},
+		{"reset", wrapCall("Events", &net.OpError{Op: "read", Err: syscall.ECONNRESET}), "Events", "the Engine ended the connection", false},
+		{"refused", wrapCall("ContainerList", &url.Error{Op: "Get", URL: "http://x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}), "ContainerList", "connection refused", false},
+		{"socket permission", wrapCall("Events", &net.OpError{Op: "dial", Err: syscall.EACCES}), "Events", "permission denied", true},
+		{"unauthorized", wrapCall("Events", errdefs.ErrUnauthenticated.WithMessage("authz plugin says no")), "Events", "refused this client", true},
+		{"forbidden", wrapCall("ContainerList", errdefs.ErrPermissionDenied.WithMessage("authz plugin: no")), "ContainerList", "permission denied", true},
+		{"unknown CA", wrapCall("Events", fmt.Errorf("Get: %w", x509.UnknownAuthorityError{})), "Events", "TLS handshake failed", true},
+		{"other", errors.New("boom"), "", "boom", false},
+	}
+	for _, tt := range tests {
+		call, reason, auth := describe(tt.err)
+		if call != tt.call || !strings.Contains(reason, tt.reason) || auth != tt.auth {
+			t.Errorf("%s: describe = %q, %q, %v; want %q, ~%q, %v", tt.name, call, reason, auth, tt.call, tt.reason, tt.auth)
+		}
+	}
+}
+
+// An invalid configuration is logged, and Run still waits for its context.
+func TestRunInvalidConfig(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(ctx, Config{Host: "http://10.0.0.5:2375", Logger: zap.New(core)}, newRecSink())
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for logs.FilterMessageSnippet("invalid Docker Engine settings").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no error log for the invalid address")
+		}
+		time.Sleep(5 * time.Millisecond) // poll the condition
+	}
+	select {
+	case <-done:
+		t.Fatal("Run returned before its context was done")
+	default:
+	}
+	e := logs.FilterMessageSnippet("invalid Docker Engine settings").All()[0]
+	if e.Level != zapcore.ErrorLevel || !strings.HasPrefix(fmt.Sprint(e.ContextMap()["error"]), "address: ") || e.ContextMap()["address"] != "http://10.0.0.5:2375" {
+		t.Errorf("log %v %v", e.Level, e.ContextMap())
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}

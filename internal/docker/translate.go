@@ -1,0 +1,295 @@
+package docker
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/go-connections/nat"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// The translation of a container is the same whether it comes from the
+// listing (container.Summary) or from an inspection
+// (container.InspectResponse), so that a re-listing and an event agree:
+//
+//   - Name is the container's name without the leading "/".
+//   - State follows the Engine's state word: running, paused, restarting,
+//     exited and created (Stopped), dead (Failed), removing (Stopping).
+//   - Health is the verdict of the container's health check, reported only
+//     while the container is running (a stopped or paused container is not
+//     routable whatever its last verdict, and the listing does not tell it).
+//     HealthNone means no health check.
+//   - Networks has one Attachment per network the container is on, in
+//     network-name order: its IPv4 address and that network's gateway (the
+//     host's own address on a bridge network), else its IPv6 ones. A
+//     container that is not running has no address. Host and none network
+//     modes give an attachment without an address.
+//   - Ports are the published port bindings, in guest-port order; a port
+//     only exposed is not one. A binding on 0.0.0.0, :: or "" is on every
+//     host address (HostIP ""), and the same port published on both 0.0.0.0
+//     and :: is one entry.
+
+// fromSummary translates a container from the listing. ok is false when
+// the summary does not tell the health of a running container (its Status
+// text is not one this adapter knows): the caller inspects that container
+// instead.
+func fromSummary(c container.Summary) (inst catalog.Instance, ok bool) {
+	inst = catalog.Instance{
+		ID:     c.ID,
+		Name:   summaryName(c.Names),
+		Labels: cloneLabels(c.Labels),
+		State:  translateState(string(c.State)),
+	}
+	if inst.State == catalog.StateRunning {
+		h, known := healthFromStatus(c.Status)
+		if !known {
+			return inst, false
+		}
+		inst.Health = h
+	}
+	if c.NetworkSettings != nil {
+		inst.Networks = attachments(c.NetworkSettings.Networks)
+	}
+	for _, p := range c.Ports {
+		if p.PublicPort == 0 || p.PrivatePort == 0 {
+			continue // exposed, not published
+		}
+		proto, ok := translateProto(p.Type)
+		if !ok {
+			continue
+		}
+		inst.Ports = append(inst.Ports, catalog.PublishedPort{
+			HostIP:    hostIP(p.IP),
+			HostPort:  p.PublicPort,
+			GuestPort: p.PrivatePort,
+			Protocol:  proto,
+		})
+	}
+	inst.Ports = normalizePorts(inst.Ports)
+	return inst, true
+}
+
+// fromInspect translates an inspected container.
+func fromInspect(in container.InspectResponse) catalog.Instance {
+	var inst catalog.Instance
+	if in.ContainerJSONBase != nil {
+		inst.ID = in.ID
+		inst.Name = strings.TrimPrefix(in.Name, "/")
+		if st := in.State; st != nil {
+			inst.State = inspectState(st)
+			if inst.State == catalog.StateRunning {
+				inst.Health = inspectHealth(st, in.Config)
+			}
+		}
+	}
+	if in.Config != nil {
+		inst.Labels = cloneLabels(in.Config.Labels)
+	}
+	if ns := in.NetworkSettings; ns != nil {
+		inst.Networks = attachments(ns.Networks)
+		for port, bindings := range ns.Ports {
+			guest, proto, ok := parsePort(port)
+			if !ok {
+				continue
+			}
+			for _, b := range bindings {
+				hp, err := strconv.ParseUint(b.HostPort, 10, 16)
+				if err != nil || hp == 0 {
+					continue // not (or not yet) bound
+				}
+				inst.Ports = append(inst.Ports, catalog.PublishedPort{
+					HostIP:    hostIP(b.HostIP),
+					HostPort:  uint16(hp),
+					GuestPort: guest,
+					Protocol:  proto,
+				})
+			}
+		}
+		inst.Ports = normalizePorts(inst.Ports)
+	}
+	return inst
+}
+
+// summaryName picks the container's own name among the listing's names,
+// which also holds the names it is linked as ("/other/alias").
+func summaryName(names []string) string {
+	for _, n := range names {
+		if n = strings.TrimPrefix(n, "/"); n != "" && !strings.Contains(n, "/") {
+			return n
+		}
+	}
+	if len(names) > 0 {
+		return strings.TrimPrefix(names[0], "/")
+	}
+	return ""
+}
+
+func cloneLabels(l map[string]string) map[string]string {
+	if len(l) == 0 {
+		return nil
+	}
+	return maps.Clone(l)
+}
+
+// translateState maps the Engine's state word.
+func translateState(s string) catalog.State {
+	switch s {
+	case "running":
+		return catalog.StateRunning
+	case "paused":
+		return catalog.StatePaused
+	case "restarting":
+		return catalog.StateRestarting
+	case "exited", "created":
+		return catalog.StateStopped
+	case "dead":
+		return catalog.StateFailed
+	case "removing":
+		return catalog.StateStopping
+	default:
+		return catalog.StateUnknown
+	}
+}
+
+// inspectState uses the state word, else (an Engine that leaves it out)
+// the state flags.
+func inspectState(st *container.State) catalog.State {
+	if st.Status != "" {
+		return translateState(string(st.Status))
+	}
+	switch {
+	case st.Dead:
+		return catalog.StateFailed
+	case st.Restarting:
+		return catalog.StateRestarting
+	case st.Paused:
+		return catalog.StatePaused
+	case st.Running:
+		return catalog.StateRunning
+	default:
+		return catalog.StateStopped
+	}
+}
+
+// inspectHealth is the verdict of a running container's health check. A
+// check that is configured but has no health record yet has no verdict:
+// HealthStarting, never HealthNone (which would make it routable).
+func inspectHealth(st *container.State, cfg *container.Config) catalog.Health {
+	if h := st.Health; h != nil {
+		switch h.Status {
+		case container.Healthy:
+			return catalog.HealthHealthy
+		case container.Unhealthy:
+			return catalog.HealthUnhealthy
+		case container.NoHealthcheck:
+			return catalog.HealthNone
+		default: // starting, or a status this client does not know
+			return catalog.HealthStarting
+		}
+	}
+	if cfg != nil && cfg.Healthcheck != nil && len(cfg.Healthcheck.Test) > 0 && cfg.Healthcheck.Test[0] != "NONE" {
+		return catalog.HealthStarting
+	}
+	return catalog.HealthNone
+}
+
+// healthFromStatus reads a running container's health from the listing's
+// Status text, which the Engine writes as "Up 5 minutes", "Up 5 minutes
+// (healthy)", "Up 5 minutes (unhealthy)" or "Up 5 minutes (health:
+// starting)". known is false for any other text.
+func healthFromStatus(status string) (h catalog.Health, known bool) {
+	status = strings.TrimSpace(status)
+	if !strings.HasPrefix(status, "Up ") {
+		return catalog.HealthNone, false
+	}
+	if !strings.HasSuffix(status, ")") {
+		return catalog.HealthNone, true // no health check
+	}
+	i := strings.LastIndex(status, " (")
+	if i < 0 {
+		return catalog.HealthNone, false
+	}
+	switch status[i+2 : len(status)-1] {
+	case "healthy":
+		return catalog.HealthHealthy, true
+	case "unhealthy":
+		return catalog.HealthUnhealthy, true
+	case "health: starting":
+		return catalog.HealthStarting, true
+	}
+	return catalog.HealthNone, false
+}
+
+// attachments lists the container's networks in name order.
+func attachments(nets map[string]*network.EndpointSettings) []catalog.Attachment {
+	if len(nets) == 0 {
+		return nil
+	}
+	out := make([]catalog.Attachment, 0, len(nets))
+	for name, ep := range nets {
+		a := catalog.Attachment{Network: name}
+		if ep != nil {
+			switch {
+			case ep.IPAddress != "":
+				a.Address, a.Gateway = ep.IPAddress, ep.Gateway
+			case ep.GlobalIPv6Address != "":
+				a.Address, a.Gateway = ep.GlobalIPv6Address, ep.IPv6Gateway
+			}
+		}
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b catalog.Attachment) int { return strings.Compare(a.Network, b.Network) })
+	return out
+}
+
+// hostIP maps the Engine's "every address" forms to "".
+func hostIP(ip string) string {
+	switch ip {
+	case "0.0.0.0", "::", "":
+		return ""
+	}
+	return ip
+}
+
+func translateProto(p string) (catalog.Protocol, bool) {
+	switch p {
+	case "tcp", "":
+		return catalog.TCP, true
+	case "udp":
+		return catalog.UDP, true
+	}
+	return 0, false // sctp
+}
+
+// parsePort splits "8080/tcp".
+func parsePort(p nat.Port) (uint16, catalog.Protocol, bool) {
+	n, err := strconv.ParseUint(p.Port(), 10, 16)
+	if err != nil || n == 0 {
+		return 0, 0, false
+	}
+	proto, ok := translateProto(p.Proto())
+	return uint16(n), proto, ok
+}
+
+// normalizePorts sorts the ports and drops duplicates (a port published on
+// both 0.0.0.0 and ::).
+func normalizePorts(ps []catalog.PublishedPort) []catalog.PublishedPort {
+	if len(ps) == 0 {
+		return nil
+	}
+	slices.SortFunc(ps, func(a, b catalog.PublishedPort) int {
+		return cmp.Or(
+			cmp.Compare(a.GuestPort, b.GuestPort),
+			cmp.Compare(a.Protocol, b.Protocol),
+			strings.Compare(a.HostIP, b.HostIP),
+			cmp.Compare(a.HostPort, b.HostPort),
+		)
+	})
+	return slices.Compact(ps)
+}

@@ -1,0 +1,96 @@
+// Command helloserver is the static test server baked into the test image
+// that dockertest builds: a stand-in for the service inside a container.
+//
+// It serves HTTP on :8080 (or :$PORT), answering every request with
+// "hello from <$NAME, else the hostname>\n". /healthz answers 200 while the
+// server is healthy and 503 otherwise; POST /health/bad and POST
+// /health/good flip that, so a test can drive a container's health check
+// over HTTP (the image has no shell). It starts healthy unless $HEALTH is
+// "bad".
+//
+// With -healthcheck it is the health check itself: it GETs
+// http://127.0.0.1:$PORT/healthz and exits 0 on a 200, else 1.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+func main() {
+	healthcheck := flag.Bool("healthcheck", false, "probe the running server's /healthz and exit 0 on 200, else 1")
+	flag.Parse()
+	port := os.Getenv("PORT")
+	if port == "" {
+		port = "8080"
+	}
+	if *healthcheck {
+		os.Exit(probe(port))
+	}
+	name := os.Getenv("NAME")
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	var healthy atomic.Bool
+	healthy.Store(os.Getenv("HEALTH") != "bad")
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if healthy.Load() {
+			_, _ = io.WriteString(w, "ok\n")
+			return
+		}
+		http.Error(w, "unhealthy", http.StatusServiceUnavailable)
+	})
+	mux.HandleFunc("POST /health/bad", func(w http.ResponseWriter, _ *http.Request) {
+		healthy.Store(false)
+		_, _ = io.WriteString(w, "now unhealthy\n")
+	})
+	mux.HandleFunc("POST /health/good", func(w http.ResponseWriter, _ *http.Request) {
+		healthy.Store(true)
+		_, _ = io.WriteString(w, "now healthy\n")
+	})
+	body := "hello from " + name + "\n"
+	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, body)
+	})
+	srv := &http.Server{Addr: ":" + port, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	// PID 1 gets no default signal handling: stop promptly on SIGTERM.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		fmt.Fprintln(os.Stderr, "helloserver:", err)
+		os.Exit(1)
+	}
+}
+
+func probe(port string) int {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://127.0.0.1:" + port + "/healthz")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "healthcheck:", err)
+		return 1
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "healthcheck: status", resp.StatusCode)
+		return 1
+	}
+	return 0
+}
