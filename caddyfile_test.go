@@ -61,7 +61,7 @@ func TestCaddyfileAdapt(t *testing.T) {
 	}
 }
 
-// cfCheckModulesDecode finds every dicer module object in an adapted config
+// cfCheckModulesDecode finds every dicer and docker module object in an adapted config
 // and decodes it strictly into its Go type, as Caddy does when it loads the
 // config: a key the struct does not know (a typo'd JSON tag) is an error.
 func cfCheckModulesDecode(t *testing.T, adapted []byte) {
@@ -84,6 +84,12 @@ func cfCheckModulesDecode(t *testing.T, adapted []byte) {
 				case isObj && k == "permission" && obj["module"] == "dicer":
 					found++
 					cfStrictDecode(t, obj, "module", new(DicerPermission))
+				case isObj && k == "dynamic_upstreams" && obj["source"] == "docker":
+					found++
+					cfStrictDecode(t, obj, "source", new(DockerUpstreams))
+				case isObj && k == "permission" && obj["module"] == "docker":
+					found++
+					cfStrictDecode(t, obj, "module", new(DockerPermission))
 				}
 				walk(child)
 			}
@@ -451,6 +457,19 @@ func TestCaddyfileErrors(t *testing.T) {
 			want: []string{"tls", "fingerprint"}, never: []string{cfSecret},
 		},
 
+		// Docker Engine (R9, R11): the same shape with the Engine's settings.
+		{name: "docker_address_twice", module: "docker", input: "docker {\n address unix:///a.sock\n address unix:///b.sock\n}", want: []string{"address has already been specified"}},
+		{name: "docker_network_twice", module: "docker", input: "docker {\n network a\n network b\n}", want: []string{"network has already been specified"}},
+		{name: "docker_network_without_value", module: "docker", input: "docker {\n network\n}", want: []string{"wrong argument count", "network"}},
+		{name: "docker_token_unknown", module: "docker", input: "docker {\n token abc\n}", want: []string{"unrecognized docker setting 'token'"}},
+		{name: "docker_unknown_tls_setting", module: "docker", input: "docker {\n address tcp://127.0.0.1:2376\n tls {\n  server_name x\n }\n}", want: []string{"unrecognized tls setting 'server_name'", "ca, cert, key"}},
+		{name: "docker_tls_cert_twice", module: "docker", input: "docker {\n address tcp://127.0.0.1:2376\n tls {\n  cert /a.pem\n  cert /b.pem\n }\n}", want: []string{"tls cert has already been specified"}},
+		{name: "docker_bad_port", module: "docker", input: "docker app=web 0", want: []string{"port", `"0"`}},
+		{name: "docker_bad_selector", module: "docker", input: "docker {\n selector \"tier notin (a\"\n}", want: []string{"selector", "offset"}},
+		{name: "docker_bad_address", module: "docker", input: "docker {\n address http://127.0.0.1:2375\n}", want: []string{"address"}},
+		{name: "docker_cert_without_key", module: "docker", input: "docker {\n address tcp://127.0.0.1:2376\n tls {\n  cert /a.pem\n }\n}", want: []string{"tls", "key"}},
+		{name: "docker_permission_refuses_network", module: "docker_permission", input: "docker {\n network a\n}", want: []string{"unrecognized docker permission setting 'network'"}},
+
 		// Through the whole caddyfile adapter, so that the error carries the
 		// Caddyfile's name and line.
 		{
@@ -507,6 +526,10 @@ func cfUnmarshalError(t *testing.T, tc caddyfileErrorCase) error {
 		return new(DicerUpstreams).UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
 	case "permission":
 		return new(DicerPermission).UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+	case "docker":
+		return new(DockerUpstreams).UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
+	case "docker_permission":
+		return new(DockerPermission).UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
 	case "adapt":
 		_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(tc.input), nil)
 		return err

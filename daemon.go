@@ -18,6 +18,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicer"
+	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 )
 
 // Daemon is how a module reaches a Dicer daemon. Every module (upstream
@@ -266,6 +267,115 @@ func unmarshalBlock(disp *caddyfile.Dispenser, block string, settings map[string
 		if !disp.AllArgs(value) {
 			return disp.ArgErr()
 		}
+	}
+	return nil
+}
+
+// DockerEngine is how a module reaches a Docker Engine. Every module that
+// names the same Engine with the same settings shares one connection and
+// one container catalog, which outlive config reloads. The plugin only
+// reads from the Engine.
+type DockerEngine struct {
+	// Address is the Engine's API endpoint: `unix:///var/run/docker.sock`
+	// or `tcp://host:2376`. Placeholders such as `{env.ENGINE}` are
+	// replaced at load. Default: the `DOCKER_HOST` environment variable,
+	// else `unix:///var/run/docker.sock`.
+	Address string `json:"address,omitempty"`
+
+	// PublishedPortHost is the host at which ports that containers publish
+	// on every host address are reached, e.g. `10.0.0.5`. Default: the
+	// Engine's host when Address is TCP and not loopback, else the gateway
+	// address of the container's network.
+	PublishedPortHost string `json:"published_port_host,omitempty"`
+
+	// TLS protects a TCP Engine. Default: plain TCP.
+	TLS *DockerTLS `json:"tls,omitempty"`
+}
+
+// DockerTLS holds the files for a TLS-protected Engine, read at each config
+// load.
+type DockerTLS struct {
+	// CA is a PEM file of the authorities that sign the Engine's
+	// certificate. Default: system roots.
+	CA string `json:"ca,omitempty"`
+	// Cert and Key are the client certificate and its key, given together.
+	Cert string `json:"cert,omitempty"`
+	Key  string `json:"key,omitempty"`
+}
+
+// config is the adapter configuration, placeholders replaced.
+func (e *DockerEngine) config() (docker.Config, string) {
+	repl := caddy.NewReplacer()
+	cfg := docker.Config{Host: strings.TrimSpace(repl.ReplaceAll(e.Address, ""))}
+	if e.TLS != nil {
+		cfg.CAFile, cfg.CertFile, cfg.KeyFile = e.TLS.CA, e.TLS.Cert, e.TLS.Key
+	}
+	return cfg.Resolved(), strings.TrimSpace(repl.ReplaceAll(e.PublishedPortHost, ""))
+}
+
+func (e *DockerEngine) follower() (follower, error) {
+	cfg, pph := e.config()
+	if err := cfg.Validate(); err != nil {
+		return follower{}, err
+	}
+	key := []string{"docker", cfg.Host, pph, cfg.CAFile, cfg.CertFile, cfg.KeyFile}
+	for _, file := range []string{cfg.CAFile, cfg.CertFile} {
+		if file != "" {
+			// Re-read at each load: a renewed file makes a new connection.
+			pem, err := os.ReadFile(file)
+			if err != nil {
+				return follower{}, fmt.Errorf("tls: %w", err)
+			}
+			key = append(key, string(pem))
+		}
+	}
+	cfg.Logger = daemonLogger("docker") // the adapter adds the address
+	sum := sha256.Sum256([]byte(strings.Join(key, "\x00")))
+	return follower{
+		key: hex.EncodeToString(sum[:]),
+		opts: catalog.Options{
+			PublishedPortHost: pph,
+			DaemonHost:        docker.DaemonHost(cfg.Host),
+			Logger:            cfg.Logger.With(zap.String("address", cfg.Host)),
+		},
+		run: func(ctx context.Context, sink catalog.Sink) { docker.Run(ctx, cfg, sink) },
+	}, nil
+}
+
+func (e *DockerEngine) validateStatic() error {
+	if strings.Contains(e.Address, "{") {
+		return nil // checked at provision, once placeholders are known
+	}
+	cfg, _ := e.config()
+	return cfg.Check() // the TLS files are read at provision
+}
+
+func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
+	name := disp.Val()
+	switch name {
+	case "address", "published_port_host", "tls":
+	default:
+		return false, nil
+	}
+	if seen[name] {
+		return true, disp.Errf("%s has already been specified", name)
+	}
+	seen[name] = true
+	switch name {
+	case "tls":
+		e.TLS = new(DockerTLS)
+		return true, unmarshalBlock(disp, "tls", map[string]*string{"ca": &e.TLS.CA, "cert": &e.TLS.Cert, "key": &e.TLS.Key})
+	case "address":
+		return true, oneValue(disp, &e.Address)
+	default:
+		return true, oneValue(disp, &e.PublishedPortHost)
+	}
+}
+
+// oneValue reads the single value of the setting the dispenser is at.
+func oneValue(disp *caddyfile.Dispenser, value *string) error {
+	if !disp.AllArgs(value) {
+		return disp.ArgErr()
 	}
 	return nil
 }

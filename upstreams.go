@@ -21,6 +21,8 @@ import (
 func init() {
 	caddy.RegisterModule(DicerUpstreams{})
 	caddy.RegisterModule(DicerPermission{})
+	caddy.RegisterModule(DockerUpstreams{})
+	caddy.RegisterModule(DockerPermission{})
 }
 
 // DicerUpstreams is a dynamic upstream source for reverse_proxy: the
@@ -68,6 +70,66 @@ func (u *DicerUpstreams) Provision(ctx caddy.Context) error {
 // A selector with spaces is quoted: `dynamic dicer "tier in (web,edge)" 8080`.
 func (u *DicerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return u.unmarshal(d, "dicer", &u.Daemon, nil)
+}
+
+// DockerUpstreams is a dynamic upstream source for reverse_proxy: the
+// containers of a Docker Engine whose labels match the selector, or, without
+// a selector, those whose `caddy.host` label lists the request's host. It
+// follows the Engine's events, inspecting only the container an event is
+// about; no request waits on the Engine and Caddy is never reloaded.
+//
+// Upstreams are the routable containers (running, with an address on the
+// route's network, and healthy if they have a health check) in name order;
+// none means 503.
+type DockerUpstreams struct {
+	DockerEngine
+	upstreamSource
+
+	// Network is the Docker network to reach containers on when they are
+	// attached to several. Default: the container's `caddy.network` label,
+	// else its only network; a container on several networks with neither
+	// gets no requests, and one warning says so.
+	Network string `json:"network,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (DockerUpstreams) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.reverse_proxy.upstreams.docker",
+		New: func() caddy.Module { return new(DockerUpstreams) },
+	}
+}
+
+// Provision connects to the Engine, or joins the shared connection.
+func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
+	return u.provision(ctx, &u.DockerEngine, u.Network)
+}
+
+// UnmarshalCaddyfile sets up the source from Caddyfile tokens:
+//
+//	dynamic docker [<selector> [<port>]] {
+//		address             <endpoint>
+//		selector            <selector>
+//		port                <port>
+//		network             <network>
+//		published_port_host <host>
+//		tls {
+//			ca   <file>
+//			cert <file>
+//			key  <file>
+//		}
+//	}
+func (u *DockerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return u.unmarshal(d, "docker", &u.DockerEngine, func(d *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
+		if d.Val() != "network" {
+			return false, nil
+		}
+		if seen["network"] {
+			return true, d.Errf("network has already been specified")
+		}
+		seen["network"] = true
+		return true, oneValue(d, &u.Network)
+	})
 }
 
 // upstreamSource is what an upstream source does whatever its daemon: the
@@ -229,4 +291,9 @@ var (
 	_ caddy.CleanerUpper          = (*DicerUpstreams)(nil)
 	_ caddyfile.Unmarshaler       = (*DicerUpstreams)(nil)
 	_ reverseproxy.UpstreamSource = (*DicerUpstreams)(nil)
+
+	_ caddy.Provisioner           = (*DockerUpstreams)(nil)
+	_ caddy.CleanerUpper          = (*DockerUpstreams)(nil)
+	_ caddyfile.Unmarshaler       = (*DockerUpstreams)(nil)
+	_ reverseproxy.UpstreamSource = (*DockerUpstreams)(nil)
 )

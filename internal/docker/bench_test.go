@@ -29,7 +29,7 @@ func benchContainer(i int, state string) container.InspectResponse {
 			"com.docker.compose.project": "bench",
 		}},
 		NetworkSettings: &container.NetworkSettings{
-			NetworkSettingsBase: container.NetworkSettingsBase{Ports: nat.PortMap{
+			NetworkSettingsBase: container.NetworkSettingsBase{Ports: nat.PortMap{ //nolint:staticcheck // Ports moves out of it only in v29
 				"8080/tcp": {{HostIP: "0.0.0.0", HostPort: fmt.Sprint(20000 + i)}, {HostIP: "::", HostPort: fmt.Sprint(20000 + i)}},
 			}},
 			Networks: map[string]*network.EndpointSettings{"bridge": {

@@ -67,23 +67,12 @@ func (c Config) usesTLS() bool {
 	return c.CAFile != "" || c.CertFile != "" || c.KeyFile != ""
 }
 
-// Validate checks the (resolved) address and the TLS settings, loading the
-// TLS files. Each error names the setting at fault: "address: ...",
-// "tls: ...", "tls ca: ...", "tls cert: ...", "tls key: ...".
+// Validate checks the (resolved) address and the TLS settings (Check), then
+// loads the TLS files. Each error names the setting at fault: "address:
+// ...", "tls: ...", "tls ca: ...", "tls cert: ...", "tls key: ...".
 func (c Config) Validate() error {
-	c = c.Resolved()
-	tcp, err := parseHost(c.Host)
-	if err != nil {
+	if err := c.Check(); err != nil {
 		return err
-	}
-	if !tcp && c.usesTLS() {
-		return fmt.Errorf("tls: not allowed with the unix socket address %q (TLS protects a tcp:// Engine)", c.Host)
-	}
-	switch {
-	case c.CertFile != "" && c.KeyFile == "":
-		return errors.New("tls cert: given without a key (set tls key too)")
-	case c.KeyFile != "" && c.CertFile == "":
-		return errors.New("tls key: given without a cert (set tls cert too)")
 	}
 	if c.CAFile != "" {
 		pem, err := os.ReadFile(c.CAFile)
@@ -98,6 +87,26 @@ func (c Config) Validate() error {
 		if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
 			return fmt.Errorf("tls cert: loading %s with the key %s: %w", c.CertFile, c.KeyFile, err)
 		}
+	}
+	return nil
+}
+
+// Check is Validate without reading the TLS files, for a config adapted on
+// another machine than the one it runs on.
+func (c Config) Check() error {
+	c = c.Resolved()
+	tcp, err := parseHost(c.Host)
+	if err != nil {
+		return err
+	}
+	if !tcp && c.usesTLS() {
+		return fmt.Errorf("tls: not allowed with the unix socket address %q (TLS protects a tcp:// Engine)", c.Host)
+	}
+	switch {
+	case c.CertFile != "" && c.KeyFile == "":
+		return errors.New("tls cert: given without a key (set tls key too)")
+	case c.KeyFile != "" && c.CertFile == "":
+		return errors.New("tls key: given without a cert (set tls cert too)")
 	}
 	if c.MinBackoff < 0 || c.MaxBackoff < 0 {
 		return errors.New("backoff: must not be negative")
@@ -121,7 +130,7 @@ func parseHost(host string) (tcp bool, err error) {
 	case "tcp":
 		u, err := url.Parse(host)
 		if err != nil {
-			return true, fmt.Errorf("address: %q: %v", host, err)
+			return true, fmt.Errorf("address: %q: %w", host, err)
 		}
 		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 			return true, fmt.Errorf("address: %q: only tcp://host:port", host)

@@ -101,7 +101,7 @@ func TestDaemonHost(t *testing.T) {
 		"tcp://10.0.0.5:2376":           "10.0.0.5",
 		"tcp://docker.example.com:2375": "docker.example.com",
 		"tcp://[fd00::5]:2376":          "fd00::5",
-		" tcp://10.0.0.5:2376 ":         "10.0.0.5",
+		" tcp://10.0.0.5:2376 ":         "10.0.0.5", //nolint:gocritic // surrounding blanks are the case under test
 		"tcp://127.0.0.1:2375":          "",
 		"tcp://127.1.2.3:2375":          "",
 		"tcp://[::1]:2375":              "",

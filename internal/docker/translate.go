@@ -44,7 +44,7 @@ func fromSummary(c container.Summary) (inst catalog.Instance, ok bool) {
 		ID:     c.ID,
 		Name:   summaryName(c.Names),
 		Labels: cloneLabels(c.Labels),
-		State:  translateState(string(c.State)),
+		State:  translateState(c.State),
 	}
 	if inst.State == catalog.StateRunning {
 		h, known := healthFromStatus(c.Status)
@@ -161,7 +161,7 @@ func translateState(s string) catalog.State {
 // the state flags.
 func inspectState(st *container.State) catalog.State {
 	if st.Status != "" {
-		return translateState(string(st.Status))
+		return translateState(st.Status)
 	}
 	switch {
 	case st.Dead:

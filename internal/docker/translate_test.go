@@ -235,7 +235,7 @@ func inspected(id, name string, st container.State, cfg *container.Config, nets 
 		ContainerJSONBase: &container.ContainerJSONBase{ID: id, Name: name, State: &st},
 		Config:            cfg,
 		NetworkSettings: &container.NetworkSettings{
-			NetworkSettingsBase: container.NetworkSettingsBase{Ports: ports},
+			NetworkSettingsBase: container.NetworkSettingsBase{Ports: ports}, //nolint:staticcheck // Ports moves out of it only in v29
 			Networks:            nets,
 		},
 	}

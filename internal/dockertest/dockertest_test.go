@@ -26,7 +26,7 @@ func ctx(t *testing.T) context.Context {
 }
 
 func TestRunIDAndName(t *testing.T) {
-	if !regexp.MustCompile(`^[0-9a-f]{8}$`).MatchString(RunID()) || RunID() != RunID() {
+	if id := RunID(); !regexp.MustCompile(`^[0-9a-f]{8}$`).MatchString(id) || RunID() != id {
 		t.Fatalf("RunID %q", RunID())
 	}
 	if got := Name("web"); got != "cdt-"+RunID()+"-web" {
