@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
 // DefaultAddress is the daemon's packaged unix socket.
@@ -22,8 +24,8 @@ const DefaultAddress = "unix:///run/dicer/dicer.sock"
 
 // Default reconnect backoff bounds.
 const (
-	DefaultMinBackoff = 250 * time.Millisecond
-	DefaultMaxBackoff = 15 * time.Second
+	DefaultMinBackoff = follow.DefaultMinBackoff
+	DefaultMaxBackoff = follow.DefaultMaxBackoff
 )
 
 // Config is what the adapter needs; the Caddy module fills it from its

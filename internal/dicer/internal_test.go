@@ -6,74 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow/followtest"
 )
-
-func TestBackoff(t *testing.T) {
-	b := newBackoff(0, 0)
-	if b.min != DefaultMinBackoff || b.max != DefaultMaxBackoff {
-		t.Fatalf("defaults %v..%v, want %v..%v", b.min, b.max, DefaultMinBackoff, DefaultMaxBackoff)
-	}
-	b = newBackoff(100*time.Millisecond, time.Second)
-	caps := []time.Duration{100, 200, 400, 800, 1000, 1000, 1000}
-	for i, c := range caps {
-		c *= time.Millisecond
-		d := b.next()
-		if d < c/2 || d > c {
-			t.Fatalf("delay %d = %v, want within [%v, %v]", i, d, c/2, c)
-		}
-	}
-	b.reset()
-	if d := b.next(); d < 50*time.Millisecond || d > 100*time.Millisecond {
-		t.Fatalf("after reset: %v, want within [50ms, 100ms]", d)
-	}
-	// Many steps never overflow past the cap.
-	for range 200 {
-		if d := b.next(); d <= 0 || d > time.Second {
-			t.Fatalf("delay %v out of bounds", d)
-		}
-	}
-	// max below min is raised to min.
-	if b := newBackoff(time.Second, time.Millisecond); b.max != time.Second {
-		t.Fatalf("max %v, want raised to min", b.max)
-	}
-}
-
-func TestQueueCoalesces(t *testing.T) {
-	q := newQueue()
-	for range 100 {
-		q.add("a", false)
-	}
-	q.add("b", false)
-	q.add("c", false)
-	q.add("c", true) // the last event wins: deleted
-	q.networksChanged()
-	select {
-	case <-q.notify:
-	default:
-		t.Fatal("no notification")
-	}
-	select {
-	case <-q.notify:
-		t.Fatal("more than one pending notification")
-	default:
-	}
-	ids, nets := q.take()
-	if len(ids) != 3 || ids["a"] || ids["b"] || !ids["c"] || !nets {
-		t.Fatalf("take = %v, %v", ids, nets)
-	}
-	if ids, nets := q.take(); len(ids) != 0 || nets {
-		t.Fatalf("second take = %v, %v, want empty", ids, nets)
-	}
-}
 
 func TestDescribe(t *testing.T) {
 	mismatch := fmt.Errorf("daemon certificate fingerprint %s %s %s", strings.Repeat("a", 64), fingerprintMismatch, strings.Repeat("b", 64))
@@ -84,27 +26,27 @@ func TestDescribe(t *testing.T) {
 		wantCode codes.Code
 	}{
 		{
-			wrapCall("ListInstances", status.Error(codes.Unauthenticated, "unauthenticated")), "ListInstances",
+			follow.WrapCall("ListInstances", status.Error(codes.Unauthenticated, "unauthenticated")), "ListInstances",
 			"daemon refused the token (UNAUTHENTICATED): check the token's secret", codes.Unauthenticated,
 		},
 		{
-			wrapCall("GetEvents", status.Error(codes.PermissionDenied, `token "caddy" lacks scope events:read`)), "GetEvents",
+			follow.WrapCall("GetEvents", status.Error(codes.PermissionDenied, `token "caddy" lacks scope events:read`)), "GetEvents",
 			`daemon refused the token (PERMISSION_DENIED): token "caddy" lacks scope events:read`, codes.PermissionDenied,
 		},
 		// How grpc-go reports a failed handshake: UNAVAILABLE, with the
 		// VerifyConnection error quoted inside.
 		{
-			wrapCall("GetEvents", status.Errorf(codes.Unavailable, "connection error: desc = %q", "transport: authentication handshake failed: "+mismatch.Error())), "GetEvents",
+			follow.WrapCall("GetEvents", status.Errorf(codes.Unavailable, "connection error: desc = %q", "transport: authentication handshake failed: "+mismatch.Error())), "GetEvents",
 			"TLS handshake failed: " + mismatch.Error(), codes.Unavailable,
 		},
 		{
-			wrapCall("GetEvents", status.Errorf(codes.Unavailable, "connection error: desc = %q", "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority")), "GetEvents",
+			follow.WrapCall("GetEvents", status.Errorf(codes.Unavailable, "connection error: desc = %q", "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority")), "GetEvents",
 			"TLS handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority", codes.Unavailable,
 		},
-		{wrapCall("GetEvents", status.Error(codes.ResourceExhausted, "fell behind")), "GetEvents", "RESOURCE_EXHAUSTED: fell behind", codes.ResourceExhausted},
-		{wrapCall("GetEvents", io.EOF), "GetEvents", "the daemon ended the event stream", codes.Unavailable},
+		{follow.WrapCall("GetEvents", status.Error(codes.ResourceExhausted, "fell behind")), "GetEvents", "RESOURCE_EXHAUSTED: fell behind", codes.ResourceExhausted},
+		{follow.WrapCall("GetEvents", io.EOF), "GetEvents", "the daemon ended the event stream", codes.Unavailable},
 		{status.Error(codes.Unavailable, "connection refused"), "", "UNAVAILABLE: connection refused", codes.Unavailable},
-		{wrapCall("ListInstances", status.Error(codes.DeadlineExceeded, "too slow")), "ListInstances", "DEADLINE_EXCEEDED: too slow", codes.DeadlineExceeded},
+		{follow.WrapCall("ListInstances", status.Error(codes.DeadlineExceeded, "too slow")), "ListInstances", "DEADLINE_EXCEEDED: too slow", codes.DeadlineExceeded},
 	}
 	for _, tt := range tests {
 		call, reason, code := describe(tt.err)
@@ -155,35 +97,51 @@ func TestBearerCredentials(t *testing.T) {
 	}
 }
 
-// A daemon that stays down is reported once at error level per distinct
-// reason, then at debug level, until a listing succeeds.
-func TestLogEndDedupes(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	f := &follower{log: zap.New(core)}
-	logged := map[string]bool{}
-	refused := wrapCall("GetEvents", status.Error(codes.Unavailable, "connection refused"))
-	for range 5 {
-		f.logEnd(refused, false, time.Second, logged)
+// The loop logs why each session ended in the Dicer daemon's words: a
+// daemon that stays down is reported once at error level per distinct
+// reason, then at debug level, until a listing succeeds; a session that
+// had listed and then lost the stream is a warning, with its own wording
+// when the daemon cut the follower off for falling behind.
+func TestLoopLogs(t *testing.T) {
+	refused := follow.WrapCall("GetEvents", status.Error(codes.Unavailable, "connection refused"))
+	unauthenticated := follow.WrapCall("GetEvents", status.Error(codes.Unauthenticated, "unauthenticated"))
+	down := followtest.Ended{Err: refused}
+	logs, reconnects := followtest.PlaySessions(newLoop,
+		down, down, down, down, down,
+		followtest.Ended{Err: unauthenticated},
+		down,
+		followtest.Ended{Listed: true, Err: follow.WrapCall("GetEvents", status.Error(codes.ResourceExhausted, "fell behind"))},
+		followtest.Ended{Listed: true, Err: follow.WrapCall("GetEvents", status.Error(codes.Unavailable, "transport closing"))},
+		followtest.Ended{Listed: true, Err: unauthenticated}, // no reconnection fixes it: an error even after a listing
+		down,
+	)
+	want := []string{
+		// Before the first listing: one error per distinct reason (2),
+		// the repeats (5) at debug level.
+		"error cannot follow the Dicer daemon: none of its instances are routed to until this is fixed",
+		"debug still cannot follow the Dicer daemon",
+		"debug still cannot follow the Dicer daemon",
+		"debug still cannot follow the Dicer daemon",
+		"debug still cannot follow the Dicer daemon",
+		"error cannot follow the Dicer daemon: none of its instances are routed to until this is fixed",
+		"debug still cannot follow the Dicer daemon",
+		// After it.
+		"warn fell behind the Dicer daemon's events and was cut off: reconnecting to re-list",
+		"warn lost the Dicer daemon: still routing to the last known instances, reconnecting",
+		"error cannot follow the Dicer daemon: still routing to the instances it last reported",
+		"error cannot follow the Dicer daemon: still routing to the instances it last reported",
 	}
-	f.logEnd(wrapCall("GetEvents", status.Error(codes.Unauthenticated, "unauthenticated")), false, time.Second, logged)
-	f.logEnd(refused, false, time.Second, logged)
-	if n := logs.FilterLevelExact(zapcore.ErrorLevel).Len(); n != 2 {
-		t.Fatalf("%d error entries, want 2 (one per distinct reason): %v", n, logs.All())
+	if got := followtest.Lines(logs); !slices.Equal(got, want) {
+		t.Fatalf("logs:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if n := logs.FilterLevelExact(zapcore.DebugLevel).Len(); n != 5 {
-		t.Fatalf("%d debug entries, want 5", n)
-	}
-	e := logs.FilterLevelExact(zapcore.ErrorLevel).All()[1]
+	e := logs.All()[5]
 	if got := e.ContextMap()["error"]; got != "daemon refused the token (UNAUTHENTICATED): check the token's secret" {
 		t.Fatalf("error field %q", got)
 	}
 	if got := e.ContextMap()["call"]; got != "GetEvents" {
 		t.Fatalf("call field %q", got)
 	}
-	// A session that had listed and then lost the stream is a warning.
-	logs.TakeAll()
-	f.logEnd(wrapCall("GetEvents", status.Error(codes.Unavailable, "transport closing")), true, time.Second, map[string]bool{})
-	if e := logs.TakeAll(); len(e) != 1 || e[0].Level != zapcore.WarnLevel {
-		t.Fatalf("lost stream after listing: %v", e)
+	if got := fmt.Sprint(reconnects); got != "[false false false false false false false false true true true true]" {
+		t.Errorf("reconnect flags %s", got)
 	}
 }

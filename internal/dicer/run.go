@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
 // Deadlines of the unary calls. Keepalive catches a dead TCP peer; these
@@ -59,7 +59,12 @@ func Run(ctx context.Context, cfg Config, sink catalog.Sink) {
 		sink:     sink,
 		listNets: listsNetworks(addr),
 	}
-	f.run(ctx, newBackoff(cfg.MinBackoff, cfg.MaxBackoff))
+	newLoop(log, f.session).Run(ctx, follow.NewBackoff(cfg.MinBackoff, cfg.MaxBackoff))
+}
+
+// newLoop follows the daemon with session.
+func newLoop(log *zap.Logger, session func(ctx context.Context, reconnect bool) (bool, error)) *follow.Loop {
+	return &follow.Loop{Daemon: "Dicer daemon", Things: "instances", Log: log, Session: session, Explain: explain}
 }
 
 type follower struct {
@@ -68,69 +73,17 @@ type follower struct {
 	log      *zap.Logger
 	sink     catalog.Sink
 	listNets bool
-	// everListed is set once a session got a listing: the sink then holds
-	// the last known instances, which keep being routed to.
-	everListed bool
 }
 
-// maxLoggedReasons bounds the set of failure messages already logged at
-// error level during one outage.
-const maxLoggedReasons = 64
-
-func (f *follower) run(ctx context.Context, bo *backoff) {
-	logged := make(map[string]bool) // failure reasons logged at error level since the last listing
-	for {
-		listed, err := f.session(ctx, f.everListed)
-		if ctx.Err() != nil {
-			return
-		}
-		if listed {
-			bo.reset()
-			clear(logged)
-			f.everListed = true
-		}
-		delay := bo.next()
-		f.logEnd(err, listed, delay, logged)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// logEnd says why a session ended. A failure is logged at error level once
-// per distinct reason until the next successful listing, then at debug
-// level, so a daemon that stays down does not flood the log.
-func (f *follower) logEnd(err error, listed bool, delay time.Duration, logged map[string]bool) {
+// explain says why a session ended. Falling behind the daemon's events
+// has its own warning: the daemon cut this follower off.
+func explain(err error) follow.End {
 	call, reason, code := describe(err)
-	fields := []zap.Field{zap.String("error", reason), zap.Duration("retry_in", delay)}
-	if call != "" {
-		fields = append(fields, zap.String("call", call))
+	e := follow.End{Call: call, Reason: reason, Auth: isAuthProblem(code, reason)}
+	if code == codes.ResourceExhausted {
+		e.Lost = "fell behind the Dicer daemon's events and was cut off: reconnecting to re-list"
 	}
-	if listed && !isAuthProblem(code, reason) {
-		if code == codes.ResourceExhausted {
-			f.log.Warn("fell behind the Dicer daemon's events and was cut off: reconnecting to re-list", fields...)
-		} else {
-			f.log.Warn("lost the Dicer daemon: still routing to the last known instances, reconnecting", fields...)
-		}
-		return
-	}
-	if logged[reason] {
-		f.log.Debug("still cannot follow the Dicer daemon", fields...)
-		return
-	}
-	if len(logged) >= maxLoggedReasons {
-		clear(logged)
-	}
-	logged[reason] = true
-	if f.everListed {
-		f.log.Error("cannot follow the Dicer daemon: still routing to the instances it last reported", fields...)
-	} else {
-		f.log.Error("cannot follow the Dicer daemon: none of its instances are routed to until this is fixed", fields...)
-	}
+	return e
 }
 
 const (
@@ -144,32 +97,13 @@ func isAuthProblem(code codes.Code, reason string) bool {
 	return code == codes.Unauthenticated || code == codes.PermissionDenied || strings.HasPrefix(reason, tlsReason)
 }
 
-// callError names the RPC that failed.
-type callError struct {
-	call string
-	err  error
-}
-
-func (e *callError) Error() string { return e.call + ": " + e.err.Error() }
-func (e *callError) Unwrap() error { return e.err }
-
-func wrapCall(call string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &callError{call: call, err: err}
-}
-
 // describe turns a session's error into the RPC at fault, a reason a user
 // can act on, and the gRPC code.
 func describe(err error) (call, reason string, code codes.Code) {
 	if err == nil {
 		return "", "session ended", codes.OK
 	}
-	var ce *callError
-	if errors.As(err, &ce) {
-		call, err = ce.call, ce.err
-	}
+	call, err = follow.Call(err)
 	if errors.Is(err, io.EOF) {
 		return call, "the daemon ended the event stream", codes.Unavailable
 	}
@@ -215,7 +149,7 @@ func codeName(c codes.Code) string {
 func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, err error) {
 	conn, err := grpc.NewClient(f.target, f.opts...)
 	if err != nil {
-		return false, wrapCall("connect", err)
+		return false, follow.WrapCall("connect", err)
 	}
 	defer func() { _ = conn.Close() }()
 	client := dicerpb.NewDaemonServiceClient(conn)
@@ -226,9 +160,9 @@ func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, er
 	stream, err := client.GetEvents(sctx, &dicerpb.GetEventsRequest{Follow: true, Limit: 1})
 	if err != nil {
 		cancel()
-		return false, wrapCall("GetEvents", err)
+		return false, follow.WrapCall("GetEvents", err)
 	}
-	q := newQueue()
+	q := follow.NewPending()
 	caughtUp := make(chan struct{})
 	recvErr := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -245,7 +179,7 @@ func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, er
 	select {
 	case <-caughtUp:
 	case err := <-recvErr:
-		return false, wrapCall("GetEvents", err)
+		return false, follow.WrapCall("GetEvents", err)
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
@@ -260,7 +194,7 @@ func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, er
 	resp, err := client.ListInstances(lctx, &dicerpb.ListInstancesRequest{})
 	lcancel()
 	if err != nil {
-		return false, wrapCall("ListInstances", err)
+		return false, follow.WrapCall("ListInstances", err)
 	}
 	all := make([]catalog.Instance, 0, len(resp.GetInstances()))
 	s.known = make(map[string]catalog.Instance, len(resp.GetInstances()))
@@ -281,10 +215,10 @@ func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, er
 		case <-ctx.Done():
 			return true, ctx.Err()
 		case err := <-recvErr:
-			return true, wrapCall("GetEvents", err)
-		case <-q.notify:
+			return true, follow.WrapCall("GetEvents", err)
+		case <-q.Notify():
 		}
-		ids, netsChanged := q.take()
+		ids, netsChanged := q.Take()
 		if netsChanged && s.listNets {
 			if err := s.networksChanged(sctx); err != nil {
 				return true, err
@@ -326,7 +260,7 @@ func (s *sessionState) listNetworks(ctx context.Context) error {
 			s.gateways = nil
 			return nil
 		}
-		return wrapCall("ListNetworks", err)
+		return follow.WrapCall("ListNetworks", err)
 	}
 	s.gateways = gatewayMap(resp.GetNetworks())
 	return nil
@@ -368,7 +302,7 @@ func (s *sessionState) apply(ctx context.Context, id string, deleted bool) error
 		return nil
 	}
 	if err != nil {
-		return wrapCall("GetInstance", err)
+		return follow.WrapCall("GetInstance", err)
 	}
 	ci := translate(in, s.gateways)
 	if ci.ID == "" {
@@ -392,7 +326,7 @@ func (s *sessionState) drop(id string) {
 // history is through (ignoring it: the listing that follows supersedes it),
 // then records the instances later events touch. It never calls the daemon,
 // so a slow fetch cannot make the daemon cut the stream off.
-func receive(stream grpc.ServerStreamingClient[dicerpb.GetEventsResponse], caughtUp chan<- struct{}, q *queue, log *zap.Logger) error {
+func receive(stream grpc.ServerStreamingClient[dicerpb.GetEventsResponse], caughtUp chan<- struct{}, q *follow.Pending, log *zap.Logger) error {
 	up := false
 	for {
 		resp, err := stream.Recv()
@@ -413,87 +347,10 @@ func receive(stream grpc.ServerStreamingClient[dicerpb.GetEventsResponse], caugh
 					log.Debug("ignoring an instance event without an instance ID", zap.String("instance", ev.GetName()))
 					continue
 				}
-				q.add(ev.GetId(), ev.GetAction() == dicerpb.EventAction_EVENT_ACTION_DELETED)
+				q.Add(ev.GetId(), ev.GetAction() == dicerpb.EventAction_EVENT_ACTION_DELETED)
 			case dicerpb.EventKind_EVENT_KIND_NETWORK:
-				q.networksChanged()
+				q.Flag()
 			}
 		}
 	}
-}
-
-// queue is the coalescing set of instance IDs waiting for a fetch: a burst
-// of events for one instance costs one fetch.
-type queue struct {
-	mu     sync.Mutex
-	ids    map[string]bool // ID -> deleted (the last event wins)
-	nets   bool
-	notify chan struct{} // capacity 1: "there is work"
-}
-
-func newQueue() *queue {
-	return &queue{ids: make(map[string]bool), notify: make(chan struct{}, 1)}
-}
-
-func (q *queue) add(id string, deleted bool) {
-	q.mu.Lock()
-	q.ids[id] = deleted
-	q.mu.Unlock()
-	q.signal()
-}
-
-func (q *queue) networksChanged() {
-	q.mu.Lock()
-	q.nets = true
-	q.mu.Unlock()
-	q.signal()
-}
-
-func (q *queue) signal() {
-	select {
-	case q.notify <- struct{}{}:
-	default:
-	}
-}
-
-// take empties the queue.
-func (q *queue) take() (ids map[string]bool, nets bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	ids, nets = q.ids, q.nets
-	q.ids, q.nets = make(map[string]bool), false
-	return ids, nets
-}
-
-// backoff is capped exponential with jitter: the n-th delay is drawn from
-// [d/2, d] with d = min*2^n capped at max.
-type backoff struct {
-	min, max time.Duration
-	n        int
-}
-
-func newBackoff(min, max time.Duration) *backoff {
-	if min <= 0 {
-		min = DefaultMinBackoff
-	}
-	if max <= 0 {
-		max = DefaultMaxBackoff
-	}
-	if max < min {
-		max = min
-	}
-	return &backoff{min: min, max: max}
-}
-
-func (b *backoff) reset() { b.n = 0 }
-
-func (b *backoff) next() time.Duration {
-	d := b.max
-	if b.n < 62 {
-		if x := b.min << b.n; x > 0 && x < b.max {
-			d = x
-			b.n++
-		}
-	}
-	half := d / 2
-	return half + rand.N(d-half+1)
 }

@@ -14,8 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,130 +26,15 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow/followtest"
 )
 
 // waitTimeout bounds every wait on a condition; nothing here sleeps and
 // hopes.
 const waitTimeout = 15 * time.Second
 
-// ---- recording sink ----------------------------------------------------------
-
-// recSink records what the adapter feeds it and lets a test wait for a
-// condition on it. It also checks the Sink contract that calls never
-// overlap.
-type recSink struct {
-	mu       sync.Mutex
-	byID     map[string]catalog.Instance
-	replaces int
-	changed  chan struct{} // closed and replaced on every call
-
-	busy    atomic.Int32
-	overlap atomic.Bool
-}
-
-func newRecSink() *recSink {
-	return &recSink{byID: map[string]catalog.Instance{}, changed: make(chan struct{})}
-}
-
-func (s *recSink) enter() func() {
-	if s.busy.Add(1) != 1 {
-		s.overlap.Store(true)
-	}
-	return func() { s.busy.Add(-1) }
-}
-
-func (s *recSink) bumpLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
-
-func (s *recSink) Replace(list []catalog.Instance) {
-	defer s.enter()()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.byID = make(map[string]catalog.Instance, len(list))
-	for _, in := range list {
-		s.byID[in.ID] = in
-	}
-	s.replaces++
-	s.bumpLocked()
-}
-
-func (s *recSink) Put(in catalog.Instance) {
-	defer s.enter()()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.byID[in.ID] = in
-	s.bumpLocked()
-}
-
-func (s *recSink) Delete(id string) {
-	defer s.enter()()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byID, id)
-	s.bumpLocked()
-}
-
-// view is the sink's state as a condition sees it (read under the lock).
-type view struct {
-	byID     map[string]catalog.Instance
-	replaces int
-}
-
-func (v view) named(name string) (catalog.Instance, bool) {
-	for _, in := range v.byID {
-		if in.Name == name {
-			return in, true
-		}
-	}
-	return catalog.Instance{}, false
-}
-
-func (v view) names() []string {
-	var out []string
-	for _, in := range v.byID {
-		out = append(out, in.Name)
-	}
-	return out
-}
-
-// check evaluates cond on the current state.
-func (s *recSink) check(cond func(view) bool) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return cond(view{s.byID, s.replaces})
-}
-
-// waitFor blocks until cond holds, failing the test after waitTimeout.
-func (s *recSink) waitFor(t *testing.T, what string, cond func(view) bool) {
-	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		ok := cond(view{s.byID, s.replaces})
-		ch := s.changed
-		s.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			t.Fatalf("timed out waiting for %s; sink has %d instances %v after %d replaces",
-				what, len(s.byID), view{s.byID, s.replaces}.names(), s.replaces)
-		}
-	}
-}
-
-func (s *recSink) replaceCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.replaces
-}
+// view is the recording sink's state as a condition sees it.
+type view = followtest.View
 
 // ---- harness -----------------------------------------------------------------
 
@@ -181,61 +64,22 @@ func serveUnix(t *testing.T, d *dicertest.Daemon) string {
 
 // start runs the adapter until the test ends, and checks that Run returns
 // once its context is cancelled.
-func start(t *testing.T, cfg Config) (*recSink, *observer.ObservedLogs) {
+func start(t *testing.T, cfg Config) (*followtest.Sink, *observer.ObservedLogs) {
 	t.Helper()
-	core, logs := observer.New(zapcore.DebugLevel)
-	cfg.Logger = zap.New(core)
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	}
-	sink := newRecSink()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	return followtest.Start(t, waitTimeout, func(ctx context.Context, log *zap.Logger, sink catalog.Sink) {
+		cfg.Logger = log
 		Run(ctx, cfg, sink)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(waitTimeout):
-			t.Error("Run did not return after its context was cancelled")
-		}
-		if sink.overlap.Load() {
-			t.Error("the adapter called the sink from two goroutines at once")
-		}
 	})
-	return sink, logs
 }
 
 // waitLog waits for a log entry at level whose message or error field
 // contains substr.
 func waitLog(t *testing.T, logs *observer.ObservedLogs, level zapcore.Level, substr string) observer.LoggedEntry {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		for _, e := range logs.All() {
-			if e.Level != level {
-				continue
-			}
-			if strings.Contains(e.Message, substr) || strings.Contains(fmt.Sprint(e.ContextMap()["error"]), substr) {
-				return e
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for a %s log containing %q; logs:\n%s", level, substr, dumpLogs(logs))
-		}
-		time.Sleep(5 * time.Millisecond) // poll the condition
-	}
-}
-
-func dumpLogs(logs *observer.ObservedLogs) string {
-	var b strings.Builder
-	for _, e := range logs.All() {
-		fmt.Fprintf(&b, "  %s %s %v\n", e.Level, e.Message, e.ContextMap())
-	}
-	return b.String()
+	return followtest.WaitLog(t, logs, waitTimeout, level, substr)
 }
 
 func countLogs(logs *observer.ObservedLogs, level zapcore.Level) int {
@@ -277,16 +121,16 @@ func TestFollowAppliesEvents(t *testing.T) {
 	d.CreateInstance(&dicerpb.Instance{Name: "web-2", NetworkName: "default"})
 	sink, logs := start(t, Config{Address: serveUnix(t, d)})
 
-	sink.waitFor(t, "the initial listing", func(v view) bool { return v.replaces == 1 && len(v.byID) == 2 })
-	sink.check(func(v view) bool {
-		w, _ := v.named("web-1")
+	sink.WaitFor(t, waitTimeout, "the initial listing", func(v view) bool { return v.Replaces == 1 && len(v.ByID) == 2 })
+	sink.Check(func(v view) bool {
+		w, _ := v.Named("web-1")
 		want := catalog.PublishedPort{HostPort: 8080, GuestPort: 80, Protocol: catalog.TCP}
 		if w.State != catalog.StateRunning || w.Health != catalog.HealthStarting || net0(w).Address != "172.20.0.5" ||
 			net0(w).Network != "default" || net0(w).Gateway != "172.20.0.1" || w.Labels["app"] != "web" ||
 			len(w.Ports) != 1 || w.Ports[0] != want || w.ID == "" {
 			t.Errorf("web-1 translated as %+v", w)
 		}
-		if w2, _ := v.named("web-2"); w2.State != catalog.StateStopped {
+		if w2, _ := v.Named("web-2"); w2.State != catalog.StateStopped {
 			t.Errorf("web-2 translated as %+v", w2)
 		}
 		return true
@@ -301,30 +145,30 @@ func TestFollowAppliesEvents(t *testing.T) {
 	waitFollowers(t, d, 1)
 
 	d.CreateInstance(&dicerpb.Instance{Name: "web-3"}) // CREATED
-	sink.waitFor(t, "web-3 created", func(v view) bool { _, ok := v.named("web-3"); return ok })
+	sink.WaitFor(t, waitTimeout, "web-3 created", func(v view) bool { _, ok := v.Named("web-3"); return ok })
 
 	d.SetState("web-2", dicerpb.InstanceState_INSTANCE_STATE_RUNNING, map[string]string{"ip": "172.20.0.9"}) // STARTED
-	sink.waitFor(t, "web-2 running", func(v view) bool {
-		w, _ := v.named("web-2")
+	sink.WaitFor(t, waitTimeout, "web-2 running", func(v view) bool {
+		w, _ := v.Named("web-2")
 		return w.State == catalog.StateRunning && net0(w).Address == "172.20.0.9" && net0(w).Gateway == "172.20.0.1"
 	})
 
 	d.SetHealth("web-1", dicerpb.HealthStatus_HEALTH_STATUS_HEALTHY) // HEALTHY
-	sink.waitFor(t, "web-1 healthy", func(v view) bool { w, _ := v.named("web-1"); return w.Health == catalog.HealthHealthy })
+	sink.WaitFor(t, waitTimeout, "web-1 healthy", func(v view) bool { w, _ := v.Named("web-1"); return w.Health == catalog.HealthHealthy })
 
 	d.UpdateInstance("web-1", func(in *dicerpb.Instance) { in.Labels["app"] = "shop" }) // UPDATED
-	sink.waitFor(t, "web-1 relabelled", func(v view) bool { w, _ := v.named("web-1"); return w.Labels["app"] == "shop" })
+	sink.WaitFor(t, waitTimeout, "web-1 relabelled", func(v view) bool { w, _ := v.Named("web-1"); return w.Labels["app"] == "shop" })
 
 	id3 := d.Instance("web-3").GetId()
 	d.RenameInstance("web-3", "web-4") // RENAMED
-	sink.waitFor(t, "web-3 renamed", func(v view) bool {
-		w, ok := v.named("web-4")
-		_, old := v.named("web-3")
-		return ok && !old && w.ID == id3 && len(v.byID) == 3
+	sink.WaitFor(t, waitTimeout, "web-3 renamed", func(v view) bool {
+		w, ok := v.Named("web-4")
+		_, old := v.Named("web-3")
+		return ok && !old && w.ID == id3 && len(v.ByID) == 3
 	})
 
 	d.DeleteInstance("web-4") // DELETED: no fetch
-	sink.waitFor(t, "web-4 deleted", func(v view) bool { _, ok := v.byID[id3]; return !ok && len(v.byID) == 2 })
+	sink.WaitFor(t, waitTimeout, "web-4 deleted", func(v view) bool { _, ok := v.ByID[id3]; return !ok && len(v.ByID) == 2 })
 
 	if n := d.Calls("GetInstance"); n != 5 {
 		t.Errorf("%d GetInstance calls for 6 events (one of them DELETED), want 5", n)
@@ -332,11 +176,11 @@ func TestFollowAppliesEvents(t *testing.T) {
 	if n := d.Calls("ListInstances"); n != 1 {
 		t.Errorf("%d ListInstances calls, want 1", n)
 	}
-	if r := sink.replaceCount(); r != 1 {
+	if r := sink.Replaces(); r != 1 {
 		t.Errorf("%d Replace calls, want 1", r)
 	}
 	if n := countLogs(logs, zapcore.ErrorLevel) + countLogs(logs, zapcore.WarnLevel); n != 0 {
-		t.Errorf("unexpected warnings or errors:\n%s", dumpLogs(logs))
+		t.Errorf("unexpected warnings or errors:\n%s", followtest.DumpLogs(logs))
 	}
 }
 
@@ -351,16 +195,16 @@ func TestOneFetchPerEventWithManyInstances(t *testing.T) {
 	}
 	d.EmitQuietly(false)
 	sink, _ := start(t, Config{Address: serveUnix(t, d)})
-	sink.waitFor(t, "the listing of 1,000 instances", func(v view) bool { return len(v.byID) == 1000 })
+	sink.WaitFor(t, waitTimeout, "the listing of 1,000 instances", func(v view) bool { return len(v.ByID) == 1000 })
 	waitFollowers(t, d, 1)
 
 	d.SetState("vm-0500", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
-	sink.waitFor(t, "vm-0500 stopped", func(v view) bool { w, _ := v.named("vm-0500"); return w.State == catalog.StateStopped })
+	sink.WaitFor(t, waitTimeout, "vm-0500 stopped", func(v view) bool { w, _ := v.Named("vm-0500"); return w.State == catalog.StateStopped })
 	if n := d.Calls("GetInstance"); n != 1 {
 		t.Fatalf("%d GetInstance calls for one event among 1,000 instances, want 1", n)
 	}
 	d.SetState("vm-0999", dicerpb.InstanceState_INSTANCE_STATE_PAUSED, nil)
-	sink.waitFor(t, "vm-0999 paused", func(v view) bool { w, _ := v.named("vm-0999"); return w.State == catalog.StatePaused })
+	sink.WaitFor(t, waitTimeout, "vm-0999 paused", func(v view) bool { w, _ := v.Named("vm-0999"); return w.State == catalog.StatePaused })
 	if n := d.Calls("GetInstance"); n != 2 {
 		t.Fatalf("%d GetInstance calls for two events, want 2", n)
 	}
@@ -371,8 +215,8 @@ func TestOneFetchPerEventWithManyInstances(t *testing.T) {
 	for i := range burst {
 		d.UpdateInstance("vm-0001", func(in *dicerpb.Instance) { in.Labels["n"] = fmt.Sprint(i) })
 	}
-	sink.waitFor(t, "the last of the burst", func(v view) bool {
-		w, _ := v.named("vm-0001")
+	sink.WaitFor(t, waitTimeout, "the last of the burst", func(v view) bool {
+		w, _ := v.Named("vm-0001")
 		return w.Labels["n"] == fmt.Sprint(burst-1)
 	})
 	if n := d.Calls("GetInstance") - 2; n < 1 || n > burst {
@@ -393,7 +237,7 @@ func TestDaemonRestartRelists(t *testing.T) {
 	d.CreateInstance(running("keep", "172.20.0.2"))
 	old := d.CreateInstance(running("old", "172.20.0.3"))
 	sink, logs := start(t, Config{Address: serveUnix(t, d)})
-	sink.waitFor(t, "the initial listing", func(v view) bool { return len(v.byID) == 2 })
+	sink.WaitFor(t, waitTimeout, "the initial listing", func(v view) bool { return len(v.ByID) == 2 })
 	waitFollowers(t, d, 1)
 
 	d.Stop()
@@ -402,10 +246,10 @@ func TestDaemonRestartRelists(t *testing.T) {
 	d.CreateInstance(running("new", "172.20.0.4"))
 	d.DeleteInstance("old")
 	d.SetState("keep", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
-	sink.check(func(v view) bool {
-		k, _ := v.named("keep")
-		if _, ok := v.byID[old.GetId()]; !ok || len(v.byID) != 2 || k.State != catalog.StateRunning || v.replaces != 1 {
-			t.Errorf("the sink changed while the daemon was down: %v, replaces %d", v.names(), v.replaces)
+	sink.Check(func(v view) bool {
+		k, _ := v.Named("keep")
+		if _, ok := v.ByID[old.GetId()]; !ok || len(v.ByID) != 2 || k.State != catalog.StateRunning || v.Replaces != 1 {
+			t.Errorf("the sink changed while the daemon was down: %v", v)
 		}
 		return true
 	})
@@ -413,11 +257,11 @@ func TestDaemonRestartRelists(t *testing.T) {
 	if err := d.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	sink.waitFor(t, "the re-list after the restart", func(v view) bool {
-		k, _ := v.named("keep")
-		_, hasNew := v.named("new")
-		_, hasOld := v.byID[old.GetId()]
-		return v.replaces == 2 && hasNew && !hasOld && k.State == catalog.StateStopped && len(v.byID) == 2
+	sink.WaitFor(t, waitTimeout, "the re-list after the restart", func(v view) bool {
+		k, _ := v.Named("keep")
+		_, hasNew := v.Named("new")
+		_, hasOld := v.ByID[old.GetId()]
+		return v.Replaces == 2 && hasNew && !hasOld && k.State == catalog.StateStopped && len(v.ByID) == 2
 	})
 	e := waitLog(t, logs, zapcore.InfoLevel, "reconnected to the Dicer daemon")
 	if e.ContextMap()["instances"] != int64(2) {
@@ -426,7 +270,7 @@ func TestDaemonRestartRelists(t *testing.T) {
 	// Events are followed again after the reconnect.
 	waitFollowers(t, d, 1)
 	d.SetState("new", dicerpb.InstanceState_INSTANCE_STATE_PAUSED, nil)
-	sink.waitFor(t, "new paused", func(v view) bool { w, _ := v.named("new"); return w.State == catalog.StatePaused })
+	sink.WaitFor(t, waitTimeout, "new paused", func(v view) bool { w, _ := v.Named("new"); return w.State == catalog.StatePaused })
 }
 
 // A follower cut off for falling behind (RESOURCE_EXHAUSTED) resubscribes
@@ -435,7 +279,7 @@ func TestCutFollowerRelists(t *testing.T) {
 	d := newDaemon(t)
 	d.CreateInstance(running("a", "172.20.0.2"))
 	sink, logs := start(t, Config{Address: serveUnix(t, d)})
-	sink.waitFor(t, "the initial listing", func(v view) bool { return len(v.byID) == 1 })
+	sink.WaitFor(t, waitTimeout, "the initial listing", func(v view) bool { return len(v.ByID) == 1 })
 	waitFollowers(t, d, 1)
 
 	d.EmitQuietly(true) // changes the follower never hears of
@@ -443,7 +287,7 @@ func TestCutFollowerRelists(t *testing.T) {
 	d.EmitQuietly(false)
 	d.CutFollowers()
 
-	sink.waitFor(t, "the re-list", func(v view) bool { _, ok := v.named("missed"); return ok && v.replaces == 2 })
+	sink.WaitFor(t, waitTimeout, "the re-list", func(v view) bool { _, ok := v.Named("missed"); return ok && v.Replaces == 2 })
 	e := waitLog(t, logs, zapcore.WarnLevel, "fell behind")
 	if !strings.Contains(fmt.Sprint(e.ContextMap()["error"]), "RESOURCE_EXHAUSTED") {
 		t.Errorf("fell-behind log fields %v", e.ContextMap())
@@ -461,20 +305,20 @@ func TestFetchErrors(t *testing.T) {
 	d.CreateInstance(running("a", "172.20.0.2"))
 	d.CreateInstance(running("b", "172.20.0.3"))
 	sink, logs := start(t, Config{Address: serveUnix(t, d)})
-	sink.waitFor(t, "the initial listing", func(v view) bool { return len(v.byID) == 2 })
+	sink.WaitFor(t, waitTimeout, "the initial listing", func(v view) bool { return len(v.ByID) == 2 })
 	waitFollowers(t, d, 1)
 
 	d.SetCallError("GetInstance", status.Error(codes.NotFound, "no instance"))
 	d.SetState("a", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
-	sink.waitFor(t, "a deleted after NOT_FOUND", func(v view) bool { _, ok := v.named("a"); return !ok && len(v.byID) == 1 })
+	sink.WaitFor(t, waitTimeout, "a deleted after NOT_FOUND", func(v view) bool { _, ok := v.Named("a"); return !ok && len(v.ByID) == 1 })
 
 	d.SetCallError("GetInstance", status.Error(codes.Internal, "boom"))
 	d.SetState("b", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
 	// The re-list brings back a (it still exists) and b's new state.
-	sink.waitFor(t, "the re-list after a failed fetch", func(v view) bool {
-		_, a := v.named("a")
-		b, _ := v.named("b")
-		return v.replaces >= 2 && a && b.State == catalog.StateStopped
+	sink.WaitFor(t, waitTimeout, "the re-list after a failed fetch", func(v view) bool {
+		_, a := v.Named("a")
+		b, _ := v.Named("b")
+		return v.Replaces >= 2 && a && b.State == catalog.StateStopped
 	})
 	e := waitLog(t, logs, zapcore.WarnLevel, "lost the Dicer daemon")
 	if e.ContextMap()["call"] != "GetInstance" || !strings.Contains(fmt.Sprint(e.ContextMap()["error"]), "boom") {
@@ -493,9 +337,9 @@ func TestNetworkEventUpdatesGateway(t *testing.T) {
 	d.CreateInstance(blue)
 	d.CreateInstance(running("web", "172.20.0.2"))
 	sink, _ := start(t, Config{Address: serveUnix(t, d)})
-	sink.waitFor(t, "the initial listing", func(v view) bool { return len(v.byID) == 2 })
-	sink.check(func(v view) bool {
-		if b, _ := v.named("blue-1"); net0(b).Gateway != "" {
+	sink.WaitFor(t, waitTimeout, "the initial listing", func(v view) bool { return len(v.ByID) == 2 })
+	sink.Check(func(v view) bool {
+		if b, _ := v.Named("blue-1"); net0(b).Gateway != "" {
 			t.Errorf("blue-1 has gateway %q before its network exists", net0(b).Gateway)
 		}
 		return true
@@ -503,7 +347,7 @@ func TestNetworkEventUpdatesGateway(t *testing.T) {
 	waitFollowers(t, d, 1)
 
 	d.AddNetwork(&dicerpb.Network{Name: "blue", Subnet: "10.9.0.0/24", Gateway: "10.9.0.1"})
-	sink.waitFor(t, "blue-1's gateway", func(v view) bool { b, _ := v.named("blue-1"); return net0(b).Gateway == "10.9.0.1" })
+	sink.WaitFor(t, waitTimeout, "blue-1's gateway", func(v view) bool { b, _ := v.Named("blue-1"); return net0(b).Gateway == "10.9.0.1" })
 	if n := d.Calls("ListNetworks"); n != 2 {
 		t.Errorf("%d ListNetworks calls, want 2", n)
 	}
@@ -520,18 +364,18 @@ func TestDaemonDownAtStart(t *testing.T) {
 	deadline := time.Now().Add(waitTimeout)
 	for countLogs(logs, zapcore.DebugLevel) < 3 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no repeated attempts:\n%s", dumpLogs(logs))
+			t.Fatalf("no repeated attempts:\n%s", followtest.DumpLogs(logs))
 		}
 		time.Sleep(5 * time.Millisecond) // poll the condition
 	}
 	errs := logs.FilterLevelExact(zapcore.ErrorLevel).All()
 	if len(errs) != 1 {
-		t.Fatalf("%d error logs for one repeated failure, want 1:\n%s", len(errs), dumpLogs(logs))
+		t.Fatalf("%d error logs for one repeated failure, want 1:\n%s", len(errs), followtest.DumpLogs(logs))
 	}
 	if errs[0].ContextMap()["address"] != addr || errs[0].ContextMap()["retry_in"] == nil {
 		t.Errorf("error log fields %v", errs[0].ContextMap())
 	}
-	if sink.replaceCount() != 0 {
+	if sink.Replaces() != 0 {
 		t.Fatal("a listing without a daemon")
 	}
 
@@ -540,7 +384,7 @@ func TestDaemonDownAtStart(t *testing.T) {
 	if err := d.ServeUnix(strings.TrimPrefix(addr, "unix://")); err != nil {
 		t.Fatal(err)
 	}
-	sink.waitFor(t, "the listing once the daemon is up", func(v view) bool { _, ok := v.named("late"); return ok })
+	sink.WaitFor(t, waitTimeout, "the listing once the daemon is up", func(v view) bool { _, ok := v.Named("late"); return ok })
 	waitLog(t, logs, zapcore.InfoLevel, "connected to the Dicer daemon")
 }
 
@@ -551,7 +395,7 @@ func TestRunInvalidConfig(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Run(ctx, Config{Address: "10.0.0.1:7443", Logger: zap.New(core)}, newRecSink())
+		Run(ctx, Config{Address: "10.0.0.1:7443", Logger: zap.New(core)}, followtest.NewSink())
 	}()
 	e := waitLog(t, logs, zapcore.ErrorLevel, "invalid Dicer daemon settings")
 	if got := fmt.Sprint(e.ContextMap()["error"]); got != `token: required for the TCP address "10.0.0.1:7443"` {
@@ -593,12 +437,12 @@ func TestTCPWithToken(t *testing.T) {
 		t.Fatalf("test daemon token %+v, %v", p, err)
 	}
 	sink, logs := start(t, Config{Address: addr, Token: tok})
-	sink.waitFor(t, "the listing over TCP", func(v view) bool { a, ok := v.named("a"); return ok && net0(a).Gateway == "172.20.0.1" })
+	sink.WaitFor(t, waitTimeout, "the listing over TCP", func(v view) bool { a, ok := v.Named("a"); return ok && net0(a).Gateway == "172.20.0.1" })
 	waitFollowers(t, d, 1)
 	d.SetState("a", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
-	sink.waitFor(t, "a stopped", func(v view) bool { a, _ := v.named("a"); return a.State == catalog.StateStopped })
+	sink.WaitFor(t, waitTimeout, "a stopped", func(v view) bool { a, _ := v.Named("a"); return a.State == catalog.StateStopped })
 	if n := countLogs(logs, zapcore.ErrorLevel) + countLogs(logs, zapcore.WarnLevel); n != 0 {
-		t.Errorf("unexpected warnings or errors:\n%s", dumpLogs(logs))
+		t.Errorf("unexpected warnings or errors:\n%s", followtest.DumpLogs(logs))
 	}
 }
 
@@ -620,9 +464,9 @@ func TestTCPWrongFingerprint(t *testing.T) {
 	if got := e.ContextMap()["error"]; got != want {
 		t.Errorf("error field\n got %q\nwant %q", got, want)
 	}
-	if sink.replaceCount() != 0 || d.Calls("GetEvents") != 0 || d.Calls("ListInstances") != 0 {
+	if sink.Replaces() != 0 || d.Calls("GetEvents") != 0 || d.Calls("ListInstances") != 0 {
 		t.Errorf("calls reached a daemon whose certificate does not match: replaces %d, GetEvents %d, ListInstances %d",
-			sink.replaceCount(), d.Calls("GetEvents"), d.Calls("ListInstances"))
+			sink.Replaces(), d.Calls("GetEvents"), d.Calls("ListInstances"))
 	}
 }
 
@@ -636,10 +480,10 @@ func TestTCPUnknownToken(t *testing.T) {
 	if got := e.ContextMap()["error"]; got != "daemon refused the token (UNAUTHENTICATED): check the token's secret" {
 		t.Errorf("error field %q", got)
 	}
-	if strings.Contains(dumpLogs(logs), secret52) {
+	if strings.Contains(followtest.DumpLogs(logs), secret52) {
 		t.Error("the log reveals the token's secret")
 	}
-	if sink.replaceCount() != 0 {
+	if sink.Replaces() != 0 {
 		t.Error("a listing with an unknown token")
 	}
 }
@@ -663,7 +507,7 @@ func TestTCPMissingScope(t *testing.T) {
 			if got := e.ContextMap()["error"]; got != want {
 				t.Errorf("error field %q, want %q", got, want)
 			}
-			if sink.replaceCount() != 0 {
+			if sink.Replaces() != 0 {
 				t.Error("a listing without the scope")
 			}
 		})
@@ -678,9 +522,9 @@ func TestTCPLoopbackWithoutNetworksScope(t *testing.T) {
 	d.CreateInstance(running("a", "172.20.0.2"))
 	addr := serveTCP(t, d, "127.0.0.1:0")
 	sink, logs := start(t, Config{Address: addr, Token: d.AddToken("caddy", "instances:read", "events:read")})
-	sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
-	sink.check(func(v view) bool {
-		if a, _ := v.named("a"); net0(a).Gateway != "" {
+	sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.Named("a"); return ok })
+	sink.Check(func(v view) bool {
+		if a, _ := v.Named("a"); net0(a).Gateway != "" {
 			t.Errorf("gateway %q without networks:read", net0(a).Gateway)
 		}
 		return true
@@ -693,12 +537,12 @@ func TestTCPLoopbackWithoutNetworksScope(t *testing.T) {
 	waitFollowers(t, d, 1)
 	d.AddNetwork(&dicerpb.Network{Name: "blue", Gateway: "10.9.0.1"})
 	d.SetState("a", dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil) // a later event, to know the first was handled
-	sink.waitFor(t, "a stopped", func(v view) bool { a, _ := v.named("a"); return a.State == catalog.StateStopped })
+	sink.WaitFor(t, waitTimeout, "a stopped", func(v view) bool { a, _ := v.Named("a"); return a.State == catalog.StateStopped })
 	if n := d.Calls("ListNetworks"); n != 1 {
 		t.Errorf("%d ListNetworks calls, want 1", n)
 	}
 	if n := countLogs(logs, zapcore.WarnLevel); n != 1 {
-		t.Errorf("%d warnings, want 1:\n%s", n, dumpLogs(logs))
+		t.Errorf("%d warnings, want 1:\n%s", n, followtest.DumpLogs(logs))
 	}
 }
 
@@ -715,12 +559,12 @@ func TestTCPNonLoopbackSkipsNetworks(t *testing.T) {
 		t.Fatalf("DaemonHost(%q) = %q", addr, DaemonHost(addr))
 	}
 	sink, logs := start(t, Config{Address: addr, Token: d.AddToken("caddy", "instances:read", "events:read")})
-	sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
+	sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.Named("a"); return ok })
 	if n := d.Calls("ListNetworks"); n != 0 {
 		t.Errorf("%d ListNetworks calls with a non-loopback address, want 0", n)
 	}
 	if n := countLogs(logs, zapcore.ErrorLevel) + countLogs(logs, zapcore.WarnLevel); n != 0 {
-		t.Errorf("unexpected warnings or errors:\n%s", dumpLogs(logs))
+		t.Errorf("unexpected warnings or errors:\n%s", followtest.DumpLogs(logs))
 	}
 }
 
@@ -814,23 +658,23 @@ func TestTCPCASignedDaemon(t *testing.T) {
 
 	t.Run("roots and server name", func(t *testing.T) {
 		sink, _ := start(t, Config{Address: addr, Token: tok, RootCAs: ca.pool, ServerName: "dicerd.test"})
-		sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
+		sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.Named("a"); return ok })
 	})
 	t.Run("roots, name from the address's IP", func(t *testing.T) {
 		sink, _ := start(t, Config{Address: addr, Token: tok, RootCAs: ca.pool})
-		sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
+		sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.Named("a"); return ok })
 	})
 	t.Run("unknown CA is refused", func(t *testing.T) {
 		sink, logs := start(t, Config{Address: addr, Token: tok, RootCAs: newCA(t).pool, ServerName: "dicerd.test"})
 		waitLog(t, logs, zapcore.ErrorLevel, "certificate signed by unknown authority")
-		if sink.replaceCount() != 0 {
+		if sink.Replaces() != 0 {
 			t.Error("a listing from a daemon signed by an untrusted CA")
 		}
 	})
 	t.Run("wrong server name is refused", func(t *testing.T) {
 		sink, logs := start(t, Config{Address: addr, Token: tok, RootCAs: ca.pool, ServerName: "other.test"})
 		waitLog(t, logs, zapcore.ErrorLevel, "not other.test")
-		if sink.replaceCount() != 0 {
+		if sink.Replaces() != 0 {
 			t.Error("a listing from a daemon with another name")
 		}
 	})
@@ -852,7 +696,7 @@ func TestTCPSelfSignedWithoutSANsCannotBeVerifiedByName(t *testing.T) {
 	sink, logs := start(t, Config{Address: addr, Token: tok, RootCAs: pool, ServerName: "dicerd"})
 	e := waitLog(t, logs, zapcore.ErrorLevel, "x509:")
 	t.Logf("refused as expected: %v", e.ContextMap()["error"])
-	if sink.replaceCount() != 0 {
+	if sink.Replaces() != 0 {
 		t.Error("a listing from a daemon whose certificate names no host")
 	}
 }
@@ -864,7 +708,7 @@ func TestUnixTargetForms(t *testing.T) {
 		d.CreateInstance(running("a", "172.20.0.2"))
 		addr := "unix:" + strings.TrimPrefix(serveUnix(t, d), "unix://")
 		sink, _ := start(t, Config{Address: addr})
-		sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
+		sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.Named("a"); return ok })
 	})
 	t.Run("unix-abstract:NAME", func(t *testing.T) {
 		d := newDaemon(t)
@@ -874,7 +718,7 @@ func TestUnixTargetForms(t *testing.T) {
 			t.Skipf("no abstract unix sockets here: %v", err)
 		}
 		sink, _ := start(t, Config{Address: "unix-abstract:" + name})
-		sink.waitFor(t, "the listing", func(v view) bool { _, ok := v.named("a"); return ok })
+		sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.Named("a"); return ok })
 	})
 }
 

@@ -19,6 +19,8 @@ import (
 
 	"github.com/docker/docker/client"
 	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
 // DefaultHost is the Engine's usual unix socket, used when neither the
@@ -27,8 +29,8 @@ const DefaultHost = "unix:///var/run/docker.sock"
 
 // Default reconnect backoff bounds.
 const (
-	DefaultMinBackoff = 250 * time.Millisecond
-	DefaultMaxBackoff = 15 * time.Second
+	DefaultMinBackoff = follow.DefaultMinBackoff
+	DefaultMaxBackoff = follow.DefaultMaxBackoff
 )
 
 // Config is what the adapter needs; the Caddy module fills it from its

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,61 +19,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow/followtest"
 )
-
-func TestBackoff(t *testing.T) {
-	b := newBackoff(0, 0)
-	if b.min != DefaultMinBackoff || b.max != DefaultMaxBackoff {
-		t.Fatalf("defaults %v..%v, want %v..%v", b.min, b.max, DefaultMinBackoff, DefaultMaxBackoff)
-	}
-	b = newBackoff(100*time.Millisecond, time.Second)
-	caps := []time.Duration{100, 200, 400, 800, 1000, 1000, 1000}
-	for i, c := range caps {
-		c *= time.Millisecond
-		if d := b.next(); d < c/2 || d > c {
-			t.Fatalf("delay %d = %v, want within [%v, %v]", i, d, c/2, c)
-		}
-	}
-	b.reset()
-	if d := b.next(); d < 50*time.Millisecond || d > 100*time.Millisecond {
-		t.Fatalf("after reset: %v, want within [50ms, 100ms]", d)
-	}
-	for range 200 {
-		if d := b.next(); d <= 0 || d > time.Second {
-			t.Fatalf("delay %v out of bounds", d)
-		}
-	}
-	if b := newBackoff(time.Second, time.Millisecond); b.max != time.Second {
-		t.Fatalf("max %v, want raised to min", b.max)
-	}
-}
-
-func TestQueueCoalesces(t *testing.T) {
-	q := newQueue()
-	for range 100 {
-		q.add("a", false)
-	}
-	q.add("b", false)
-	q.add("c", true)
-	q.add("c", false) // a disconnect after the destroy: still destroyed
-	select {
-	case <-q.notify:
-	default:
-		t.Fatal("no notification")
-	}
-	select {
-	case <-q.notify:
-		t.Fatal("more than one pending notification")
-	default:
-	}
-	ids := q.take()
-	if len(ids) != 3 || ids["a"] || ids["b"] || !ids["c"] {
-		t.Fatalf("take = %v", ids)
-	}
-	if ids := q.take(); len(ids) != 0 {
-		t.Fatalf("second take = %v, want empty", ids)
-	}
-}
 
 func TestEventContainer(t *testing.T) {
 	ctr := func(action string) events.Message {
@@ -152,14 +102,14 @@ func TestDescribe(t *testing.T) {
 		auth   bool
 	}{
 		{"nil", nil, "", "session ended", false},
-		{"stream ended", wrapCall("Events", io.EOF), "Events", "the Engine ended the connection", false},
-		{"stream cut", wrapCall("Events", io.ErrUnexpectedEOF), "Events", "the Engine ended the connection", false},
-		{"reset", wrapCall("Events", &net.OpError{Op: "read", Err: syscall.ECONNRESET}), "Events", "the Engine ended the connection", false},
-		{"refused", wrapCall("ContainerList", &url.Error{Op: "Get", URL: "http://x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}), "ContainerList", "connection refused", false},
-		{"socket permission", wrapCall("Events", &net.OpError{Op: "dial", Err: syscall.EACCES}), "Events", "permission denied", true},
-		{"unauthorized", wrapCall("Events", errdefs.ErrUnauthenticated.WithMessage("authz plugin says no")), "Events", "refused this client", true},
-		{"forbidden", wrapCall("ContainerList", errdefs.ErrPermissionDenied.WithMessage("authz plugin: no")), "ContainerList", "permission denied", true},
-		{"unknown CA", wrapCall("Events", fmt.Errorf("Get: %w", x509.UnknownAuthorityError{})), "Events", "TLS handshake failed", true},
+		{"stream ended", follow.WrapCall("Events", io.EOF), "Events", "the Engine ended the connection", false},
+		{"stream cut", follow.WrapCall("Events", io.ErrUnexpectedEOF), "Events", "the Engine ended the connection", false},
+		{"reset", follow.WrapCall("Events", &net.OpError{Op: "read", Err: syscall.ECONNRESET}), "Events", "the Engine ended the connection", false},
+		{"refused", follow.WrapCall("ContainerList", &url.Error{Op: "Get", URL: "http://x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}), "ContainerList", "connection refused", false},
+		{"socket permission", follow.WrapCall("Events", &net.OpError{Op: "dial", Err: syscall.EACCES}), "Events", "permission denied", true},
+		{"unauthorized", follow.WrapCall("Events", errdefs.ErrUnauthenticated.WithMessage("authz plugin says no")), "Events", "refused this client", true},
+		{"forbidden", follow.WrapCall("ContainerList", errdefs.ErrPermissionDenied.WithMessage("authz plugin: no")), "ContainerList", "permission denied", true},
+		{"unknown CA", follow.WrapCall("Events", fmt.Errorf("Get: %w", x509.UnknownAuthorityError{})), "Events", "TLS handshake failed", true},
 		{"other", errors.New("boom"), "", "boom", false},
 	}
 	for _, tt := range tests {
@@ -177,7 +127,7 @@ func TestRunInvalidConfig(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Run(ctx, Config{Host: "http://10.0.0.5:2375", Logger: zap.New(core)}, newRecSink())
+		Run(ctx, Config{Host: "http://10.0.0.5:2375", Logger: zap.New(core)}, followtest.NewSink())
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for logs.FilterMessageSnippet("invalid Docker Engine settings").Len() == 0 {
@@ -200,5 +150,46 @@ func TestRunInvalidConfig(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// The loop logs why each session ended in the Docker Engine's words: an
+// Engine that stays down is reported once at error level per distinct
+// reason, then at debug level, until a listing succeeds; a session that
+// had listed and then lost the Engine is a warning, unless the Engine
+// refused this client.
+func TestLoopLogs(t *testing.T) {
+	refused := follow.WrapCall("ContainerList", &url.Error{Op: "Get", URL: "http://x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}})
+	denied := follow.WrapCall("Events", &net.OpError{Op: "dial", Err: syscall.EACCES})
+	down := followtest.Ended{Err: refused}
+	logs, reconnects := followtest.PlaySessions(newLoop,
+		down, down, down,
+		followtest.Ended{Err: denied},
+		down,
+		followtest.Ended{Listed: true, Err: follow.WrapCall("Events", io.ErrUnexpectedEOF)},
+		followtest.Ended{Listed: true, Err: denied}, // no reconnection fixes it: an error even after a listing
+		down,
+		down,
+	)
+	want := []string{
+		"error cannot follow the Docker Engine: none of its containers are routed to until this is fixed",
+		"debug still cannot follow the Docker Engine",
+		"debug still cannot follow the Docker Engine",
+		"error cannot follow the Docker Engine: none of its containers are routed to until this is fixed",
+		"debug still cannot follow the Docker Engine",
+		"warn lost the Docker Engine: still routing to the last known containers, reconnecting",
+		"error cannot follow the Docker Engine: still routing to the containers it last reported",
+		"error cannot follow the Docker Engine: still routing to the containers it last reported",
+		"debug still cannot follow the Docker Engine",
+	}
+	if got := followtest.Lines(logs); !slices.Equal(got, want) {
+		t.Fatalf("logs:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if e := logs.All()[3]; e.ContextMap()["call"] != "Events" ||
+		!strings.HasPrefix(fmt.Sprint(e.ContextMap()["error"]), "permission denied (the user running Caddy needs access to the Engine's socket): ") {
+		t.Errorf("permission error fields %v", e.ContextMap())
+	}
+	if got := fmt.Sprint(reconnects); got != "[false false false false false false true true true true]" {
+		t.Errorf("reconnect flags %s", got)
 	}
 }

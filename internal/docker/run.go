@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/url"
 	"strings"
@@ -23,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
 // Deadlines of the calls other than the event stream. TCP keepalive catches
@@ -100,7 +100,12 @@ func run(ctx context.Context, cfg Config, sink catalog.Sink, wrap func(engine) e
 		return
 	}
 	f := &follower{cfg: cfg, log: log, sink: sink, wrap: wrap}
-	f.run(ctx, newBackoff(cfg.MinBackoff, cfg.MaxBackoff))
+	newLoop(log, f.session).Run(ctx, follow.NewBackoff(cfg.MinBackoff, cfg.MaxBackoff))
+}
+
+// newLoop follows the Engine with session.
+func newLoop(log *zap.Logger, session func(ctx context.Context, reconnect bool) (bool, error)) *follow.Loop {
+	return &follow.Loop{Daemon: "Docker Engine", Things: "containers", Log: log, Session: session, Explain: explain}
 }
 
 type follower struct {
@@ -108,82 +113,12 @@ type follower struct {
 	log  *zap.Logger
 	sink catalog.Sink
 	wrap func(engine) engine
-	// everListed is set once a session got a listing: the sink then holds
-	// the last known containers, which keep being routed to.
-	everListed bool
 }
 
-// maxLoggedReasons bounds the set of failure messages already logged at
-// error level during one outage.
-const maxLoggedReasons = 64
-
-func (f *follower) run(ctx context.Context, bo *backoff) {
-	logged := make(map[string]bool) // failure reasons logged at error level since the last listing
-	for {
-		listed, err := f.session(ctx, f.everListed)
-		if ctx.Err() != nil {
-			return
-		}
-		if listed {
-			bo.reset()
-			clear(logged)
-			f.everListed = true
-		}
-		delay := bo.next()
-		f.logEnd(err, listed, delay, logged)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// logEnd says why a session ended. A session that had listed lost the
-// Engine: a warning. A failure to get that far is logged at error level
-// once per distinct reason until the next successful listing, then at
-// debug level, so an Engine that stays down does not flood the log.
-func (f *follower) logEnd(err error, listed bool, delay time.Duration, logged map[string]bool) {
+// explain says why a session ended.
+func explain(err error) follow.End {
 	call, reason, auth := describe(err)
-	fields := []zap.Field{zap.String("error", reason), zap.Duration("retry_in", delay)}
-	if call != "" {
-		fields = append(fields, zap.String("call", call))
-	}
-	if listed && !auth {
-		f.log.Warn("lost the Docker Engine: still routing to the last known containers, reconnecting", fields...)
-		return
-	}
-	if logged[reason] {
-		f.log.Debug("still cannot follow the Docker Engine", fields...)
-		return
-	}
-	if len(logged) >= maxLoggedReasons {
-		clear(logged)
-	}
-	logged[reason] = true
-	if f.everListed {
-		f.log.Error("cannot follow the Docker Engine: still routing to the containers it last reported", fields...)
-	} else {
-		f.log.Error("cannot follow the Docker Engine: none of its containers are routed to until this is fixed", fields...)
-	}
-}
-
-// callError names the Engine call that failed.
-type callError struct {
-	call string
-	err  error
-}
-
-func (e *callError) Error() string { return e.call + ": " + e.err.Error() }
-func (e *callError) Unwrap() error { return e.err }
-
-func wrapCall(call string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &callError{call: call, err: err}
+	return follow.End{Call: call, Reason: reason, Auth: auth}
 }
 
 // describe turns a session's error into the call at fault, a reason a user
@@ -193,10 +128,7 @@ func describe(err error) (call, reason string, auth bool) {
 	if err == nil {
 		return "", "session ended", false
 	}
-	var ce *callError
-	if errors.As(err, &ce) {
-		call, err = ce.call, ce.err
-	}
+	call, err = follow.Call(err)
 	if r, ok := tlsReason(err); ok {
 		return call, r, true
 	}
@@ -271,7 +203,7 @@ func tlsReason(err error) (string, bool) {
 func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, err error) {
 	cli, err := newClient(f.cfg)
 	if err != nil {
-		return false, wrapCall("connect", err)
+		return false, follow.WrapCall("connect", err)
 	}
 	var eng engine = cli
 	if f.wrap != nil {
@@ -280,7 +212,7 @@ func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, er
 	defer func() { _ = eng.Close() }()
 
 	sctx, cancel := context.WithCancel(ctx)
-	q := newQueue()
+	q := follow.NewPending()
 	recvErr := make(chan error, 1)
 	var wg sync.WaitGroup
 	defer func() {
@@ -311,14 +243,14 @@ func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, er
 		// this client) says more than the listing's.
 		select {
 		case rerr := <-recvErr:
-			return false, wrapCall("Events", rerr)
+			return false, follow.WrapCall("Events", rerr)
 		default:
 		}
-		return false, wrapCall("ContainerList", err)
+		return false, follow.WrapCall("ContainerList", err)
 	}
 	select {
 	case rerr := <-recvErr:
-		return false, wrapCall("Events", rerr)
+		return false, follow.WrapCall("Events", rerr)
 	default:
 	}
 
@@ -359,10 +291,11 @@ func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, er
 		case <-ctx.Done():
 			return true, ctx.Err()
 		case err := <-recvErr:
-			return true, wrapCall("Events", err)
-		case <-q.notify:
+			return true, follow.WrapCall("Events", err)
+		case <-q.Notify():
 		}
-		for id, deleted := range q.take() {
+		ids, _ := q.Take()
+		for id, deleted := range ids {
 			if err := s.apply(sctx, id, deleted); err != nil {
 				return true, err
 			}
@@ -383,7 +316,7 @@ func (s *sessionState) inspect(ctx context.Context, id string) (container.Inspec
 	defer cancel()
 	in, err := s.eng.ContainerInspect(cctx, id)
 	if err != nil && !cerrdefs.IsNotFound(err) {
-		return in, wrapCall("ContainerInspect", err)
+		return in, follow.WrapCall("ContainerInspect", err)
 	}
 	return in, err
 }
@@ -425,7 +358,7 @@ func (s *sessionState) drop(id string) {
 // touch. It never calls the Engine, so a slow inspection cannot make the
 // Engine drop events for this subscriber (it drops, for a subscriber that
 // does not keep up, rather than cut it off).
-func receive(msgs <-chan events.Message, errs <-chan error, q *queue, log *zap.Logger) error {
+func receive(msgs <-chan events.Message, errs <-chan error, q *follow.Pending, log *zap.Logger) error {
 	for {
 		select {
 		case err, ok := <-errs:
@@ -442,7 +375,7 @@ func receive(msgs <-chan events.Message, errs <-chan error, q *queue, log *zap.L
 				log.Debug("ignoring a container event without a container ID", zap.String("action", string(m.Action)))
 				continue
 			}
-			q.add(id, deleted)
+			q.Add(id, deleted)
 		}
 	}
 }
@@ -475,71 +408,4 @@ func eventContainer(m events.Message) (id string, deleted, ok bool) {
 		}
 	}
 	return "", false, false
-}
-
-// queue is the coalescing set of container IDs waiting for an inspection:
-// a burst of events for one container costs one inspection.
-type queue struct {
-	mu     sync.Mutex
-	ids    map[string]bool // ID -> destroyed
-	notify chan struct{}   // capacity 1: "there is work"
-}
-
-func newQueue() *queue {
-	return &queue{ids: make(map[string]bool), notify: make(chan struct{}, 1)}
-}
-
-// add records an event; destroyed sticks (the Engine never reuses an ID,
-// and a network disconnect may follow the destroy).
-func (q *queue) add(id string, destroyed bool) {
-	q.mu.Lock()
-	q.ids[id] = q.ids[id] || destroyed
-	q.mu.Unlock()
-	select {
-	case q.notify <- struct{}{}:
-	default:
-	}
-}
-
-// take empties the queue.
-func (q *queue) take() map[string]bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	ids := q.ids
-	q.ids = make(map[string]bool, len(ids))
-	return ids
-}
-
-// backoff is capped exponential with jitter: the n-th delay is drawn from
-// [d/2, d] with d = min*2^n capped at max.
-type backoff struct {
-	min, max time.Duration
-	n        int
-}
-
-func newBackoff(min, max time.Duration) *backoff {
-	if min <= 0 {
-		min = DefaultMinBackoff
-	}
-	if max <= 0 {
-		max = DefaultMaxBackoff
-	}
-	if max < min {
-		max = min
-	}
-	return &backoff{min: min, max: max}
-}
-
-func (b *backoff) reset() { b.n = 0 }
-
-func (b *backoff) next() time.Duration {
-	d := b.max
-	if b.n < 62 {
-		if x := b.min << b.n; x > 0 && x < b.max {
-			d = x
-			b.n++
-		}
-	}
-	half := d / 2
-	return half + rand.N(d-half+1)
 }

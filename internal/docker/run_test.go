@@ -20,7 +20,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +33,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow/followtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(dockertest.Main(m)) }
@@ -47,126 +47,8 @@ const (
 	caseLabel = "caddy-dicer.test.case"
 )
 
-// ---- recording sink ----------------------------------------------------------
-
-// recSink records what the adapter feeds it and lets a test wait for a
-// condition on it. It also checks the Sink contract that calls never
-// overlap.
-type recSink struct {
-	mu       sync.Mutex
-	byID     map[string]catalog.Instance
-	replaces int
-	changed  chan struct{} // closed and replaced on every call
-
-	busy    atomic.Int32
-	overlap atomic.Bool
-}
-
-func newRecSink() *recSink {
-	return &recSink{byID: map[string]catalog.Instance{}, changed: make(chan struct{})}
-}
-
-func (s *recSink) enter() func() {
-	if s.busy.Add(1) != 1 {
-		s.overlap.Store(true)
-	}
-	return func() { s.busy.Add(-1) }
-}
-
-func (s *recSink) bumpLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
-}
-
-func (s *recSink) Replace(list []catalog.Instance) {
-	defer s.enter()()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.byID = make(map[string]catalog.Instance, len(list))
-	for _, in := range list {
-		s.byID[in.ID] = in
-	}
-	s.replaces++
-	s.bumpLocked()
-}
-
-func (s *recSink) Put(in catalog.Instance) {
-	defer s.enter()()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.byID[in.ID] = in
-	s.bumpLocked()
-}
-
-func (s *recSink) Delete(id string) {
-	defer s.enter()()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byID, id)
-	s.bumpLocked()
-}
-
-// view is the sink's state as a condition sees it (read under the lock).
-type view struct {
-	byID     map[string]catalog.Instance
-	replaces int
-}
-
-// of returns the instances of one test case, by name.
-func (v view) of(tc string) map[string]catalog.Instance {
-	out := map[string]catalog.Instance{}
-	for _, in := range v.byID {
-		if in.Labels[caseLabel] == tc {
-			out[in.Name] = in
-		}
-	}
-	return out
-}
-
-func (s *recSink) snapshot() view {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return view{byID: cloneMap(s.byID), replaces: s.replaces}
-}
-
-func cloneMap(m map[string]catalog.Instance) map[string]catalog.Instance {
-	out := make(map[string]catalog.Instance, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
-
-// waitFor blocks until cond holds, failing the test after timeout.
-func (s *recSink) waitFor(t *testing.T, timeout time.Duration, what string, cond func(view) bool) view {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		v := view{s.byID, s.replaces}
-		ok := cond(v)
-		ch := s.changed
-		if ok {
-			v = view{cloneMap(s.byID), s.replaces}
-		}
-		s.mu.Unlock()
-		if ok {
-			return v
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			v := s.snapshot()
-			var names []string
-			for _, in := range v.byID {
-				names = append(names, fmt.Sprintf("%s(%v/%v)", in.Name, in.State, in.Health))
-			}
-			t.Fatalf("timed out after %v waiting for %s; the sink has %d instances after %d replaces: %v",
-				timeout, what, len(v.byID), v.replaces, names)
-		}
-	}
-}
+// view is the recording sink's state as a condition sees it.
+type view = followtest.View
 
 // ---- harness -----------------------------------------------------------------
 
@@ -220,10 +102,8 @@ func (e *countingEngine) ContainerList(ctx context.Context, o container.ListOpti
 
 // start runs the adapter until the test ends, and checks that Run returns
 // once its context is cancelled and that the sink's calls never overlapped.
-func start(t *testing.T, cfg Config, c *counter) (*recSink, *observer.ObservedLogs) {
+func start(t *testing.T, cfg Config, c *counter) (*followtest.Sink, *observer.ObservedLogs) {
 	t.Helper()
-	core, logs := observer.New(zapcore.DebugLevel)
-	cfg.Logger = zap.New(core)
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	}
@@ -231,51 +111,17 @@ func start(t *testing.T, cfg Config, c *counter) (*recSink, *observer.ObservedLo
 	if c != nil {
 		wrap = c.wrap
 	}
-	sink := newRecSink()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	return followtest.Start(t, waitTimeout, func(ctx context.Context, log *zap.Logger, sink catalog.Sink) {
+		cfg.Logger = log
 		run(ctx, cfg, sink, wrap)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(waitTimeout):
-			t.Error("Run did not return after its context was cancelled")
-		}
-		if sink.overlap.Load() {
-			t.Error("the adapter called the sink from two goroutines at once")
-		}
 	})
-	return sink, logs
 }
 
 // waitLog waits for a log entry at level whose message or error field
 // contains substr.
 func waitLog(t *testing.T, logs *observer.ObservedLogs, level zapcore.Level, substr string) observer.LoggedEntry {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		for _, e := range logs.All() {
-			if e.Level == level && (strings.Contains(e.Message, substr) || strings.Contains(fmt.Sprint(e.ContextMap()["error"]), substr)) {
-				return e
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for a %s log containing %q; logs:\n%s", level, substr, dumpLogs(logs))
-		}
-		time.Sleep(5 * time.Millisecond) // poll the condition
-	}
-}
-
-func dumpLogs(logs *observer.ObservedLogs) string {
-	var b strings.Builder
-	for _, e := range logs.All() {
-		fmt.Fprintf(&b, "  %s %s %v\n", e.Level, e.Message, e.ContextMap())
-	}
-	return b.String()
+	return followtest.WaitLog(t, logs, waitTimeout, level, substr)
 }
 
 // waitUntil polls cond until it holds, failing the test after timeout.
@@ -361,8 +207,8 @@ func TestListing(t *testing.T) {
 
 	c := newCounter()
 	sink, logs := start(t, Config{}, c)
-	v := sink.waitFor(t, waitTimeout, "the listing", func(v view) bool { return v.replaces >= 1 })
-	got := v.of(tc.ID)
+	v := sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { return v.Replaces >= 1 })
+	got := v.Labelled(caseLabel, tc.ID)
 	if len(got) != 5 {
 		t.Fatalf("listing has %d of the 5 containers: %v", len(got), got)
 	}
@@ -465,8 +311,8 @@ func TestListingInspectsUnknownHealth(t *testing.T) {
 		}
 	}
 	sink, logs := start(t, Config{}, c)
-	v := sink.waitFor(t, waitTimeout, "the listing", func(v view) bool { return v.replaces >= 1 })
-	if in := v.byID[odd.ID]; in.State != catalog.StateRunning || in.Health != catalog.HealthHealthy {
+	v := sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { return v.Replaces >= 1 })
+	if in := v.ByID[odd.ID]; in.State != catalog.StateRunning || in.Health != catalog.HealthHealthy {
 		t.Errorf("odd: %+v, want running and healthy (from an inspection)", in)
 	}
 	if got, want := c.inspectsOf(odd.ID, plain.ID), map[string]int{odd.ID: 1}; !reflect.DeepEqual(got, want) {
@@ -485,7 +331,7 @@ func TestEvents(t *testing.T) {
 	tc := newCase(t)
 	n1 := dockertest.CreateNetwork(t, cli, "ev-n1")
 	sink, _ := start(t, Config{}, nil)
-	sink.waitFor(t, waitTimeout, "the listing", func(v view) bool { return v.replaces >= 1 })
+	sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { return v.Replaces >= 1 })
 
 	c := dockertest.Start(t, cli, dockertest.Options{Name: "ev", Labels: tc.labels("app", "ev"), Ports: []string{"127.0.0.1::8080"}, NoStart: true})
 	step := func(what string, act func() error, cond func(catalog.Instance, bool) bool) {
@@ -495,8 +341,8 @@ func TestEvents(t *testing.T) {
 				t.Fatalf("%s: %v", what, err)
 			}
 		}
-		sink.waitFor(t, eventTimeout, what, func(v view) bool {
-			in, ok := v.byID[c.ID]
+		sink.WaitFor(t, eventTimeout, what, func(v view) bool {
+			in, ok := v.ByID[c.ID]
 			return cond(in, ok)
 		})
 	}
@@ -545,7 +391,7 @@ func TestHealth(t *testing.T) {
 	cli := dockertest.Client(t)
 	tc := newCase(t)
 	sink, _ := start(t, Config{}, nil)
-	sink.waitFor(t, waitTimeout, "the listing", func(v view) bool { return v.replaces >= 1 })
+	sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { return v.Replaces >= 1 })
 
 	c := dockertest.Start(t, cli, dockertest.Options{
 		Name:   "health",
@@ -556,11 +402,11 @@ func TestHealth(t *testing.T) {
 	})
 	health := func(want catalog.Health) func(v view) bool {
 		return func(v view) bool {
-			in := v.byID[c.ID]
+			in := v.ByID[c.ID]
 			return in.State == catalog.StateRunning && in.Health == want
 		}
 	}
-	sink.waitFor(t, eventTimeout, "running, health starting", health(catalog.HealthStarting))
+	sink.WaitFor(t, eventTimeout, "running, health starting", health(catalog.HealthStarting))
 
 	addr := dockertest.PublishedAddr(t, cli, c, "8080/tcp")
 	var last string
@@ -577,11 +423,11 @@ func TestHealth(t *testing.T) {
 		}
 	}
 	post("/health/good")
-	sink.waitFor(t, eventTimeout, "healthy", health(catalog.HealthHealthy))
+	sink.WaitFor(t, eventTimeout, "healthy", health(catalog.HealthHealthy))
 	post("/health/bad")
-	sink.waitFor(t, eventTimeout, "unhealthy", health(catalog.HealthUnhealthy))
+	sink.WaitFor(t, eventTimeout, "unhealthy", health(catalog.HealthUnhealthy))
 	post("/health/good")
-	sink.waitFor(t, eventTimeout, "healthy again", health(catalog.HealthHealthy))
+	sink.WaitFor(t, eventTimeout, "healthy again", health(catalog.HealthHealthy))
 }
 
 // With 20 containers existing, an event costs one inspection of the
@@ -603,8 +449,8 @@ func TestPerEventCost(t *testing.T) {
 
 	c := newCounter()
 	sink, _ := start(t, Config{}, c)
-	sink.waitFor(t, waitTimeout, "the listing", func(v view) bool { return v.replaces >= 1 })
-	if got := len(sink.snapshot().of(tc.ID)); got != n+1 {
+	sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { return v.Replaces >= 1 })
+	if got := len(sink.Snapshot().Labelled(caseLabel, tc.ID)); got != n+1 {
 		t.Fatalf("listing has %d of the %d containers", got, n+1)
 	}
 	if got := c.inspectsOf(ids...); len(got) != 0 {
@@ -614,16 +460,16 @@ func TestPerEventCost(t *testing.T) {
 	if err := cli.ContainerPause(ctx(t), target.ID); err != nil {
 		t.Fatal(err)
 	}
-	sink.waitFor(t, eventTimeout, "pause", func(v view) bool { return v.byID[target.ID].State == catalog.StatePaused })
+	sink.WaitFor(t, eventTimeout, "pause", func(v view) bool { return v.ByID[target.ID].State == catalog.StatePaused })
 	if err := cli.ContainerUnpause(ctx(t), target.ID); err != nil {
 		t.Fatal(err)
 	}
-	sink.waitFor(t, eventTimeout, "unpause", func(v view) bool { return v.byID[target.ID].State == catalog.StateRunning })
+	sink.WaitFor(t, eventTimeout, "unpause", func(v view) bool { return v.ByID[target.ID].State == catalog.StateRunning })
 	renamed := dockertest.Name("cost-renamed")
 	if err := cli.ContainerRename(ctx(t), others[7].ID, renamed); err != nil {
 		t.Fatal(err)
 	}
-	sink.waitFor(t, eventTimeout, "rename", func(v view) bool { return v.byID[others[7].ID].Name == renamed })
+	sink.WaitFor(t, eventTimeout, "rename", func(v view) bool { return v.ByID[others[7].ID].Name == renamed })
 
 	// Events are applied in order, so by now every earlier one has been.
 	want := map[string]int{target.ID: 2, others[7].ID: 1}
@@ -651,15 +497,15 @@ func TestStreamCut(t *testing.T) {
 	gone := dockertest.Start(t, cli, dockertest.Options{Name: "cut-gone", Labels: tc.labels()})
 
 	sink, logs := start(t, Config{Host: proxy.Host()}, nil)
-	sink.waitFor(t, waitTimeout, "the listing", func(v view) bool {
-		return v.replaces == 1 && len(v.of(tc.ID)) == 2
+	sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool {
+		return v.Replaces == 1 && len(v.Labelled(caseLabel, tc.ID)) == 2
 	})
 
 	// A cut with the Engine still there: reconnect at once, re-list.
 	if n := proxy.Cut(); n == 0 {
 		t.Fatal("the proxy had no connection to cut")
 	}
-	sink.waitFor(t, waitTimeout, "the re-listing after a cut", func(v view) bool { return v.replaces == 2 })
+	sink.WaitFor(t, waitTimeout, "the re-listing after a cut", func(v view) bool { return v.Replaces == 2 })
 	waitLog(t, logs, zapcore.WarnLevel, "lost the Docker Engine")
 	waitLog(t, logs, zapcore.InfoLevel, "reconnected to the Docker Engine")
 
@@ -671,31 +517,31 @@ func TestStreamCut(t *testing.T) {
 	}
 	late := dockertest.Start(t, cli, dockertest.Options{Name: "cut-late", Labels: tc.labels()})
 	waitUntil(t, waitTimeout, "reconnection attempts while down", func() bool { return proxy.Accepted() >= before+3 })
-	v := sink.snapshot()
-	if _, ok := v.byID[gone.ID]; !ok || v.replaces != 2 {
-		t.Fatalf("while the Engine is unreachable the sink changed: has gone=%v, %d replaces", ok, v.replaces)
+	v := sink.Snapshot()
+	if _, ok := v.ByID[gone.ID]; !ok || v.Replaces != 2 {
+		t.Fatalf("while the Engine is unreachable the sink changed: has gone=%v, %d replaces", ok, v.Replaces)
 	}
 	errLogs := logs.FilterLevelExact(zapcore.ErrorLevel)
 	if errLogs.Len() != 1 || !strings.Contains(errLogs.All()[0].Message, "still routing to the containers it last reported") {
-		t.Errorf("want one error log for the outage; logs:\n%s", dumpLogs(logs))
+		t.Errorf("want one error log for the outage; logs:\n%s", followtest.DumpLogs(logs))
 	}
 
 	proxy.SetDown(false)
-	v = sink.waitFor(t, waitTimeout, "the re-listing once the Engine is back", func(v view) bool { return v.replaces == 3 })
-	if _, ok := v.byID[gone.ID]; ok {
+	v = sink.WaitFor(t, waitTimeout, "the re-listing once the Engine is back", func(v view) bool { return v.Replaces == 3 })
+	if _, ok := v.ByID[gone.ID]; ok {
 		t.Error("the container removed during the outage is still in the sink")
 	}
-	if _, ok := v.byID[keep.ID]; !ok {
+	if _, ok := v.ByID[keep.ID]; !ok {
 		t.Error("the container that stayed left the sink")
 	}
-	if in, ok := v.byID[late.ID]; !ok || in.State != catalog.StateRunning {
+	if in, ok := v.ByID[late.ID]; !ok || in.State != catalog.StateRunning {
 		t.Errorf("the container started during the outage: %+v, %v", in, ok)
 	}
 	// And the new session follows events.
 	if err := cli.ContainerPause(ctx(t), keep.ID); err != nil {
 		t.Fatal(err)
 	}
-	sink.waitFor(t, eventTimeout, "an event after the reconnection", func(v view) bool { return v.byID[keep.ID].State == catalog.StatePaused })
+	sink.WaitFor(t, eventTimeout, "an event after the reconnection", func(v view) bool { return v.ByID[keep.ID].State == catalog.StatePaused })
 }
 
 // An Engine that cannot be reached at the start is logged once at error
@@ -716,14 +562,14 @@ func TestEngineDownAtStart(t *testing.T) {
 	waitUntil(t, waitTimeout, "several attempts", func() bool { return proxy.Accepted() >= 4 })
 	waitLog(t, logs, zapcore.DebugLevel, "still cannot follow the Docker Engine")
 	if n := logs.FilterLevelExact(zapcore.ErrorLevel).Len(); n != 1 {
-		t.Errorf("%d error logs, want 1 for one reason; logs:\n%s", n, dumpLogs(logs))
+		t.Errorf("%d error logs, want 1 for one reason; logs:\n%s", n, followtest.DumpLogs(logs))
 	}
-	if sink.snapshot().replaces != 0 {
+	if sink.Snapshot().Replaces != 0 {
 		t.Fatal("the sink was fed while the Engine was down")
 	}
 
 	proxy.SetDown(false)
-	sink.waitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.byID[c.ID]; return ok })
+	sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.ByID[c.ID]; return ok })
 	waitLog(t, logs, zapcore.InfoLevel, "connected to the Docker Engine")
 	if logs.FilterMessageSnippet("reconnected").Len() != 0 {
 		t.Error("the first connection was logged as a reconnection")
@@ -790,11 +636,11 @@ func TestTLSEngine(t *testing.T) {
 		t.Errorf("DaemonHost(%s) = %q, want \"\" for loopback", host, DaemonHost(host))
 	}
 	sink, logs := start(t, Config{Host: host, CAFile: files.ca, CertFile: files.cert, KeyFile: files.key}, nil)
-	sink.waitFor(t, waitTimeout, "the listing over TLS", func(v view) bool { _, ok := v.byID[c.ID]; return ok })
+	sink.WaitFor(t, waitTimeout, "the listing over TLS", func(v view) bool { _, ok := v.ByID[c.ID]; return ok })
 	if err := cli.ContainerPause(ctx(t), c.ID); err != nil {
 		t.Fatal(err)
 	}
-	sink.waitFor(t, eventTimeout, "an event over TLS", func(v view) bool { return v.byID[c.ID].State == catalog.StatePaused })
+	sink.WaitFor(t, eventTimeout, "an event over TLS", func(v view) bool { return v.ByID[c.ID].State == catalog.StatePaused })
 	e := waitLog(t, logs, zapcore.InfoLevel, "connected to the Docker Engine")
 	if e.ContextMap()["address"] != host {
 		t.Errorf("connect log address %v, want %s", e.ContextMap()["address"], host)
@@ -804,13 +650,13 @@ func TestTLSEngine(t *testing.T) {
 	other := writeTLSFiles(t)
 	bad, badLogs := start(t, Config{Host: host, CAFile: other.ca, CertFile: files.cert, KeyFile: files.key}, nil)
 	waitLog(t, badLogs, zapcore.ErrorLevel, "TLS handshake failed")
-	if bad.snapshot().replaces != 0 {
+	if bad.Snapshot().Replaces != 0 {
 		t.Error("listed through an unverified TLS connection")
 	}
 	// No client certificate: the Engine refuses the handshake.
 	nocert, nocertLogs := start(t, Config{Host: host, CAFile: files.ca}, nil)
 	waitLog(t, nocertLogs, zapcore.ErrorLevel, "TLS handshake failed")
-	if nocert.snapshot().replaces != 0 {
+	if nocert.Snapshot().Replaces != 0 {
 		t.Error("listed without a client certificate")
 	}
 }

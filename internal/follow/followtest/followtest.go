@@ -1,0 +1,273 @@
+// Package followtest helps test a daemon adapter: a catalog.Sink that
+// records what the adapter feeds it and lets a test wait for a condition on
+// it, a harness that runs the adapter for the length of a test, waits on
+// the adapter's logs, and scripted sessions for its follow.Loop.
+package followtest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+)
+
+// Sink records what the adapter feeds it and lets a test wait for a
+// condition on it. It also checks the Sink contract that calls never
+// overlap (see Overlapped).
+type Sink struct {
+	mu       sync.Mutex
+	byID     map[string]catalog.Instance
+	replaces int
+	changed  chan struct{} // closed and replaced on every call
+
+	busy    atomic.Int32
+	overlap atomic.Bool
+}
+
+var _ catalog.Sink = (*Sink)(nil)
+
+// NewSink returns an empty Sink.
+func NewSink() *Sink {
+	return &Sink{byID: map[string]catalog.Instance{}, changed: make(chan struct{})}
+}
+
+func (s *Sink) enter() func() {
+	if s.busy.Add(1) != 1 {
+		s.overlap.Store(true)
+	}
+	return func() { s.busy.Add(-1) }
+}
+
+func (s *Sink) bumpLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// Replace implements catalog.Sink.
+func (s *Sink) Replace(list []catalog.Instance) {
+	defer s.enter()()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byID = make(map[string]catalog.Instance, len(list))
+	for _, in := range list {
+		s.byID[in.ID] = in
+	}
+	s.replaces++
+	s.bumpLocked()
+}
+
+// Put implements catalog.Sink.
+func (s *Sink) Put(in catalog.Instance) {
+	defer s.enter()()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byID[in.ID] = in
+	s.bumpLocked()
+}
+
+// Delete implements catalog.Sink.
+func (s *Sink) Delete(id string) {
+	defer s.enter()()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byID, id)
+	s.bumpLocked()
+}
+
+// Replaces returns the number of Replace calls so far.
+func (s *Sink) Replaces() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.replaces
+}
+
+// Overlapped reports whether two calls ever overlapped, which the
+// catalog.Sink contract forbids.
+func (s *Sink) Overlapped() bool { return s.overlap.Load() }
+
+// View is the sink's state: the instances by ID and the number of Replace
+// calls so far.
+type View struct {
+	ByID     map[string]catalog.Instance
+	Replaces int
+}
+
+// Named returns the instance with this name.
+func (v View) Named(name string) (catalog.Instance, bool) {
+	for _, in := range v.ByID {
+		if in.Name == name {
+			return in, true
+		}
+	}
+	return catalog.Instance{}, false
+}
+
+// Labelled returns the instances whose label key is value, by name (tests
+// that share a daemon tell their instances apart by a label).
+func (v View) Labelled(key, value string) map[string]catalog.Instance {
+	out := map[string]catalog.Instance{}
+	for _, in := range v.ByID {
+		if in.Labels[key] == value {
+			out[in.Name] = in
+		}
+	}
+	return out
+}
+
+func (v View) String() string {
+	var names []string
+	for _, in := range v.ByID {
+		names = append(names, fmt.Sprintf("%s(%v/%v)", in.Name, in.State, in.Health))
+	}
+	return fmt.Sprintf("%d instances after %d replaces: %v", len(v.ByID), v.Replaces, names)
+}
+
+// Snapshot returns a copy of the current state.
+func (s *Sink) Snapshot() View {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshotLocked()
+}
+
+func (s *Sink) snapshotLocked() View {
+	byID := make(map[string]catalog.Instance, len(s.byID))
+	for k, v := range s.byID {
+		byID[k] = v
+	}
+	return View{ByID: byID, Replaces: s.replaces}
+}
+
+// Check evaluates cond on the current state, which it must not keep.
+func (s *Sink) Check(cond func(View) bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cond(View{s.byID, s.replaces})
+}
+
+// WaitFor blocks until cond holds and returns a copy of the state it held
+// on, failing the test after timeout. cond must not keep its View.
+func (s *Sink) WaitFor(t testing.TB, timeout time.Duration, what string, cond func(View) bool) View {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		ok := cond(View{s.byID, s.replaces})
+		ch := s.changed
+		var v View
+		if ok {
+			v = s.snapshotLocked()
+		}
+		s.mu.Unlock()
+		if ok {
+			return v
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("timed out after %v waiting for %s; the sink has %v", timeout, what, s.Snapshot())
+		}
+	}
+}
+
+// WaitLog waits for a log entry at level whose message or error field
+// contains substr, failing the test after timeout.
+func WaitLog(t testing.TB, logs *observer.ObservedLogs, timeout time.Duration, level zapcore.Level, substr string) observer.LoggedEntry {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, e := range logs.All() {
+			if e.Level == level && (strings.Contains(e.Message, substr) || strings.Contains(fmt.Sprint(e.ContextMap()["error"]), substr)) {
+				return e
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for a %s log containing %q; logs:\n%s", level, substr, DumpLogs(logs))
+		}
+		time.Sleep(5 * time.Millisecond) // poll the condition
+	}
+}
+
+// DumpLogs formats every entry, one a line, for a failure message.
+func DumpLogs(logs *observer.ObservedLogs) string {
+	var b strings.Builder
+	for _, e := range logs.All() {
+		fmt.Fprintf(&b, "  %s %s %v\n", e.Level, e.Message, e.ContextMap())
+	}
+	return b.String()
+}
+
+// Start runs an adapter until the test ends: run gets a logger recording
+// every level and a new Sink, and is to follow its daemon until ctx is
+// done. When the test ends, Start cancels ctx and checks that run returns
+// within timeout and that it never called the sink from two goroutines at
+// once.
+func Start(t testing.TB, timeout time.Duration, run func(ctx context.Context, log *zap.Logger, sink catalog.Sink)) (*Sink, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zapcore.DebugLevel)
+	sink := NewSink()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx, zap.New(core), sink)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(timeout):
+			t.Error("Run did not return after its context was cancelled")
+		}
+		if sink.Overlapped() {
+			t.Error("the adapter called the sink from two goroutines at once")
+		}
+	})
+	return sink, logs
+}
+
+// Ended is how one scripted session ends.
+type Ended struct {
+	Listed bool
+	Err    error
+}
+
+// PlaySessions runs the loop newLoop makes with scripted sessions: they end
+// as script says, one after the other (the backoff is 1ms), and the loop's
+// context is cancelled in the session after the last. It returns the
+// loop's logs and the reconnect flag each session was given.
+func PlaySessions(newLoop func(log *zap.Logger, session func(ctx context.Context, reconnect bool) (bool, error)) *follow.Loop, script ...Ended) (logs *observer.ObservedLogs, reconnects []bool) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	session := func(ctx context.Context, reconnect bool) (bool, error) {
+		reconnects = append(reconnects, reconnect)
+		if len(reconnects) > len(script) {
+			cancel()
+			return false, ctx.Err()
+		}
+		e := script[len(reconnects)-1]
+		return e.Listed, e.Err
+	}
+	newLoop(zap.New(core), session).Run(ctx, follow.NewBackoff(time.Millisecond, time.Millisecond))
+	return logs, reconnects
+}
+
+// Lines returns each entry as "level message".
+func Lines(logs *observer.ObservedLogs) []string {
+	var out []string
+	for _, e := range logs.All() {
+		out = append(out, e.Level.String()+" "+e.Message)
+	}
+	return out
+}
