@@ -37,13 +37,17 @@ func TestHostHelperProcess(t *testing.T) {
 	if name == "" {
 		return
 	}
+	os.Exit(helperMain(name, addr))
+}
+
+func helperMain(name, addr string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if err := ServeHelloProcess(ctx, addr, name); err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(3)
+		return 3
 	}
-	os.Exit(0)
+	return 0
 }
 
 func helperCommand(name, addr string) *exec.Cmd {
