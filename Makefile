@@ -16,6 +16,10 @@ test: ## vet and run every test with the race detector
 	go vet ./...
 	go test -race -count=1 ./...
 
+test-e2e: ## end-to-end: build Caddy with xcaddy, run it against a simulated Dicer host in a network namespace (root)
+	go vet -tags e2e ./e2e/
+	CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -timeout 20m ./e2e/
+
 lint: ## golangci-lint with the committed .golangci.yml
 	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION) run ./...
 
