@@ -244,6 +244,18 @@ next:
 	return n
 }
 
+// countPrefix returns how many log entries have a message that starts
+// with prefix.
+func (c *caddyProc) countPrefix(prefix string) int {
+	n := 0
+	for _, e := range c.logEntries() {
+		if msg, ok := e["msg"].(string); ok && strings.HasPrefix(msg, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
 // logContains reports whether Caddy's log or output holds s.
 func (c *caddyProc) logContains(s string) bool {
 	return strings.Contains(readFile(c.logFile), s) || strings.Contains(readFile(c.outFile), s)
