@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"go/build"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,6 +28,26 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// caddytest sends every config to whatever Caddy answers on its fixed
+	// admin port, even one in another test process, and Caddy's listeners
+	// share ports: test processes of this package take turns.
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "caddy-dicer-caddytest.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		panic(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		panic(err)
+	}
+	// The go command (the Docker tests build an image from our own server)
+	// keeps its caches where HOME says; pin them before HOME moves.
+	if os.Getenv("GOCACHE") == "" {
+		if cache, err := os.UserCacheDir(); err == nil {
+			os.Setenv("GOCACHE", filepath.Join(cache, "go-build"))
+		}
+	}
+	if os.Getenv("GOPATH") == "" {
+		os.Setenv("GOPATH", build.Default.GOPATH)
+	}
 	// caddytest keeps Caddy's storage and autosave under these; keep them
 	// out of the developer's home.
 	dir, err := os.MkdirTemp("", "caddy-dicer-test")
@@ -37,6 +59,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	lock.Close()
 	os.Exit(code)
 }
 
@@ -136,16 +159,22 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // empty, that body).
 func answers(t *testing.T, tester *caddytest.Tester, host string, status int, body string) {
 	t.Helper()
+	answersBy(t, tester, host, status, body, waitFor)
+}
+
+// answersBy is answers with its own deadline.
+func answersBy(t *testing.T, tester *caddytest.Tester, host string, status int, body string, within time.Duration) {
+	t.Helper()
 	var gotStatus int
 	var gotBody string
-	deadline := time.Now().Add(waitFor)
+	deadline := time.Now().Add(within)
 	for {
 		gotStatus, gotBody = get(t, tester, host)
 		if gotStatus == status && (body == "" || gotBody == body) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("host %s: got %d %q within %s, want %d %q", host, gotStatus, gotBody, waitFor, status, body)
+			t.Fatalf("host %s: got %d %q within %s, want %d %q", host, gotStatus, gotBody, within, status, body)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -329,7 +358,8 @@ func TestCaddy_R9_daemon_down_at_start_fills_in_routes(t *testing.T) {
 	if err := d.ServeUnix(sock); err != nil {
 		t.Fatal(err)
 	}
-	answers(t, tester, "x", http.StatusOK, hello("web-1"))
+	// The adapter retries with a backoff capped at 15 s (plus jitter).
+	answersBy(t, tester, "x", http.StatusOK, hello("web-1"), 20*time.Second)
 }
 
 func TestCaddy_R9_tcp_with_token_and_pinned_certificate(t *testing.T) {

@@ -21,8 +21,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -39,21 +37,6 @@ import (
 // Caddy's answers (R6, R11: one event, no reload).
 const changeWithin = time.Second
 
-// goBuildCache is the go command's build cache as the environment named it
-// when the test binary started: TestMain then moves HOME (and XDG_*) to a
-// temporary directory, which would make BuildImage's `go build` of the
-// hello server start from an empty cache (about 20 s instead of 0.3 s).
-var goBuildCache = func() string {
-	if dir := os.Getenv("GOCACHE"); dir != "" {
-		return dir
-	}
-	dir, err := os.UserCacheDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(dir, "go-build")
-}()
-
 // engine returns a client of the Docker Engine (failing t when there is
 // none: the project requires it), with the test image built, and removes
 // every container and network of this run when t ends, pass or fail.
@@ -62,9 +45,6 @@ func engine(t *testing.T) *client.Client {
 	cli := dockertest.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if os.Getenv("GOCACHE") == "" && goBuildCache != "" {
-		t.Setenv("GOCACHE", goBuildCache) // BuildImage runs `go build`
-	}
 	if _, err := dockertest.BuildImage(ctx, cli); err != nil {
 		t.Fatal(err)
 	}
