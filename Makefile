@@ -7,7 +7,7 @@ MODULE := github.com/caddy-dicer/caddy-dicer
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: help test lint fmt build bench example test-e2e generate
+.PHONY: help test lint fmt build bench load example test-e2e generate
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ build: ## build bin/caddy (Caddy with the plugin) with xcaddy, as users do
 
 bench: ## run the benchmarks
 	go test -run='^$$' -bench=. -benchmem ./...
+
+load: build ## load through bin/caddy with wrk: dicer routes vs a static upstream list
+	./bench/load.sh
 
 example: build ## run bin/caddy on example/Caddyfile in front of the test daemon
 	./example/run.sh
