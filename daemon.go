@@ -85,6 +85,9 @@ var connections = caddy.NewUsagePool()
 // adapter whose lifetime belongs to the pool entry, not to any module.
 type connection struct {
 	catalog *catalog.Catalog
+	// settled is closed at the first listing, or after startupWait without
+	// one: modules wait for it once per connection, not once each.
+	settled chan struct{}
 	cancel  context.CancelFunc
 	done    chan struct{}
 }
@@ -106,32 +109,49 @@ type follower struct {
 	run  func(ctx context.Context, sink catalog.Sink)
 }
 
-// dial returns the shared connection for f, starting it if needed, after
-// waiting up to startupWait (or until ctx ends) for its first listing.
+// dial returns the shared connection for f, starting it if needed, once it
+// has settled: listed, or given startupWait to (R9). ctx ending stops the
+// wait, not the connection.
 func dial(ctx context.Context, f follower) (*connection, error) {
 	v, _, err := connections.LoadOrNew(f.key, func() (caddy.Destructor, error) {
 		runCtx, cancel := context.WithCancel(context.Background())
-		c := &connection{catalog: catalog.New(f.opts), cancel: cancel, done: make(chan struct{})}
+		c := &connection{
+			catalog: catalog.New(f.opts),
+			settled: make(chan struct{}),
+			cancel:  cancel,
+			done:    make(chan struct{}),
+		}
 		go func() {
 			defer close(c.done)
 			f.run(runCtx, c.catalog)
 		}()
+		go c.settle(runCtx, f.opts.Logger)
 		return c, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	c := v.(*connection)
+	select {
+	case <-c.settled:
+	case <-ctx.Done():
+	}
+	return c, nil
+}
+
+// settle closes settled at the first listing or after startupWait, saying
+// once that the daemon has not been listed yet.
+func (c *connection) settle(ctx context.Context, logger *zap.Logger) {
+	defer close(c.settled)
 	timer := time.NewTimer(startupWait)
 	defer timer.Stop()
 	select {
 	case <-c.catalog.Ready():
 	case <-timer.C:
-		f.opts.Logger.Warn("daemon not listed yet; its routes answer 503 until it is reached",
+		logger.Warn("daemon not listed yet; its routes answer 503 and its permission refuses until it is reached",
 			zap.Duration("waited", startupWait))
 	case <-ctx.Done():
 	}
-	return c, nil
 }
 
 // release gives back a connection from dial.

@@ -2,7 +2,9 @@ package caddydicer
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 )
@@ -81,5 +83,36 @@ func TestSharedConnection_R9_settings_key(t *testing.T) {
 	}
 	if a.key == b.key || a.key == c.key {
 		t.Error("different settings share a key")
+	}
+}
+
+// TestSharedConnection_R9_down_daemon_waited_for_once: with the daemon
+// down, the first module of a config waits (boundedly) for a listing that
+// does not come; the other modules on that connection do not wait again,
+// so a config's load time does not grow with its number of routes.
+func TestSharedConnection_R9_down_daemon_waited_for_once(t *testing.T) {
+	settings := Daemon{Address: "unix:" + filepath.Join(t.TempDir(), "nobody.sock")}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	provision := func(m interface {
+		Provision(caddy.Context) error
+		Cleanup() error
+	},
+	) time.Duration {
+		start := time.Now()
+		if err := m.Provision(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Cleanup() })
+		return time.Since(start)
+	}
+	first := provision(&DicerUpstreams{Daemon: settings})
+	second := provision(&DicerPermission{Daemon: settings})
+	third := provision(&DicerUpstreams{Daemon: settings, upstreamSource: upstreamSource{Selector: "app=web"}})
+	if first < startupWait {
+		t.Errorf("first module waited %s for a daemon that is down, want the full %s", first, startupWait)
+	}
+	if second > startupWait/2 || third > startupWait/2 {
+		t.Errorf("later modules waited again: %s and %s", second, third)
 	}
 }

@@ -67,6 +67,8 @@ type Daemon struct {
 	// mu guards all daemon state.
 	mu          sync.Mutex
 	instances   []*dicerpb.Instance // creation order
+	byName      map[string]*dicerpb.Instance
+	byID        map[string]*dicerpb.Instance
 	networks    []*dicerpb.Network
 	history     []*dicerpb.Event
 	lastTime    time.Time
@@ -114,6 +116,8 @@ func newDaemon(cert tls.Certificate, certPEM []byte, custom bool) *Daemon {
 		fingerprint: leafFingerprint(cert),
 		customCert:  custom,
 		hostname:    host,
+		byName:      make(map[string]*dicerpb.Instance),
+		byID:        make(map[string]*dicerpb.Instance),
 		subs:        make(map[*subscriber]struct{}),
 		subsChanged: make(chan struct{}),
 		calls:       make(map[string]int64),
@@ -383,6 +387,7 @@ func (d *Daemon) CreateInstance(in *dicerpb.Instance) *dicerpb.Instance {
 		inst.State = dicerpb.InstanceState_INSTANCE_STATE_STOPPED
 	}
 	d.instances = append(d.instances, inst)
+	d.byName[inst.Name], d.byID[inst.Id] = inst, inst
 	var attrs map[string]string
 	if inst.ImageRef != "" {
 		attrs = map[string]string{"image": inst.ImageRef}
@@ -411,7 +416,11 @@ func (d *Daemon) UpdateInstance(name string, mutate func(*dicerpb.Instance)) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	inst := d.mustFindLocked(name)
+	oldName, oldID := inst.Name, inst.Id
 	mutate(inst)
+	if inst.Name != oldName || inst.Id != oldID {
+		panic("dicertest: UpdateInstance must not change the name or ID; use RenameInstance")
+	}
 	now := d.nowLocked()
 	inst.UpdateTime = timestamppb.New(now)
 	d.instanceEventLocked(now, inst, dicerpb.EventAction_EVENT_ACTION_UPDATED, "Updated instance", nil)
@@ -559,6 +568,8 @@ func (d *Daemon) RenameInstance(oldName, newName string) {
 	}
 	prev := inst.Name
 	inst.Name = newName
+	delete(d.byName, prev)
+	d.byName[newName] = inst
 	now := d.nowLocked()
 	inst.UpdateTime = timestamppb.New(now)
 	d.instanceEventLocked(now, inst, dicerpb.EventAction_EVENT_ACTION_RENAMED,
@@ -576,6 +587,8 @@ func (d *Daemon) DeleteInstance(name string) {
 			break
 		}
 	}
+	delete(d.byName, inst.Name)
+	delete(d.byID, inst.Id)
 	d.instanceEventLocked(d.nowLocked(), inst, dicerpb.EventAction_EVENT_ACTION_DELETED, "Deleted instance", nil)
 }
 
@@ -620,17 +633,10 @@ func (d *Daemon) findLocked(nameOrID string) *dicerpb.Instance {
 	if nameOrID == "" {
 		return nil
 	}
-	for _, inst := range d.instances {
-		if inst.Name == nameOrID {
-			return inst
-		}
+	if inst, ok := d.byName[nameOrID]; ok {
+		return inst
 	}
-	for _, inst := range d.instances {
-		if inst.Id == nameOrID {
-			return inst
-		}
-	}
-	return nil
+	return d.byID[nameOrID]
 }
 
 func (d *Daemon) mustFindLocked(name string) *dicerpb.Instance {
