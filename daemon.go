@@ -173,7 +173,7 @@ func (d *Daemon) follower() (follower, error) {
 		cfg.Address = dicer.DefaultAddress
 	}
 	pph := strings.TrimSpace(repl.ReplaceAll(d.PublishedPortHost, ""))
-	key := []string{"dicer", cfg.Address, cfg.Token, pph}
+	key := []string{cfg.Token}
 	if d.TLS != nil {
 		cfg.ServerName = d.TLS.ServerName
 		if d.TLS.CA != "" {
@@ -192,17 +192,33 @@ func (d *Daemon) follower() (follower, error) {
 	if err := cfg.Validate(); err != nil {
 		return follower{}, err
 	}
-	cfg.Logger = daemonLogger("dicer") // the adapter adds the address
+	return newFollower("dicer", cfg.Address, pph, dicer.DaemonHost(cfg.Address), key,
+		func(ctx context.Context, sink catalog.Sink, logger *zap.Logger) {
+			cfg.Logger = logger
+			dicer.Run(ctx, cfg, sink)
+		}), nil
+}
+
+// newFollower puts together what opens a shared connection to a backend's
+// daemon at address. The key holds every setting that shapes the
+// connection, hashed since it may hold a token. The logger follows Caddy's
+// current default logger; the adapter adds the address to its own lines,
+// the catalog gets it here.
+func newFollower(backend, address, publishedPortHost, daemonHost string, settings []string,
+	run func(ctx context.Context, sink catalog.Sink, logger *zap.Logger),
+) follower {
+	logger := daemonLogger(backend)
+	key := append([]string{backend, address, publishedPortHost}, settings...)
 	sum := sha256.Sum256([]byte(strings.Join(key, "\x00")))
 	return follower{
 		key: hex.EncodeToString(sum[:]),
 		opts: catalog.Options{
-			PublishedPortHost: pph,
-			DaemonHost:        dicer.DaemonHost(cfg.Address),
-			Logger:            cfg.Logger.With(zap.String("address", cfg.Address)),
+			PublishedPortHost: publishedPortHost,
+			DaemonHost:        daemonHost,
+			Logger:            logger.With(zap.String("address", address)),
 		},
-		run: func(ctx context.Context, sink catalog.Sink) { dicer.Run(ctx, cfg, sink) },
-	}, nil
+		run: func(ctx context.Context, sink catalog.Sink) { run(ctx, sink, logger) },
+	}
 }
 
 // validateStatic checks the settings that need no placeholder replacement,
@@ -338,7 +354,7 @@ func (e *DockerEngine) follower() (follower, error) {
 	if err := cfg.Validate(); err != nil {
 		return follower{}, err
 	}
-	key := []string{"docker", cfg.Host, pph, cfg.CAFile, cfg.CertFile, cfg.KeyFile}
+	key := []string{cfg.CAFile, cfg.CertFile, cfg.KeyFile}
 	for _, file := range []string{cfg.CAFile, cfg.CertFile} {
 		if file != "" {
 			// Re-read at each load: a renewed file makes a new connection.
@@ -349,17 +365,11 @@ func (e *DockerEngine) follower() (follower, error) {
 			key = append(key, string(pem))
 		}
 	}
-	cfg.Logger = daemonLogger("docker") // the adapter adds the address
-	sum := sha256.Sum256([]byte(strings.Join(key, "\x00")))
-	return follower{
-		key: hex.EncodeToString(sum[:]),
-		opts: catalog.Options{
-			PublishedPortHost: pph,
-			DaemonHost:        docker.DaemonHost(cfg.Host),
-			Logger:            cfg.Logger.With(zap.String("address", cfg.Host)),
-		},
-		run: func(ctx context.Context, sink catalog.Sink) { docker.Run(ctx, cfg, sink) },
-	}, nil
+	return newFollower("docker", cfg.Host, pph, docker.DaemonHost(cfg.Host), key,
+		func(ctx context.Context, sink catalog.Sink, logger *zap.Logger) {
+			cfg.Logger = logger
+			docker.Run(ctx, cfg, sink)
+		}), nil
 }
 
 func (e *DockerEngine) validateStatic() error {
