@@ -182,6 +182,19 @@ func answersBy(t *testing.T, tester *caddytest.Tester, host string, status int, 
 
 func hello(name string) string { return "hello from " + name + "\n" }
 
+// webSite is a site on httpPort that routes to the instances labelled
+// app=web of the daemon on the unix socket sock.
+func webSite(sock string) string {
+	return fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic dicer app=web {
+			address unix:%s
+		}
+	}
+}`, httpPort, sock)
+}
+
 func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
 	d, sock := testDaemon(t)
 	for i, name := range []string{"web-1", "web-2", "web-3"} {
@@ -248,14 +261,7 @@ func TestCaddy_R2_host_route(t *testing.T) {
 func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
 	d, sock := testDaemon(t)
 	instance(t, d, "web-1", "127.0.0.41", map[string]string{"app": "web"})
-	config, logFile := caddyConfig(t, "", fmt.Sprintf(`
-:%d {
-	reverse_proxy {
-		dynamic dicer app=web {
-			address unix:%s
-		}
-	}
-}`, httpPort, sock))
+	config, logFile := caddyConfig(t, "", webSite(sock))
 	tester := caddytest.NewTester(t)
 	tester.InitServer(config, "caddyfile")
 	answers(t, tester, "x", http.StatusOK, hello("web-1"))
@@ -299,14 +305,7 @@ func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
 func TestCaddy_R6_daemon_gone_keeps_routes(t *testing.T) {
 	d, sock := testDaemon(t)
 	instance(t, d, "web-1", "127.0.0.51", map[string]string{"app": "web"})
-	config, _ := caddyConfig(t, "", fmt.Sprintf(`
-:%d {
-	reverse_proxy {
-		dynamic dicer app=web {
-			address unix:%s
-		}
-	}
-}`, httpPort, sock))
+	config, _ := caddyConfig(t, "", webSite(sock))
 	tester := caddytest.NewTester(t)
 	tester.InitServer(config, "caddyfile")
 	answers(t, tester, "x", http.StatusOK, hello("web-1"))
@@ -336,14 +335,7 @@ func TestCaddy_R9_daemon_down_at_start_fills_in_routes(t *testing.T) {
 	}
 	defer os.RemoveAll(dir)
 	sock := filepath.Join(dir, "d.sock")
-	config, _ := caddyConfig(t, "", fmt.Sprintf(`
-:%d {
-	reverse_proxy {
-		dynamic dicer app=web {
-			address unix:%s
-		}
-	}
-}`, httpPort, sock))
+	config, _ := caddyConfig(t, "", webSite(sock))
 	tester := caddytest.NewTester(t)
 	start := time.Now()
 	tester.InitServer(config, "caddyfile")
