@@ -84,9 +84,12 @@ func NewClient() (*client.Client, error) {
 
 // Client returns a client of the Engine, closed when the test ends. The test
 // fails at once, saying why, when the Engine cannot be reached: the project
-// requires it.
+// requires it. Under -short (the hermetic run) the test is skipped instead.
 func Client(t testing.TB) *client.Client {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the Docker Engine: run without -short (make test)")
+	}
 	cli, err := NewClient()
 	if err != nil {
 		t.Fatalf("dockertest: these tests require the Docker Engine, and no client can be made for %s: %v", EngineHost(), err)
