@@ -145,6 +145,7 @@ func (c *Catalog) Put(inst Instance) {
 	defer c.mu.Unlock()
 	e := newEntry(inst)
 	old := c.byID[inst.ID]
+	e.countSleeps(old)
 	c.byID[inst.ID] = e
 	c.publish(c.current.Load(), old, e)
 	c.logChange(old, e, "")
@@ -169,7 +170,9 @@ func (c *Catalog) Replace(instances []Instance) {
 	defer c.mu.Unlock()
 	next := make(map[string]*entry, len(instances))
 	for _, inst := range instances {
-		next[inst.ID] = newEntry(inst)
+		e := newEntry(inst)
+		e.countSleeps(c.byID[inst.ID])
+		next[inst.ID] = e
 	}
 	for id, old := range c.byID {
 		if _, ok := next[id]; !ok {

@@ -26,6 +26,11 @@ type entry struct {
 	// ambiguous is set when the instance is on several networks and has no
 	// caddy.network label.
 	ambiguous bool
+	// sleeps counts the times the catalog saw the instance freeze (go on
+	// standby or be paused); its dial addresses are spelt accordingly, so
+	// that no connection kept alive from before a freeze is reused (see
+	// spelling).
+	sleeps uint32
 }
 
 func newEntry(inst Instance) *entry {
@@ -57,6 +62,22 @@ func newEntry(inst Instance) *entry {
 		e.ambiguous = len(inst.Networks) > 1
 	}
 	return e
+}
+
+// frozen reports a state in which the daemon keeps the instance's guest
+// frozen: connections to it stay open, and nothing answers them.
+func frozen(s State) bool { return s == StateStandby || s == StatePaused }
+
+// countSleeps carries the sleep count of old, the entry e replaces (nil:
+// none), over to e, plus one if the instance froze in between.
+func (e *entry) countSleeps(old *entry) {
+	if old == nil {
+		return
+	}
+	e.sleeps = old.sleeps
+	if frozen(e.inst.State) && !frozen(old.inst.State) {
+		e.sleeps++
+	}
 }
 
 // attachment is the instance's place on the named network, nil if it is not
@@ -163,13 +184,13 @@ func (e *entry) resolve(route Route, at *reach) endpoint {
 			continue
 		}
 		if host := at.publishedHost(p.HostIP, net.Gateway); host != "" {
-			return endpoint{dial: joinHostPort(host, int(p.HostPort)), published: true}
+			return endpoint{dial: joinHostPort(spelling(host, e.sleeps), int(p.HostPort)), published: true}
 		}
 	}
 	if net.Address == "" {
 		return endpoint{}
 	}
-	return endpoint{dial: joinHostPort(net.Address, port)}
+	return endpoint{dial: joinHostPort(spelling(net.Address, e.sleeps), port)}
 }
 
 // reach holds the daemon-wide facts R4 uses to reach a published port.

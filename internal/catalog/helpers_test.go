@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -81,6 +82,20 @@ func targets(ts []catalog.Target) []string {
 	var out []string
 	for _, t := range ts {
 		out = append(out, t.Instance+" "+t.Dial)
+	}
+	return out
+}
+
+// unspelt rewrites the dial addresses of "name dial" strings in their
+// plain spelling (10.0.0.1:80 for [0:00:0:0:0:FFFF:10.0.0.1]:80).
+func unspelt(list []string) []string {
+	var out []string
+	for _, s := range list {
+		name, dial, _ := strings.Cut(s, " ")
+		if ap, err := netip.ParseAddrPort(dial); err == nil {
+			dial = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()).String()
+		}
+		out = append(out, name+" "+dial)
 	}
 	return out
 }

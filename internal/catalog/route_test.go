@@ -2,6 +2,8 @@ package catalog_test
 
 import (
 	"net"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
@@ -784,12 +786,14 @@ func TestTargetsAppendsToDst(t *testing.T) {
 	c.Put(inst("web-1", label("app", "web"), standby(), publish("192.168.1.10", 32768, 8080)))
 	c.Put(inst("web-2", label("app", "web"), state(catalog.StateStopped)))
 	got = targets(c.Snapshot().Targets(prefix[:1], route, "shop.example.com"))
-	mustEqual(t, "fallback after prefix", got, []string{"keep 192.0.2.1:1", "web-1 192.168.1.10:32768"})
+	// web-1 went from running to standby: its address is spelt anew, so
+	// that no connection kept alive from before is reused.
+	mustEqual(t, "fallback after prefix", got, []string{"keep 192.0.2.1:1", "web-1 [0:0:0:0:0:ffff:192.168.1.10]:32768"})
 
 	var dst []catalog.Target
 	for range 3 {
 		dst = c.Snapshot().Targets(dst[:0], route, "shop.example.com")
-		mustEqual(t, "reused dst", targets(dst), []string{"web-1 192.168.1.10:32768"})
+		mustEqual(t, "reused dst", targets(dst), []string{"web-1 [0:0:0:0:0:ffff:192.168.1.10]:32768"})
 	}
 }
 
@@ -894,4 +898,62 @@ func TestNormalizeHost(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { catalog.NormalizeHost("shop.example.com") }); n != 0 {
 		t.Errorf("NormalizeHost of a normalized name: %v allocs, want 0", n)
 	}
+}
+
+// TestTargets_R5_no_connection_reused_across_a_freeze: each time an
+// instance goes on standby or is paused, its dial addresses are spelt
+// anew, so Caddy's transport (which pools connections by dial address)
+// opens a new connection, the one that wakes the instance, instead of
+// sending the request on one the frozen guest will never answer. Between
+// freezes the spelling stays, so keep-alive works as usual.
+func TestTargets_R5_no_connection_reused_across_a_freeze(t *testing.T) {
+	c := catalog.New(catalog.Options{})
+	v := watch(c, "app=sleepy")
+	sleepy := func(opts ...opt) catalog.Instance {
+		return inst("sleepy", append([]opt{label("app", "sleepy"), wake(), publish("", 32768, 8080), gateway("10.0.0.1")}, opts...)...)
+	}
+	var dials []string // every spelling dialled so far, the latest last
+	// step puts i and checks whether its dial is a spelling not dialled
+	// before (fresh) or the latest one.
+	step := func(what string, i catalog.Instance, fresh bool) {
+		t.Helper()
+		c.Put(i)
+		got := request(c, v, 8080, "sleepy.test")
+		if len(got) != 1 {
+			t.Fatalf("%s: targets %q, want one", what, got)
+		}
+		d := strings.TrimPrefix(got[0], "sleepy ")
+		if plain := unspelt([]string{"x " + d})[0]; plain != "x 10.0.0.1:32768" {
+			t.Errorf("%s: dial %s is not the published port 10.0.0.1:32768", what, d)
+		}
+		switch {
+		case fresh && slices.Contains(dials, d):
+			t.Errorf("%s: dial %s was dialled before (%q), want a fresh spelling", what, d, dials)
+		case !fresh && d != dials[len(dials)-1]:
+			t.Errorf("%s: dial %s, want the latest spelling %s", what, d, dials[len(dials)-1])
+		}
+		if fresh {
+			dials = append(dials, d)
+		}
+	}
+	c.Replace([]catalog.Instance{sleepy()})
+	step("never frozen", sleepy(), true)
+	if dials[0] != "10.0.0.1:32768" {
+		t.Fatalf("an instance never frozen is dialled plainly, got %s", dials[0])
+	}
+	step("on standby", sleepy(standby()), true)
+	step("woken, health pending", sleepy(health(catalog.HealthStarting)), false)
+	step("running", sleepy(), false)
+	// Paused is neither routable nor a fallback; once resumed it is
+	// dialled with the spelling its pause brought.
+	c.Put(sleepy(state(catalog.StatePaused)))
+	step("unpaused", sleepy(), true)
+	step("on standby again", sleepy(standby()), true)
+	// A re-listing keeps the count: an instance still on standby keeps its
+	// spelling, and a freeze seen only by a re-listing still counts.
+	c.Replace([]catalog.Instance{sleepy(standby())})
+	step("re-listed, still on standby", sleepy(standby()), false)
+	c.Replace([]catalog.Instance{sleepy()})
+	c.Replace([]catalog.Instance{sleepy(standby())})
+	step("re-listed after a wake and a new standby", sleepy(standby()), true)
 }

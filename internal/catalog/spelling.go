@@ -1,0 +1,149 @@
+package catalog
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Why an instance's dial address has several spellings:
+//
+// Caddy's HTTP transport keeps idle connections to an upstream per dial
+// address and reuses them (for two minutes by default). A daemon freezes an
+// instance it puts on standby (Dicer) or pauses (Docker), and a connection
+// that was open then stays open on Caddy's side with nothing answering it.
+// Dicer wakes an instance only on a new connection to its published port,
+// so a request sent on a kept-alive connection would wait on the frozen
+// guest until the client gives up. Each time the catalog sees an instance
+// freeze it counts one more sleep (entry.sleeps), and from then on returns
+// the instance's address in its sleeps-th spelling: the same address,
+// written differently, so the transport opens new connections and never
+// reuses one opened before the freeze.
+
+// spelling returns the n-th spelling of host (an IP address or a DNS name)
+// that dials the same address; the 0th is host itself.
+//
+//   - An IPv4 address is written as an IPv4-mapped IPv6 address with its
+//     zero groups padded to different widths and "ffff" in different cases,
+//     16,384 spellings before they repeat: 10.0.0.1 becomes
+//     [0:0:0:0:0:ffff:10.0.0.1], [00:0:0:0:0:ffff:10.0.0.1], ...
+//   - An IPv6 address is written out in full, with groups padded to
+//     different widths and hex letters in different cases; one whose groups
+//     all have four digits and no letter has no other spelling.
+//   - A DNS name has the case of its letters changed (resolvers ignore it);
+//     a name without letters has no other spelling.
+func spelling(host string, n uint32) string {
+	if n == 0 {
+		return host
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return nameSpelling(host, n)
+	}
+	if ip.Zone() != "" {
+		return host
+	}
+	ip = ip.Unmap()
+	var groups []string
+	a := ip.As16()
+	tail := ""
+	if ip.Is4() {
+		groups = []string{"0", "0", "0", "0", "0", "ffff"}
+		tail = ":" + ip.String()
+	} else {
+		groups = make([]string, 8)
+		for i := range groups {
+			groups[i] = strconv.FormatUint(uint64(a[2*i])<<8|uint64(a[2*i+1]), 16)
+		}
+	}
+	// Mixed radix: each group contributes (5-len) widths times 2^letters
+	// cases.
+	capacity := uint64(1)
+	for _, g := range groups {
+		capacity *= groupVariants(g)
+	}
+	if capacity == 1 {
+		return host
+	}
+	idx := uint64(n-1) % capacity
+	if spellGroups(groups, tail, 0) == host {
+		// An IPv6 address already written out in full is the 0th way of
+		// writing its groups: skip it.
+		idx = 1 + uint64(n-1)%(capacity-1)
+	}
+	return spellGroups(groups, tail, idx)
+}
+
+// spellGroups writes hex groups the idx-th way (a mixed-radix number: each
+// group contributes groupVariants digits), then tail.
+func spellGroups(groups []string, tail string, idx uint64) string {
+	var b strings.Builder
+	for i, g := range groups {
+		if i > 0 {
+			b.WriteByte(':')
+		}
+		v := groupVariants(g)
+		writeGroup(&b, g, idx%v)
+		idx /= v
+	}
+	b.WriteString(tail)
+	return b.String()
+}
+
+// groupVariants is how many ways one hex group (lowercase, no leading
+// zeros) can be written: 4-digit padding widths times letter cases.
+func groupVariants(g string) uint64 {
+	return uint64(5-len(g)) << letters(g)
+}
+
+// writeGroup writes the v-th way of writing hex group g: v's low bits pick
+// the case of each letter, the rest the number of leading zeros.
+func writeGroup(b *strings.Builder, g string, v uint64) {
+	k := letters(g)
+	cases, pad := v&(1<<k-1), v>>k
+	for range pad {
+		b.WriteByte('0')
+	}
+	bit := 0
+	for i := 0; i < len(g); i++ {
+		c := g[i]
+		if c >= 'a' && c <= 'f' {
+			if cases>>bit&1 == 1 {
+				c -= 'a' - 'A'
+			}
+			bit++
+		}
+		b.WriteByte(c)
+	}
+}
+
+func letters(s string) int {
+	k := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; c >= 'a' && c <= 'z' {
+			k++
+		}
+	}
+	return k
+}
+
+// nameSpelling flips the case of the letters of a DNS name by the bits of
+// a number from 1 to 2^letters-1 (never 0, which would be name itself).
+func nameSpelling(name string, n uint32) string {
+	k := min(letters(name), 32)
+	if k == 0 {
+		return name
+	}
+	flips := uint64(n-1)%(1<<k-1) + 1
+	b := []byte(name)
+	bit := 0
+	for i, c := range b {
+		if l := c | 0x20; l >= 'a' && l <= 'z' && bit < k {
+			if flips>>bit&1 == 1 {
+				b[i] = c ^ 0x20
+			}
+			bit++
+		}
+	}
+	return string(b)
+}
