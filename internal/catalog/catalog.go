@@ -24,6 +24,11 @@ type Options struct {
 	// Logger receives one line per instance joining or leaving a rotation
 	// (R6) and one warning per bad label value (R3).
 	Logger *zap.Logger
+	// Probe, if set, is asked to check each running instance without a
+	// health check before it joins rotations (R1a), and answers later
+	// with MarkReady. It is called with the catalog's lock held: it must
+	// not block, nor call the catalog. nil admits such instances at once.
+	Probe func(ProbeRequest)
 }
 
 // Catalog holds what is known of one daemon's instances. Adapters write to
@@ -42,6 +47,10 @@ type Catalog struct {
 	byID    map[string]*entry
 	views   map[string]*View // by canonical selector
 	replace sync.Once
+
+	probe      func(ProbeRequest)
+	probeGen   uint64
+	routePorts map[int]int // route port -> routes using it
 }
 
 // Snapshot is the catalog at one moment: the index by host and the
@@ -71,6 +80,9 @@ func New(opts Options) *Catalog {
 		ready:  make(chan struct{}),
 		byID:   make(map[string]*entry),
 		views:  make(map[string]*View),
+
+		probe:      opts.Probe,
+		routePorts: make(map[int]int),
 	}
 	c.current.Store(&Snapshot{
 		reach: &c.reach,
@@ -146,9 +158,18 @@ func (c *Catalog) Put(inst Instance) {
 	e := newEntry(inst)
 	old := c.byID[inst.ID]
 	e.countSleeps(old)
+	probe := c.admit(old, e)
 	c.byID[inst.ID] = e
 	c.publish(c.current.Load(), old, e)
 	c.logChange(old, e, "")
+	c.sendProbe(probe)
+}
+
+// sendProbe sends a request from admit, if any.
+func (c *Catalog) sendProbe(r ProbeRequest) {
+	if r.Gen != 0 {
+		c.probe(r)
+	}
 }
 
 // Delete implements Sink.
@@ -169,11 +190,20 @@ func (c *Catalog) Replace(instances []Instance) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := make(map[string]*entry, len(instances))
+	var probes []ProbeRequest
 	for _, inst := range instances {
 		e := newEntry(inst)
 		e.countSleeps(c.byID[inst.ID])
+		if r := c.admit(c.byID[inst.ID], e); r.Gen != 0 {
+			probes = append(probes, r)
+		}
 		next[inst.ID] = e
 	}
+	defer func() {
+		for _, r := range probes {
+			c.sendProbe(r)
+		}
+	}()
 	for id, old := range c.byID {
 		if _, ok := next[id]; !ok {
 			c.logChange(old, nil, "gone from the daemon's listing")
@@ -302,8 +332,13 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 	switch {
 	case isIn && !wasIn:
 		why := "running"
-		if e.inst.Health == HealthHealthy {
+		switch {
+		case e.inst.Health == HealthHealthy:
 			why = "running and healthy"
+		case e.unverified:
+			why = "running, though its port did not accept a connection in time"
+		case e.probeGen != 0:
+			why = "running and accepting connections"
 		}
 		c.logger.Info("instance joins rotation", zap.String("instance", e.inst.Name), zap.String("why", why))
 	case wasIn && !isIn:

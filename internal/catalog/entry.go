@@ -31,10 +31,18 @@ type entry struct {
 	// that no connection kept alive from before a freeze is reused (see
 	// spelling).
 	sleeps uint32
+	// listening is false while a running instance without a health check
+	// has not yet accepted a connection where requests would go (R1a);
+	// probeGen names the ProbeRequest that decides it, sent for probeDials.
+	listening  bool
+	probeGen   uint64
+	probeDials []string
+	// unverified is set when the prober gave up and let it join anyway.
+	unverified bool
 }
 
 func newEntry(inst Instance) *entry {
-	e := &entry{inst: inst, hosts: parseHosts(inst.Labels[LabelHost])}
+	e := &entry{inst: inst, hosts: parseHosts(inst.Labels[LabelHost]), listening: true}
 	if raw, ok := inst.Labels[LabelPort]; ok {
 		e.port = parsePort(raw)
 	}
@@ -112,6 +120,8 @@ func (e *entry) notRoutable(routeNetwork string) string {
 		return "not on network " + routeNetwork
 	case net == nil || net.Address == "":
 		return "no address on its network"
+	case !e.listening:
+		return "not accepting connections yet"
 	case e.inst.Health == HealthStarting:
 		return "health check has no verdict yet"
 	case e.inst.Health == HealthUnhealthy:
@@ -130,7 +140,7 @@ func (e *entry) awaitingVerdict() bool {
 	if !e.inst.WakeOnConnect {
 		return false
 	}
-	return e.inst.State == StateStarting || e.inst.State == StateRunning && e.inst.Health == HealthStarting
+	return e.inst.State == StateStarting || e.inst.State == StateRunning && (e.inst.Health == HealthStarting || !e.listening)
 }
 
 // servesHost reports whether the instance may take requests for host (R2):

@@ -1,0 +1,117 @@
+package catalog
+
+import "slices"
+
+// Readiness (R1a): a running instance without a health check joins
+// rotations only once its port accepts a TCP connection, not as soon as
+// its daemon says it runs, since an app binds its port a moment after it
+// starts. The catalog asks Options.Probe to check where requests would go
+// and holds the instance out of rotations (a fallback to wake, R5, it may
+// still be) until MarkReady. Nothing of this runs on a request.
+
+// ProbeRequest asks for one instance to be checked for readiness.
+type ProbeRequest struct {
+	// ID and Name are the instance's.
+	ID, Name string
+	// Dials are where requests for the instance would go (host:port, one
+	// per port its routes use): it is ready once one of them accepts a TCP
+	// connection.
+	Dials []string
+	// Gen identifies this request; MarkReady takes it back, so that an
+	// answer to an older request (the instance restarted meanwhile) is
+	// ignored.
+	Gen uint64
+}
+
+// AddRoutePort records that a route sends requests to port (its port
+// setting; 0 for none), so that instances that name no port of their own
+// are probed there. Release it with RemoveRoutePort.
+func (c *Catalog) AddRoutePort(port int) {
+	if port <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.routePorts[port]++
+}
+
+// RemoveRoutePort releases a port from AddRoutePort.
+func (c *Catalog) RemoveRoutePort(port int) {
+	if port <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.routePorts[port]--; c.routePorts[port] <= 0 {
+		delete(c.routePorts, port)
+	}
+}
+
+// MarkReady lets the instance of a ProbeRequest join its rotations, unless
+// it changed since (another Gen). accepted says whether it did accept a
+// connection, or the prober gave up waiting (it joins then too, and the
+// log says so).
+func (c *Catalog) MarkReady(id string, gen uint64, accepted bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.byID[id]
+	if old == nil || old.probeGen != gen || old.listening {
+		return
+	}
+	e := *old
+	e.listening, e.unverified = true, !accepted
+	c.byID[id] = &e
+	c.publish(c.current.Load(), old, &e)
+	c.logChange(old, &e, "")
+}
+
+// admit decides whether e, which replaces old (nil: none), must be probed
+// before it joins rotations, and if so returns the request to send (Gen 0:
+// none). An instance that keeps running at the same places keeps its
+// verdict; one that (re)starts, or moves, is probed again.
+func (c *Catalog) admit(old, e *entry) ProbeRequest {
+	if c.probe == nil || e.inst.State != StateRunning || e.inst.Health != HealthNone {
+		return ProbeRequest{}
+	}
+	dials := c.probeDials(e)
+	if len(dials) == 0 {
+		return ProbeRequest{} // no port or address: R3 and R1 keep it out anyway
+	}
+	if old != nil && old.inst.State == StateRunning && old.inst.Health == HealthNone && slices.Equal(old.probeDials, dials) {
+		e.listening, e.probeGen, e.probeDials, e.unverified = old.listening, old.probeGen, old.probeDials, old.unverified
+		return ProbeRequest{}
+	}
+	c.probeGen++
+	e.listening, e.probeGen, e.probeDials = false, c.probeGen, dials
+	return ProbeRequest{ID: e.inst.ID, Name: e.inst.Name, Dials: dials, Gen: e.probeGen}
+}
+
+// probeDials are where requests for e would go on each port its routes may
+// use (R3, R4): its caddy.port, else its only published port and every
+// route's port setting.
+func (c *Catalog) probeDials(e *entry) []string {
+	var ports []int
+	switch {
+	case e.port < 0:
+		return nil
+	case e.port > 0:
+		ports = []int{e.port}
+	default:
+		if e.onlyPort > 0 {
+			ports = append(ports, e.onlyPort)
+		}
+		for p := range c.routePorts {
+			if p != e.onlyPort {
+				ports = append(ports, p)
+			}
+		}
+		slices.Sort(ports[min(1, len(ports)):])
+	}
+	var dials []string
+	for _, p := range ports {
+		if ep := e.resolve(Route{Port: p}, &c.reach); ep.dial != "" && !slices.Contains(dials, ep.dial) {
+			dials = append(dials, ep.dial)
+		}
+	}
+	return dials
+}

@@ -1,0 +1,121 @@
+package catalog_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// probed is a catalog with a Probe that records its requests.
+func probed(t *testing.T) (*catalog.Catalog, *[]catalog.ProbeRequest) {
+	t.Helper()
+	var reqs []catalog.ProbeRequest
+	logger, _ := observed()
+	c := catalog.New(catalog.Options{Logger: logger, Probe: func(r catalog.ProbeRequest) { reqs = append(reqs, r) }})
+	return c, &reqs
+}
+
+// TestReadiness_R1a: a running instance without a health check joins its
+// rotations once its port accepts (MarkReady), not when it starts; each
+// way of building the catalog behaves alike.
+func TestReadiness_R1a(t *testing.T) {
+	for _, build := range []string{"put", "replace"} {
+		t.Run(build, func(t *testing.T) {
+			c, reqs := probed(t)
+			c.AddRoutePort(8080)
+			v := watch(c, "app=web")
+			write := func(i catalog.Instance) {
+				if build == "put" {
+					c.Put(i)
+				} else {
+					c.Replace([]catalog.Instance{i})
+				}
+			}
+			web := func(opts ...opt) catalog.Instance {
+				return inst("web-1", append([]opt{label("app", "web")}, opts...)...)
+			}
+
+			write(web())
+			mustEqual(t, "before the port accepts", request(c, v, 8080, "x"), nil)
+			if len(*reqs) != 1 || !slices.Equal((*reqs)[0].Dials, []string{"10.0.0.2:8080"}) || (*reqs)[0].ID != "id-web-1" {
+				t.Fatalf("probe requests %+v, want one for 10.0.0.2:8080", *reqs)
+			}
+			first := (*reqs)[0]
+			c.MarkReady(first.ID, first.Gen, true)
+			mustEqual(t, "once it accepts", request(c, v, 8080, "x"), []string{"web-1 10.0.0.2:8080"})
+
+			// Still running at the same place: no new probe, still in.
+			write(web(label("version", "2")))
+			mustEqual(t, "relabelled", request(c, v, 8080, "x"), []string{"web-1 10.0.0.2:8080"})
+			// Restarted: out until probed again; an answer to the old
+			// probe does not count.
+			write(web(state(catalog.StateStopped)))
+			write(web())
+			mustEqual(t, "restarted", request(c, v, 8080, "x"), nil)
+			if len(*reqs) != 2 {
+				t.Fatalf("%d probe requests after a restart, want 2", len(*reqs))
+			}
+			c.MarkReady(first.ID, first.Gen, true)
+			mustEqual(t, "stale answer", request(c, v, 8080, "x"), nil)
+			c.MarkReady((*reqs)[1].ID, (*reqs)[1].Gen, false) // gave up: joins anyway
+			mustEqual(t, "after giving up", request(c, v, 8080, "x"), []string{"web-1 10.0.0.2:8080"})
+			// A new address is probed again.
+			write(web(addr("10.0.0.9")))
+			mustEqual(t, "moved", request(c, v, 8080, "x"), nil)
+			if len(*reqs) != 3 || (*reqs)[2].Dials[0] != "10.0.0.9:8080" {
+				t.Fatalf("probe requests %+v, want a third for 10.0.0.9:8080", *reqs)
+			}
+		})
+	}
+}
+
+// Instances with a health check use it, not the probe; caddy.port and a
+// published port are probed where requests go (R3, R4).
+func TestReadiness_R1a_what_is_probed(t *testing.T) {
+	c, reqs := probed(t)
+	c.AddRoutePort(8080)
+	c.AddRoutePort(9090)
+	c.Put(inst("checked", health(catalog.HealthHealthy)))
+	if len(*reqs) != 0 {
+		t.Fatalf("an instance with a health check was probed: %+v", *reqs)
+	}
+	c.Put(inst("labelled", port("7070")))
+	c.Put(inst("published", publish("", 32000, 8080), gateway("10.0.0.1")))
+	c.Put(inst("bare"))
+	c.Put(inst("bad-port", port("x")))
+	want := map[string][]string{
+		"labelled":  {"10.0.0.2:7070"},
+		"published": {"10.0.0.1:32000", "10.0.0.2:9090"},
+		"bare":      {"10.0.0.2:8080", "10.0.0.2:9090"},
+	}
+	if len(*reqs) != len(want) {
+		t.Fatalf("probe requests %+v, want %d", *reqs, len(want))
+	}
+	for _, r := range *reqs {
+		if !slices.Equal(r.Dials, want[r.Name]) {
+			t.Errorf("%s probed at %q, want %q", r.Name, r.Dials, want[r.Name])
+		}
+	}
+	c.RemoveRoutePort(9090)
+	c.Put(inst("bare2"))
+	if got := (*reqs)[len(*reqs)-1]; !slices.Equal(got.Dials, []string{"10.0.0.2:8080"}) {
+		t.Errorf("after its route went, 9090 is still probed: %q", got.Dials)
+	}
+}
+
+// A wakeable instance just woken and not yet accepting stays the fallback
+// (R5), so a second one is not woken meanwhile.
+func TestReadiness_R5_woken_instance_stays_the_fallback(t *testing.T) {
+	c, reqs := probed(t)
+	v := watch(c, "app=sleepy")
+	opts := []opt{label("app", "sleepy"), publish("", 32000, 8080), gateway("10.0.0.1")}
+	c.Put(inst("sb-a", append(opts, standby())...))
+	c.Put(inst("sb-b", append(opts, standby())...))
+	c.Put(inst("sb-a", append(opts, wake())...)) // woken: running, not yet accepting
+	if len(*reqs) != 1 {
+		t.Fatalf("probe requests %+v, want one", *reqs)
+	}
+	got := unspelt(request(c, v, 8080, "x"))
+	mustEqual(t, "while sb-a is not yet accepting", got, []string{"sb-a 10.0.0.1:32000"})
+}
