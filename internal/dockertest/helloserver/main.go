@@ -8,6 +8,12 @@
 // over HTTP (the image has no shell). It starts healthy unless $HEALTH is
 // "bad".
 //
+// To stand in for a real app's start and stop: it binds its port only
+// $LISTEN_DELAY (a Go duration) after it starts; GET /slow?d=<duration>
+// answers after that long; and on SIGTERM it drains: it stops accepting
+// connections at once, finishes the requests in flight, and exits
+// $EXIT_DELAY after the signal (default: as soon as they are done).
+//
 // With -healthcheck it is the health check itself: it GETs
 // http://127.0.0.1:$PORT/healthz and exits 0 on a 200, else 1.
 package main
@@ -64,21 +70,39 @@ func main() {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, body)
 	})
+	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("d"))
+		time.Sleep(d)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, body)
+	})
 	srv := &http.Server{Addr: ":" + port, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
-	// PID 1 gets no default signal handling: stop promptly on SIGTERM.
+	// PID 1 gets no default signal handling: drain on SIGTERM.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	drained := make(chan struct{})
 	go func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		exitAt := time.Now().Add(envDuration("EXIT_DELAY"))
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
+		time.Sleep(time.Until(exitAt))
+		close(drained)
 	}()
+	time.Sleep(envDuration("LISTEN_DELAY"))
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		fmt.Fprintln(os.Stderr, "helloserver:", err)
 		os.Exit(1) //nolint:gocritic // nothing deferred matters once serving failed
 	}
+	<-drained
+}
+
+// envDuration reads a Go duration from the environment; 0 if unset or bad.
+func envDuration(name string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(name))
+	return d
 }
 
 func probe(port string) int {
