@@ -61,11 +61,13 @@ type DaemonTLS struct {
 	ServerName string `json:"server_name,omitempty"`
 }
 
-// settings are a daemon's connection settings, as each backend defines
-// them in its Caddyfile and JSON.
-type settings interface {
-	// follower resolves the settings into what opens a shared connection.
-	follower() (follower, error)
+// daemonSettings are a daemon's connection settings, as each backend
+// (Daemon for Dicer, DockerEngine for Docker) defines them in its Caddyfile
+// and JSON. The daemon-neutral modules, upstreamSource and hostPermission,
+// know a backend only through them.
+type daemonSettings interface {
+	// spec resolves the settings into the spec of a shared connection.
+	spec() (connSpec, error)
 	// unmarshalSetting parses the setting the dispenser is at, if it is
 	// one of the daemon's; seen catches a setting given twice.
 	unmarshalSetting(d *caddyfile.Dispenser, seen map[string]bool) (bool, error)
@@ -78,7 +80,8 @@ type settings interface {
 // so that a daemon which is down never stops Caddy from starting (R9).
 const startupWait = 3 * time.Second
 
-// connections holds the shared daemon connections across config reloads.
+// connections holds the shared daemon connections across config reloads,
+// keyed by connSpec.key.
 var connections = caddy.NewUsagePool()
 
 // connection is one followed daemon: its catalog, fed by a background
@@ -100,8 +103,9 @@ func (c *connection) Destruct() error {
 	return nil
 }
 
-// follower is what an adapter needs to open a shared connection.
-type follower struct {
+// connSpec is what opens a shared connection: its key in the pool, the
+// catalog's options and the adapter to run.
+type connSpec struct {
 	// key identifies the daemon and every setting that shapes the
 	// connection; modules with equal keys share it.
 	key  string
@@ -109,23 +113,23 @@ type follower struct {
 	run  func(ctx context.Context, sink catalog.Sink)
 }
 
-// dial returns the shared connection for f, starting it if needed, once it
-// has settled: listed, or given startupWait to (R9). ctx ending stops the
+// dial returns the shared connection for spec, starting it if needed, once
+// it has settled: listed, or given startupWait to (R9). ctx ending stops the
 // wait, not the connection.
-func dial(ctx context.Context, f follower) (*connection, error) {
-	v, _, err := connections.LoadOrNew(f.key, func() (caddy.Destructor, error) {
+func dial(ctx context.Context, spec connSpec) (*connection, error) {
+	v, _, err := connections.LoadOrNew(spec.key, func() (caddy.Destructor, error) {
 		runCtx, cancel := context.WithCancel(context.Background())
 		c := &connection{
-			catalog: catalog.New(f.opts),
+			catalog: catalog.New(spec.opts),
 			settled: make(chan struct{}),
 			cancel:  cancel,
 			done:    make(chan struct{}),
 		}
 		go func() {
 			defer close(c.done)
-			f.run(runCtx, c.catalog)
+			spec.run(runCtx, c.catalog)
 		}()
-		go c.settle(runCtx, f.opts.Logger)
+		go c.settle(runCtx, spec.opts.Logger)
 		return c, nil
 	})
 	if err != nil {
@@ -154,16 +158,16 @@ func (c *connection) settle(ctx context.Context, logger *zap.Logger) {
 	}
 }
 
-// release gives back a connection from dial.
+// release gives back a connection from dial, by its connSpec.key.
 func release(key string) {
 	if key != "" {
 		_, _ = connections.Delete(key)
 	}
 }
 
-// follower resolves the settings (placeholders, CA file) into what the
+// spec resolves the settings (placeholders, CA file) into what the
 // Dicer adapter runs with.
-func (d *Daemon) follower() (follower, error) {
+func (d *Daemon) spec() (connSpec, error) {
 	repl := caddy.NewReplacer()
 	cfg := dicer.Config{
 		Address: strings.TrimSpace(repl.ReplaceAll(d.Address, "")),
@@ -179,38 +183,38 @@ func (d *Daemon) follower() (follower, error) {
 		if d.TLS.CA != "" {
 			pem, err := os.ReadFile(d.TLS.CA)
 			if err != nil {
-				return follower{}, fmt.Errorf("tls ca: %w", err)
+				return connSpec{}, fmt.Errorf("tls ca: %w", err)
 			}
 			cfg.RootCAs = x509.NewCertPool()
 			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return follower{}, fmt.Errorf("tls ca: no PEM certificate in %s", d.TLS.CA)
+				return connSpec{}, fmt.Errorf("tls ca: no PEM certificate in %s", d.TLS.CA)
 			}
 			key = append(key, string(pem))
 		}
 		key = append(key, "server_name="+cfg.ServerName)
 	}
 	if err := cfg.Validate(); err != nil {
-		return follower{}, err
+		return connSpec{}, err
 	}
-	return newFollower("dicer", cfg.Address, pph, dicer.DaemonHost(cfg.Address), key,
+	return newConnSpec("dicer", cfg.Address, pph, dicer.DaemonHost(cfg.Address), key,
 		func(ctx context.Context, sink catalog.Sink, logger *zap.Logger) {
 			cfg.Logger = logger
 			dicer.Run(ctx, cfg, sink)
 		}), nil
 }
 
-// newFollower puts together what opens a shared connection to a backend's
+// newConnSpec puts together what opens a shared connection to a backend's
 // daemon at address. The key holds every setting that shapes the
-// connection, hashed since it may hold a token. The logger follows Caddy's
-// current default logger; the adapter adds the address to its own lines,
-// the catalog gets it here.
-func newFollower(backend, address, publishedPortHost, daemonHost string, settings []string,
+// connection (keyParts are the backend's own), hashed since it may hold a
+// token. The logger follows Caddy's current default logger; the adapter
+// adds the address to its own lines, the catalog gets it here.
+func newConnSpec(backend, address, publishedPortHost, daemonHost string, keyParts []string,
 	run func(ctx context.Context, sink catalog.Sink, logger *zap.Logger),
-) follower {
+) connSpec {
 	logger := daemonLogger(backend)
-	key := append([]string{backend, address, publishedPortHost}, settings...)
+	key := append([]string{backend, address, publishedPortHost}, keyParts...)
 	sum := sha256.Sum256([]byte(strings.Join(key, "\x00")))
-	return follower{
+	return connSpec{
 		key: hex.EncodeToString(sum[:]),
 		opts: catalog.Options{
 			PublishedPortHost: publishedPortHost,
@@ -283,17 +287,17 @@ func (d *Daemon) unmarshalTLS(disp *caddyfile.Dispenser) error {
 }
 
 // unmarshalBlock parses a block of settings that take one value each, such
-// as `tls { ca <file> }`, into the strings named by settings.
-func unmarshalBlock(disp *caddyfile.Dispenser, block string, settings map[string]*string) error {
+// as `tls { ca <file> }`, into the strings named by fields.
+func unmarshalBlock(disp *caddyfile.Dispenser, block string, fields map[string]*string) error {
 	if disp.NextArg() {
 		return disp.ArgErr()
 	}
 	seen := map[string]bool{}
 	for nesting := disp.Nesting(); disp.NextBlock(nesting); {
 		name := disp.Val()
-		value, ok := settings[name]
+		value, ok := fields[name]
 		if !ok {
-			names := slices.Sorted(maps.Keys(settings))
+			names := slices.Sorted(maps.Keys(fields))
 			return disp.Errf("unrecognized %s setting '%s' (want %s)", block, name, strings.Join(names, ", "))
 		}
 		if seen[name] {
@@ -349,10 +353,10 @@ func (e *DockerEngine) config() (docker.Config, string) {
 	return cfg.Resolved(), strings.TrimSpace(repl.ReplaceAll(e.PublishedPortHost, ""))
 }
 
-func (e *DockerEngine) follower() (follower, error) {
+func (e *DockerEngine) spec() (connSpec, error) {
 	cfg, pph := e.config()
 	if err := cfg.Validate(); err != nil {
-		return follower{}, err
+		return connSpec{}, err
 	}
 	key := []string{cfg.CAFile, cfg.CertFile, cfg.KeyFile}
 	for _, file := range []string{cfg.CAFile, cfg.CertFile} {
@@ -360,12 +364,12 @@ func (e *DockerEngine) follower() (follower, error) {
 			// Re-read at each load: a renewed file makes a new connection.
 			pem, err := os.ReadFile(file)
 			if err != nil {
-				return follower{}, fmt.Errorf("tls: %w", err)
+				return connSpec{}, fmt.Errorf("tls: %w", err)
 			}
 			key = append(key, string(pem))
 		}
 	}
-	return newFollower("docker", cfg.Host, pph, docker.DaemonHost(cfg.Host), key,
+	return newConnSpec("docker", cfg.Host, pph, docker.DaemonHost(cfg.Host), key,
 		func(ctx context.Context, sink catalog.Sink, logger *zap.Logger) {
 			cfg.Logger = logger
 			docker.Run(ctx, cfg, sink)

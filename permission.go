@@ -92,15 +92,15 @@ type hostPermission struct {
 	conn *connection
 }
 
-func (p *hostPermission) provision(ctx caddy.Context, daemon settings) error {
-	f, err := daemon.follower()
+func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) error {
+	spec, err := daemon.spec()
 	if err != nil {
 		return err
 	}
-	if p.conn, err = dial(ctx, f); err != nil {
+	if p.conn, err = dial(ctx, spec); err != nil {
 		return err
 	}
-	p.key = f.key
+	p.key = spec.key
 	return nil
 }
 
@@ -121,7 +121,7 @@ func (p *hostPermission) Cleanup() error {
 	return nil
 }
 
-func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon settings) error {
+func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon daemonSettings) error {
 	d.Next() // module name
 	if d.NextArg() {
 		return d.ArgErr()

@@ -156,19 +156,19 @@ type upstreamSource struct {
 
 // provision joins the daemon's shared connection and, for a selector,
 // its view in the catalog.
-func (s *upstreamSource) provision(ctx caddy.Context, daemon settings, network string) error {
+func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, network string) error {
 	sel, err := parseRoute(s.Selector, s.Port)
 	if err != nil {
 		return err
 	}
-	f, err := daemon.follower()
+	spec, err := daemon.spec()
 	if err != nil {
 		return err
 	}
-	if s.conn, err = dial(ctx, f); err != nil {
+	if s.conn, err = dial(ctx, spec); err != nil {
 		return err
 	}
-	s.key = f.key
+	s.key = spec.key
 	s.route = catalog.Route{Port: s.Port, Network: network}
 	if !sel.Empty() {
 		s.view = s.conn.catalog.Watch(sel)
@@ -210,7 +210,7 @@ func (s *upstreamSource) Cleanup() error {
 
 // unmarshal parses `<name> [<selector> [<port>]] { ... }`: the route's
 // settings, the daemon's, and those extra takes (nil: none).
-func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon settings, extra func(*caddyfile.Dispenser, map[string]bool) (bool, error)) error {
+func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon daemonSettings, extra func(*caddyfile.Dispenser, map[string]bool) (bool, error)) error {
 	d.Next() // module name
 	seen := map[string]bool{}
 	if d.NextArg() {
