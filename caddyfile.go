@@ -8,6 +8,20 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
+// settingAt returns the name of the setting the dispenser is at, if it is
+// one of names, and records it in seen; a setting given twice is an error.
+func settingAt(d *caddyfile.Dispenser, seen map[string]bool, names ...string) (name string, ok bool, err error) {
+	name = d.Val()
+	if !slices.Contains(names, name) {
+		return "", false, nil
+	}
+	if seen[name] {
+		return name, true, d.Errf("%s has already been specified", name)
+	}
+	seen[name] = true
+	return name, true, nil
+}
+
 // oneValue reads the single value of the setting the dispenser is at.
 func oneValue(d *caddyfile.Dispenser, value *string) error {
 	if !d.AllArgs(value) {

@@ -206,18 +206,16 @@ func (d *Daemon) validateStatic() error {
 // unmarshalSetting parses one daemon setting of a Caddyfile block, if the
 // dispenser is at one; seen catches a setting given twice.
 func (d *Daemon) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
-	name := disp.Val()
-	switch name {
-	case "address", "token", "published_port_host", "tls":
-	default:
-		return false, nil
+	name, ok, err := settingAt(disp, seen, "address", "token", "published_port_host", "tls")
+	if !ok || err != nil {
+		return ok, err
 	}
-	if seen[name] {
-		return true, disp.Errf("%s has already been specified", name)
-	}
-	seen[name] = true
 	if name == "tls" {
-		return true, d.unmarshalTLS(disp)
+		d.TLS = new(DaemonTLS)
+		return true, unmarshalBlock(disp, "tls", map[string]*string{
+			"ca":          &d.TLS.CA,
+			"server_name": &d.TLS.ServerName,
+		})
 	}
 	var value string
 	if !disp.AllArgs(&value) {
@@ -236,14 +234,6 @@ func (d *Daemon) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]boo
 		d.PublishedPortHost = value
 	}
 	return true, nil
-}
-
-func (d *Daemon) unmarshalTLS(disp *caddyfile.Dispenser) error {
-	d.TLS = new(DaemonTLS)
-	return unmarshalBlock(disp, "tls", map[string]*string{
-		"ca":          &d.TLS.CA,
-		"server_name": &d.TLS.ServerName,
-	})
 }
 
 // Interface guards

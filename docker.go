@@ -102,13 +102,9 @@ func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 //	}
 func (u *DockerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return u.unmarshal(d, "docker", &u.DockerEngine, func(d *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
-		if d.Val() != "network" {
-			return false, nil
+		if _, ok, err := settingAt(d, seen, "network"); !ok || err != nil {
+			return ok, err
 		}
-		if seen["network"] {
-			return true, d.Errf("network has already been specified")
-		}
-		seen["network"] = true
 		return true, oneValue(d, &u.Network)
 	})
 }
@@ -195,16 +191,10 @@ func (e *DockerEngine) validateStatic() error {
 }
 
 func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
-	name := disp.Val()
-	switch name {
-	case "address", "published_port_host", "tls":
-	default:
-		return false, nil
+	name, ok, err := settingAt(disp, seen, "address", "published_port_host", "tls")
+	if !ok || err != nil {
+		return ok, err
 	}
-	if seen[name] {
-		return true, disp.Errf("%s has already been specified", name)
-	}
-	seen[name] = true
 	switch name {
 	case "tls":
 		e.TLS = new(DockerTLS)

@@ -123,16 +123,13 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 		if ok {
 			continue
 		}
-		setting := d.Val()
-		switch setting {
-		case "selector", "port":
-		default:
-			return d.Errf("unrecognized %s setting '%s'", name, setting)
+		setting, ok, err := settingAt(d, seen, "selector", "port")
+		if err != nil {
+			return err
 		}
-		if seen[setting] {
-			return d.Errf("%s has already been specified", setting)
+		if !ok {
+			return d.Errf("unrecognized %s setting '%s'", name, d.Val())
 		}
-		seen[setting] = true
 		if !d.NextArg() {
 			return d.ArgErr()
 		}
