@@ -48,17 +48,21 @@ type Daemon struct {
 	PublishedPortHost string `json:"published_port_host,omitempty"`
 
 	// TLS verifies a daemon whose certificate a CA signed, for a token
-	// without a fingerprint. Default: system roots.
+	// without a fingerprint; it is refused with a unix socket. Example:
+	// `{"ca": "/etc/caddy/dicer-ca.pem"}`. Default: none; a token's
+	// fingerprint pins the certificate, and without one the certificate is
+	// verified against the system roots for the host of Address.
 	TLS *DaemonTLS `json:"tls,omitempty"`
 }
 
 // DaemonTLS verifies a CA-signed daemon certificate.
 type DaemonTLS struct {
 	// CA is a PEM file of the certificate authorities to trust, re-read at
-	// each config load. Example: `/etc/caddy/dicer-ca.pem`.
+	// each config load. Example: `/etc/caddy/dicer-ca.pem`. Default: the
+	// system roots.
 	CA string `json:"ca,omitempty"`
-	// ServerName is the name the daemon's certificate must carry. Default:
-	// the host of Address.
+	// ServerName is the name the daemon's certificate must carry, e.g.
+	// `dicer.internal`. Default: the host of Address.
 	ServerName string `json:"server_name,omitempty"`
 }
 

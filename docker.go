@@ -38,7 +38,10 @@ type DockerEngine struct {
 	// address of the container's network.
 	PublishedPortHost string `json:"published_port_host,omitempty"`
 
-	// TLS protects a TCP Engine. Default: plain TCP.
+	// TLS protects a TCP Engine; it is refused with a unix socket.
+	// Example: `{"ca": "/etc/caddy/docker/ca.pem", "cert":
+	// "/etc/caddy/docker/cert.pem", "key": "/etc/caddy/docker/key.pem"}`.
+	// Default: plain TCP.
 	TLS *DockerTLS `json:"tls,omitempty"`
 }
 
@@ -46,11 +49,15 @@ type DockerEngine struct {
 // load.
 type DockerTLS struct {
 	// CA is a PEM file of the authorities that sign the Engine's
-	// certificate. Default: system roots.
+	// certificate, e.g. `/etc/caddy/docker/ca.pem`. Default: system roots.
 	CA string `json:"ca,omitempty"`
-	// Cert and Key are the client certificate and its key, given together.
+	// Cert is the PEM file of the client certificate, given together with
+	// Key, e.g. `/etc/caddy/docker/cert.pem`. Default: none, no client
+	// certificate.
 	Cert string `json:"cert,omitempty"`
-	Key  string `json:"key,omitempty"`
+	// Key is the PEM file of the client certificate's key, given together
+	// with Cert, e.g. `/etc/caddy/docker/key.pem`. Default: none.
+	Key string `json:"key,omitempty"`
 }
 
 // DockerUpstreams is a dynamic upstream source for reverse_proxy: the
@@ -67,9 +74,9 @@ type DockerUpstreams struct {
 	upstreamSource
 
 	// Network is the Docker network to reach containers on when they are
-	// attached to several. Default: the container's `caddy.network` label,
-	// else its only network; a container on several networks with neither
-	// gets no requests, and one warning says so.
+	// attached to several, e.g. `frontend`. Default: the container's
+	// `caddy.network` label, else its only network; a container on several
+	// networks with neither gets no requests, and one warning says so.
 	Network string `json:"network,omitempty"`
 }
 
@@ -190,6 +197,8 @@ func (e *DockerEngine) validateStatic() error {
 	return cfg.Check() // the TLS files are read at provision
 }
 
+// unmarshalSetting parses one Engine setting of a Caddyfile block, if the
+// dispenser is at one; seen catches a setting given twice.
 func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
 	name, ok, err := settingAt(disp, seen, "address", "published_port_host", "tls")
 	if !ok || err != nil {

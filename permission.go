@@ -18,6 +18,7 @@ type hostPermission struct {
 	conn *connection
 }
 
+// provision joins the daemon's shared connection.
 func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) error {
 	spec, err := daemon.spec()
 	if err != nil {

@@ -31,7 +31,7 @@ type upstreamSource struct {
 	// Port is the guest port requests go to, unless an instance's
 	// `caddy.port` label names another. Default: the only TCP port the
 	// instance publishes; an instance with none or several gets no
-	// requests.
+	// requests. Example: `8080`.
 	Port int `json:"port,omitempty"`
 
 	key   string
