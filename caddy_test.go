@@ -432,7 +432,7 @@ on_demand_tls {
 	}
 }`, httpPort, body, sock)
 	}
-	f, err := (&Daemon{Address: "unix:" + sock}).follower()
+	f, err := (&Daemon{Address: "unix:" + sock}).spec()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ func TestSharedConnection_R9_reload_counts(t *testing.T) {
 	d, sock := testDaemon(t)
 	instance(t, d, "web-1", "127.0.0.111", map[string]string{"app": "web", "caddy.host": "web.example.com"})
 	settings := Daemon{Address: "unix:" + sock}
-	f, err := settings.follower()
+	f, err := settings.spec()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,10 +74,10 @@ func TestSharedConnection_R9_reload_counts(t *testing.T) {
 // TestSharedConnection_R9_settings_key: equal settings share, different ones
 // do not.
 func TestSharedConnection_R9_settings_key(t *testing.T) {
-	a, _ := (&Daemon{Address: "unix:/a.sock"}).follower()
-	a2, _ := (&Daemon{Address: "unix:/a.sock"}).follower()
-	b, _ := (&Daemon{Address: "unix:/b.sock"}).follower()
-	c, _ := (&Daemon{Address: "unix:/a.sock", PublishedPortHost: "10.0.0.5"}).follower()
+	a, _ := (&Daemon{Address: "unix:/a.sock"}).spec()
+	a2, _ := (&Daemon{Address: "unix:/a.sock"}).spec()
+	b, _ := (&Daemon{Address: "unix:/b.sock"}).spec()
+	c, _ := (&Daemon{Address: "unix:/a.sock", PublishedPortHost: "10.0.0.5"}).spec()
 	if a.key != a2.key {
 		t.Error("equal settings got different keys")
 	}

@@ -91,7 +91,7 @@ func dockerCaddy(t *testing.T, globals, sites string) (*caddytest.Tester, string
 	if t.Failed() {
 		t.FailNow()
 	}
-	f, err := (&DockerEngine{}).follower()
+	f, err := (&DockerEngine{}).spec()
 	if err != nil {
 		t.Fatal(err)
 	}

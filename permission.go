@@ -11,80 +11,6 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
-// DicerPermission allows an on-demand TLS certificate only for a name that
-// some instance of a Dicer daemon lists in its `caddy.host` label, whatever
-// state that instance is in. The answer comes from the in-memory catalog,
-// so a scanner's handshakes never reach the daemon. Each host must still
-// resolve to Caddy for the CA to validate it.
-type DicerPermission struct {
-	Daemon
-	hostPermission
-}
-
-// CaddyModule returns the Caddy module information.
-func (DicerPermission) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "tls.permission.dicer",
-		New: func() caddy.Module { return new(DicerPermission) },
-	}
-}
-
-// Provision connects to the daemon, or joins the shared connection.
-func (p *DicerPermission) Provision(ctx caddy.Context) error {
-	return p.provision(ctx, &p.Daemon)
-}
-
-// UnmarshalCaddyfile sets up the permission from Caddyfile tokens:
-//
-//	permission dicer {
-//		address             <target>
-//		token               <token>
-//		published_port_host <host>
-//		tls {
-//			ca          <file>
-//			server_name <name>
-//		}
-//	}
-func (p *DicerPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return p.unmarshal(d, "dicer", &p.Daemon)
-}
-
-// DockerPermission allows an on-demand TLS certificate only for a name that
-// some container of a Docker Engine lists in its `caddy.host` label,
-// whatever state that container is in; see DicerPermission.
-type DockerPermission struct {
-	DockerEngine
-	hostPermission
-}
-
-// CaddyModule returns the Caddy module information.
-func (DockerPermission) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "tls.permission.docker",
-		New: func() caddy.Module { return new(DockerPermission) },
-	}
-}
-
-// Provision connects to the Engine, or joins the shared connection.
-func (p *DockerPermission) Provision(ctx caddy.Context) error {
-	return p.provision(ctx, &p.DockerEngine)
-}
-
-// UnmarshalCaddyfile sets up the permission from Caddyfile tokens:
-//
-//	permission docker {
-//		address             <endpoint>
-//		published_port_host <host>
-//		tls {
-//			ca   <file>
-//			cert <file>
-//			key  <file>
-//		}
-//	}
-func (p *DockerPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return p.unmarshal(d, "docker", &p.DockerEngine)
-}
-
 // hostPermission is R7 whatever the daemon: a certificate only for a host
 // that some instance claims.
 type hostPermission struct {
@@ -92,15 +18,16 @@ type hostPermission struct {
 	conn *connection
 }
 
-func (p *hostPermission) provision(ctx caddy.Context, daemon settings) error {
-	f, err := daemon.follower()
+// provision joins the daemon's shared connection.
+func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) error {
+	spec, err := daemon.spec()
 	if err != nil {
 		return err
 	}
-	if p.conn, err = dial(ctx, f); err != nil {
+	if p.conn, err = dial(ctx, spec); err != nil {
 		return err
 	}
-	p.key = f.key
+	p.key = spec.key
 	return nil
 }
 
@@ -121,7 +48,7 @@ func (p *hostPermission) Cleanup() error {
 	return nil
 }
 
-func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon settings) error {
+func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon daemonSettings) error {
 	d.Next() // module name
 	if d.NextArg() {
 		return d.ArgErr()
@@ -141,16 +68,3 @@ func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon s
 	}
 	return nil
 }
-
-// Interface guards
-var (
-	_ caddy.Provisioner           = (*DicerPermission)(nil)
-	_ caddy.CleanerUpper          = (*DicerPermission)(nil)
-	_ caddyfile.Unmarshaler       = (*DicerPermission)(nil)
-	_ caddytls.OnDemandPermission = (*DicerPermission)(nil)
-
-	_ caddy.Provisioner           = (*DockerPermission)(nil)
-	_ caddy.CleanerUpper          = (*DockerPermission)(nil)
-	_ caddyfile.Unmarshaler       = (*DockerPermission)(nil)
-	_ caddytls.OnDemandPermission = (*DockerPermission)(nil)
-)

@@ -18,120 +18,6 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
-func init() {
-	caddy.RegisterModule(DicerUpstreams{})
-	caddy.RegisterModule(DicerPermission{})
-	caddy.RegisterModule(DockerUpstreams{})
-	caddy.RegisterModule(DockerPermission{})
-}
-
-// DicerUpstreams is a dynamic upstream source for reverse_proxy: the
-// instances of a Dicer daemon whose labels match the selector, or, without a
-// selector, those whose `caddy.host` label lists the request's host. Each
-// request is answered from an in-memory catalog that the daemon's events
-// keep current; the daemon is never asked during a request.
-//
-// Upstreams are the routable instances (running, with an address, and
-// healthy if they have a health check) in instance-name order. When none is,
-// one instance that a connection wakes from standby is returned, if any;
-// otherwise none, which reverse_proxy answers with 503.
-type DicerUpstreams struct {
-	Daemon
-	upstreamSource
-}
-
-// CaddyModule returns the Caddy module information.
-func (DicerUpstreams) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.reverse_proxy.upstreams.dicer",
-		New: func() caddy.Module { return new(DicerUpstreams) },
-	}
-}
-
-// Provision connects to the daemon, or joins the shared connection.
-func (u *DicerUpstreams) Provision(ctx caddy.Context) error {
-	return u.provision(ctx, &u.Daemon, "")
-}
-
-// UnmarshalCaddyfile sets up the source from Caddyfile tokens:
-//
-//	dynamic dicer [<selector> [<port>]] {
-//		address             <target>
-//		token               <token>
-//		selector            <selector>
-//		port                <port>
-//		published_port_host <host>
-//		tls {
-//			ca          <file>
-//			server_name <name>
-//		}
-//	}
-//
-// A selector with spaces is quoted: `dynamic dicer "tier in (web,edge)" 8080`.
-func (u *DicerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return u.unmarshal(d, "dicer", &u.Daemon, nil)
-}
-
-// DockerUpstreams is a dynamic upstream source for reverse_proxy: the
-// containers of a Docker Engine whose labels match the selector, or, without
-// a selector, those whose `caddy.host` label lists the request's host. It
-// follows the Engine's events, inspecting only the container an event is
-// about; no request waits on the Engine and Caddy is never reloaded.
-//
-// Upstreams are the routable containers (running, with an address on the
-// route's network, and healthy if they have a health check) in name order;
-// none means 503.
-type DockerUpstreams struct {
-	DockerEngine
-	upstreamSource
-
-	// Network is the Docker network to reach containers on when they are
-	// attached to several. Default: the container's `caddy.network` label,
-	// else its only network; a container on several networks with neither
-	// gets no requests, and one warning says so.
-	Network string `json:"network,omitempty"`
-}
-
-// CaddyModule returns the Caddy module information.
-func (DockerUpstreams) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.reverse_proxy.upstreams.docker",
-		New: func() caddy.Module { return new(DockerUpstreams) },
-	}
-}
-
-// Provision connects to the Engine, or joins the shared connection.
-func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
-	return u.provision(ctx, &u.DockerEngine, u.Network)
-}
-
-// UnmarshalCaddyfile sets up the source from Caddyfile tokens:
-//
-//	dynamic docker [<selector> [<port>]] {
-//		address             <endpoint>
-//		selector            <selector>
-//		port                <port>
-//		network             <network>
-//		published_port_host <host>
-//		tls {
-//			ca   <file>
-//			cert <file>
-//			key  <file>
-//		}
-//	}
-func (u *DockerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return u.unmarshal(d, "docker", &u.DockerEngine, func(d *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
-		if d.Val() != "network" {
-			return false, nil
-		}
-		if seen["network"] {
-			return true, d.Errf("network has already been specified")
-		}
-		seen["network"] = true
-		return true, oneValue(d, &u.Network)
-	})
-}
-
 // upstreamSource is what an upstream source does whatever its daemon: the
 // route's settings, and the answer to GetUpstreams from the shared catalog.
 type upstreamSource struct {
@@ -145,7 +31,7 @@ type upstreamSource struct {
 	// Port is the guest port requests go to, unless an instance's
 	// `caddy.port` label names another. Default: the only TCP port the
 	// instance publishes; an instance with none or several gets no
-	// requests.
+	// requests. Example: `8080`.
 	Port int `json:"port,omitempty"`
 
 	key   string
@@ -156,19 +42,19 @@ type upstreamSource struct {
 
 // provision joins the daemon's shared connection and, for a selector,
 // its view in the catalog.
-func (s *upstreamSource) provision(ctx caddy.Context, daemon settings, network string) error {
+func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, network string) error {
 	sel, err := parseRoute(s.Selector, s.Port)
 	if err != nil {
 		return err
 	}
-	f, err := daemon.follower()
+	spec, err := daemon.spec()
 	if err != nil {
 		return err
 	}
-	if s.conn, err = dial(ctx, f); err != nil {
+	if s.conn, err = dial(ctx, spec); err != nil {
 		return err
 	}
-	s.key = f.key
+	s.key = spec.key
 	s.route = catalog.Route{Port: s.Port, Network: network}
 	if !sel.Empty() {
 		s.view = s.conn.catalog.Watch(sel)
@@ -210,7 +96,7 @@ func (s *upstreamSource) Cleanup() error {
 
 // unmarshal parses `<name> [<selector> [<port>]] { ... }`: the route's
 // settings, the daemon's, and those extra takes (nil: none).
-func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon settings, extra func(*caddyfile.Dispenser, map[string]bool) (bool, error)) error {
+func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon daemonSettings, extra func(*caddyfile.Dispenser, map[string]bool) (bool, error)) error {
 	d.Next() // module name
 	seen := map[string]bool{}
 	if d.NextArg() {
@@ -237,16 +123,13 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon s
 		if ok {
 			continue
 		}
-		setting := d.Val()
-		switch setting {
-		case "selector", "port":
-		default:
-			return d.Errf("unrecognized %s setting '%s'", name, setting)
+		setting, ok, err := settingAt(d, seen, "selector", "port")
+		if err != nil {
+			return err
 		}
-		if seen[setting] {
-			return d.Errf("%s has already been specified", setting)
+		if !ok {
+			return d.Errf("unrecognized %s setting '%s'", name, d.Val())
 		}
-		seen[setting] = true
 		if !d.NextArg() {
 			return d.ArgErr()
 		}
@@ -284,16 +167,3 @@ func parseRoute(sel string, port int) (selector.Selector, error) {
 	}
 	return selector.Parse(sel) // a SyntaxError names the selector
 }
-
-// Interface guards
-var (
-	_ caddy.Provisioner           = (*DicerUpstreams)(nil)
-	_ caddy.CleanerUpper          = (*DicerUpstreams)(nil)
-	_ caddyfile.Unmarshaler       = (*DicerUpstreams)(nil)
-	_ reverseproxy.UpstreamSource = (*DicerUpstreams)(nil)
-
-	_ caddy.Provisioner           = (*DockerUpstreams)(nil)
-	_ caddy.CleanerUpper          = (*DockerUpstreams)(nil)
-	_ caddyfile.Unmarshaler       = (*DockerUpstreams)(nil)
-	_ reverseproxy.UpstreamSource = (*DockerUpstreams)(nil)
-)

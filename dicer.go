@@ -1,0 +1,256 @@
+package caddydicer
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/dicer"
+)
+
+func init() {
+	caddy.RegisterModule(DicerUpstreams{})
+	caddy.RegisterModule(DicerPermission{})
+}
+
+// Daemon is how a module reaches a Dicer daemon. Every module (upstream
+// source or TLS permission) that names the same daemon with the same
+// settings shares one connection and one instance catalog, which outlive
+// config reloads and close when no loaded config uses them.
+type Daemon struct {
+	// Address is the daemon's gRPC endpoint: `unix:///path/to.sock`,
+	// `unix-abstract:NAME`, or `host:port` for the daemon's TCP listener.
+	// Placeholders such as `{env.DICER_ADDRESS}` are replaced at load.
+	// Default: `unix:///run/dicer/dicer.sock`.
+	Address string `json:"address,omitempty"`
+
+	// Token authenticates to the daemon's TCP listener, where it is
+	// required; it is refused with a unix socket. The token's fingerprint
+	// part pins the daemon's TLS certificate. Prefer a read-only token
+	// (`dicer token create caddy --scopes instances:read,events:read,networks:read`).
+	// Placeholders are replaced at load and surrounding whitespace dropped,
+	// so `{file./etc/caddy/dicer-token}` works. Default: none.
+	Token string `json:"token,omitempty"`
+
+	// PublishedPortHost is the host at which ports that instances publish
+	// on every host address are reached, e.g. `10.0.0.5`. Default: the
+	// daemon's host when Address is TCP and not loopback, else the gateway
+	// address of the instance's network.
+	PublishedPortHost string `json:"published_port_host,omitempty"`
+
+	// TLS verifies a daemon whose certificate a CA signed, for a token
+	// without a fingerprint; it is refused with a unix socket. Example:
+	// `{"ca": "/etc/caddy/dicer-ca.pem"}`. Default: none; a token's
+	// fingerprint pins the certificate, and without one the certificate is
+	// verified against the system roots for the host of Address.
+	TLS *DaemonTLS `json:"tls,omitempty"`
+}
+
+// DaemonTLS verifies a CA-signed daemon certificate.
+type DaemonTLS struct {
+	// CA is a PEM file of the certificate authorities to trust, re-read at
+	// each config load. Example: `/etc/caddy/dicer-ca.pem`. Default: the
+	// system roots.
+	CA string `json:"ca,omitempty"`
+	// ServerName is the name the daemon's certificate must carry, e.g.
+	// `dicer.internal`. Default: the host of Address.
+	ServerName string `json:"server_name,omitempty"`
+}
+
+// DicerUpstreams is a dynamic upstream source for reverse_proxy: the
+// instances of a Dicer daemon whose labels match the selector, or, without a
+// selector, those whose `caddy.host` label lists the request's host. Each
+// request is answered from an in-memory catalog that the daemon's events
+// keep current; the daemon is never asked during a request.
+//
+// Upstreams are the routable instances (running, with an address, and
+// healthy if they have a health check) in instance-name order. When none is,
+// one instance that a connection wakes from standby is returned, if any;
+// otherwise none, which reverse_proxy answers with 503.
+type DicerUpstreams struct {
+	Daemon
+	upstreamSource
+}
+
+// CaddyModule returns the Caddy module information.
+func (DicerUpstreams) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.reverse_proxy.upstreams.dicer",
+		New: func() caddy.Module { return new(DicerUpstreams) },
+	}
+}
+
+// Provision connects to the daemon, or joins the shared connection.
+func (u *DicerUpstreams) Provision(ctx caddy.Context) error {
+	return u.provision(ctx, &u.Daemon, "")
+}
+
+// UnmarshalCaddyfile sets up the source from Caddyfile tokens:
+//
+//	dynamic dicer [<selector> [<port>]] {
+//		address             <target>
+//		token               <token>
+//		selector            <selector>
+//		port                <port>
+//		published_port_host <host>
+//		tls {
+//			ca          <file>
+//			server_name <name>
+//		}
+//	}
+//
+// A selector with spaces is quoted: `dynamic dicer "tier in (web,edge)" 8080`.
+func (u *DicerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return u.unmarshal(d, "dicer", &u.Daemon, nil)
+}
+
+// DicerPermission allows an on-demand TLS certificate only for a name that
+// some instance of a Dicer daemon lists in its `caddy.host` label, whatever
+// state that instance is in. The answer comes from the in-memory catalog,
+// so a scanner's handshakes never reach the daemon. Each host must still
+// resolve to Caddy for the CA to validate it.
+type DicerPermission struct {
+	Daemon
+	hostPermission
+}
+
+// CaddyModule returns the Caddy module information.
+func (DicerPermission) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "tls.permission.dicer",
+		New: func() caddy.Module { return new(DicerPermission) },
+	}
+}
+
+// Provision connects to the daemon, or joins the shared connection.
+func (p *DicerPermission) Provision(ctx caddy.Context) error {
+	return p.provision(ctx, &p.Daemon)
+}
+
+// UnmarshalCaddyfile sets up the permission from Caddyfile tokens:
+//
+//	permission dicer {
+//		address             <target>
+//		token               <token>
+//		published_port_host <host>
+//		tls {
+//			ca          <file>
+//			server_name <name>
+//		}
+//	}
+func (p *DicerPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return p.unmarshal(d, "dicer", &p.Daemon)
+}
+
+// spec resolves the settings (placeholders, CA file) into what the
+// Dicer adapter runs with.
+func (d *Daemon) spec() (connSpec, error) {
+	repl := caddy.NewReplacer()
+	cfg := dicer.Config{
+		Address: strings.TrimSpace(repl.ReplaceAll(d.Address, "")),
+		Token:   strings.TrimSpace(repl.ReplaceAll(d.Token, "")),
+	}
+	if cfg.Address == "" {
+		cfg.Address = dicer.DefaultAddress
+	}
+	pph := strings.TrimSpace(repl.ReplaceAll(d.PublishedPortHost, ""))
+	key := []string{cfg.Token}
+	if d.TLS != nil {
+		cfg.ServerName = d.TLS.ServerName
+		if d.TLS.CA != "" {
+			pem, err := os.ReadFile(d.TLS.CA)
+			if err != nil {
+				return connSpec{}, fmt.Errorf("tls ca: %w", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return connSpec{}, fmt.Errorf("tls ca: no PEM certificate in %s", d.TLS.CA)
+			}
+			key = append(key, string(pem))
+		}
+		key = append(key, "server_name="+cfg.ServerName)
+	}
+	if err := cfg.Validate(); err != nil {
+		return connSpec{}, err
+	}
+	return newConnSpec("dicer", cfg.Address, pph, dicer.DaemonHost(cfg.Address), key,
+		func(ctx context.Context, sink catalog.Sink, logger *zap.Logger) {
+			cfg.Logger = logger
+			dicer.Run(ctx, cfg, sink)
+		}), nil
+}
+
+// validateStatic checks the settings that need no placeholder replacement,
+// so that `caddy adapt` already names a bad one.
+func (d *Daemon) validateStatic() error {
+	if strings.Contains(d.Address+d.Token, "{") {
+		return nil // checked at provision, once placeholders are known
+	}
+	cfg := dicer.Config{Address: d.Address, Token: d.Token}
+	if d.TLS != nil {
+		// tls fits only a TCP daemon whose token has no fingerprint; the
+		// CA file itself is read at provision.
+		cfg.ServerName = d.TLS.ServerName
+		if d.TLS.CA != "" {
+			cfg.RootCAs = x509.NewCertPool()
+		}
+	}
+	return cfg.Validate()
+}
+
+// unmarshalSetting parses one daemon setting of a Caddyfile block, if the
+// dispenser is at one; seen catches a setting given twice.
+func (d *Daemon) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
+	name, ok, err := settingAt(disp, seen, "address", "token", "published_port_host", "tls")
+	if !ok || err != nil {
+		return ok, err
+	}
+	if name == "tls" {
+		d.TLS = new(DaemonTLS)
+		return true, unmarshalBlock(disp, "tls", map[string]*string{
+			"ca":          &d.TLS.CA,
+			"server_name": &d.TLS.ServerName,
+		})
+	}
+	var value string
+	if !disp.AllArgs(&value) {
+		if name == "token" && value != "" {
+			// ArgErr would quote the token, secret included.
+			return true, disp.Err("token: wants exactly one value, the token")
+		}
+		return true, disp.ArgErr()
+	}
+	switch name {
+	case "address":
+		d.Address = value
+	case "token":
+		d.Token = value
+	case "published_port_host":
+		d.PublishedPortHost = value
+	}
+	return true, nil
+}
+
+// Interface guards
+var (
+	_ daemonSettings = (*Daemon)(nil)
+
+	_ caddy.Provisioner           = (*DicerUpstreams)(nil)
+	_ caddy.CleanerUpper          = (*DicerUpstreams)(nil)
+	_ caddyfile.Unmarshaler       = (*DicerUpstreams)(nil)
+	_ reverseproxy.UpstreamSource = (*DicerUpstreams)(nil)
+
+	_ caddy.Provisioner           = (*DicerPermission)(nil)
+	_ caddy.CleanerUpper          = (*DicerPermission)(nil)
+	_ caddyfile.Unmarshaler       = (*DicerPermission)(nil)
+	_ caddytls.OnDemandPermission = (*DicerPermission)(nil)
+)

@@ -1,0 +1,231 @@
+package caddydicer
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/docker"
+)
+
+func init() {
+	caddy.RegisterModule(DockerUpstreams{})
+	caddy.RegisterModule(DockerPermission{})
+}
+
+// DockerEngine is how a module reaches a Docker Engine. Every module that
+// names the same Engine with the same settings shares one connection and
+// one container catalog, which outlive config reloads. The plugin only
+// reads from the Engine.
+type DockerEngine struct {
+	// Address is the Engine's API endpoint: `unix:///var/run/docker.sock`
+	// or `tcp://host:2376`. Placeholders such as `{env.ENGINE}` are
+	// replaced at load. Default: the `DOCKER_HOST` environment variable,
+	// else `unix:///var/run/docker.sock`.
+	Address string `json:"address,omitempty"`
+
+	// PublishedPortHost is the host at which ports that containers publish
+	// on every host address are reached, e.g. `10.0.0.5`. Default: the
+	// Engine's host when Address is TCP and not loopback, else the gateway
+	// address of the container's network.
+	PublishedPortHost string `json:"published_port_host,omitempty"`
+
+	// TLS protects a TCP Engine; it is refused with a unix socket.
+	// Example: `{"ca": "/etc/caddy/docker/ca.pem", "cert":
+	// "/etc/caddy/docker/cert.pem", "key": "/etc/caddy/docker/key.pem"}`.
+	// Default: plain TCP.
+	TLS *DockerTLS `json:"tls,omitempty"`
+}
+
+// DockerTLS holds the files for a TLS-protected Engine, read at each config
+// load.
+type DockerTLS struct {
+	// CA is a PEM file of the authorities that sign the Engine's
+	// certificate, e.g. `/etc/caddy/docker/ca.pem`. Default: system roots.
+	CA string `json:"ca,omitempty"`
+	// Cert is the PEM file of the client certificate, given together with
+	// Key, e.g. `/etc/caddy/docker/cert.pem`. Default: none, no client
+	// certificate.
+	Cert string `json:"cert,omitempty"`
+	// Key is the PEM file of the client certificate's key, given together
+	// with Cert, e.g. `/etc/caddy/docker/key.pem`. Default: none.
+	Key string `json:"key,omitempty"`
+}
+
+// DockerUpstreams is a dynamic upstream source for reverse_proxy: the
+// containers of a Docker Engine whose labels match the selector, or, without
+// a selector, those whose `caddy.host` label lists the request's host. It
+// follows the Engine's events, inspecting only the container an event is
+// about; no request waits on the Engine and Caddy is never reloaded.
+//
+// Upstreams are the routable containers (running, with an address on the
+// route's network, and healthy if they have a health check) in name order;
+// none means 503.
+type DockerUpstreams struct {
+	DockerEngine
+	upstreamSource
+
+	// Network is the Docker network to reach containers on when they are
+	// attached to several, e.g. `frontend`. Default: the container's
+	// `caddy.network` label, else its only network; a container on several
+	// networks with neither gets no requests, and one warning says so.
+	Network string `json:"network,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (DockerUpstreams) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.reverse_proxy.upstreams.docker",
+		New: func() caddy.Module { return new(DockerUpstreams) },
+	}
+}
+
+// Provision connects to the Engine, or joins the shared connection.
+func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
+	return u.provision(ctx, &u.DockerEngine, u.Network)
+}
+
+// UnmarshalCaddyfile sets up the source from Caddyfile tokens:
+//
+//	dynamic docker [<selector> [<port>]] {
+//		address             <endpoint>
+//		selector            <selector>
+//		port                <port>
+//		network             <network>
+//		published_port_host <host>
+//		tls {
+//			ca   <file>
+//			cert <file>
+//			key  <file>
+//		}
+//	}
+func (u *DockerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return u.unmarshal(d, "docker", &u.DockerEngine, func(d *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
+		if _, ok, err := settingAt(d, seen, "network"); !ok || err != nil {
+			return ok, err
+		}
+		return true, oneValue(d, &u.Network)
+	})
+}
+
+// DockerPermission allows an on-demand TLS certificate only for a name that
+// some container of a Docker Engine lists in its `caddy.host` label,
+// whatever state that container is in; see DicerPermission.
+type DockerPermission struct {
+	DockerEngine
+	hostPermission
+}
+
+// CaddyModule returns the Caddy module information.
+func (DockerPermission) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "tls.permission.docker",
+		New: func() caddy.Module { return new(DockerPermission) },
+	}
+}
+
+// Provision connects to the Engine, or joins the shared connection.
+func (p *DockerPermission) Provision(ctx caddy.Context) error {
+	return p.provision(ctx, &p.DockerEngine)
+}
+
+// UnmarshalCaddyfile sets up the permission from Caddyfile tokens:
+//
+//	permission docker {
+//		address             <endpoint>
+//		published_port_host <host>
+//		tls {
+//			ca   <file>
+//			cert <file>
+//			key  <file>
+//		}
+//	}
+func (p *DockerPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return p.unmarshal(d, "docker", &p.DockerEngine)
+}
+
+// config is the adapter configuration, placeholders replaced.
+func (e *DockerEngine) config() (docker.Config, string) {
+	repl := caddy.NewReplacer()
+	cfg := docker.Config{Host: strings.TrimSpace(repl.ReplaceAll(e.Address, ""))}
+	if e.TLS != nil {
+		cfg.CAFile, cfg.CertFile, cfg.KeyFile = e.TLS.CA, e.TLS.Cert, e.TLS.Key
+	}
+	return cfg.Resolved(), strings.TrimSpace(repl.ReplaceAll(e.PublishedPortHost, ""))
+}
+
+// spec resolves the settings (placeholders, TLS files) into what the
+// Docker adapter runs with.
+func (e *DockerEngine) spec() (connSpec, error) {
+	cfg, pph := e.config()
+	if err := cfg.Validate(); err != nil {
+		return connSpec{}, err
+	}
+	key := []string{cfg.CAFile, cfg.CertFile, cfg.KeyFile}
+	for _, file := range []string{cfg.CAFile, cfg.CertFile} {
+		if file != "" {
+			// Re-read at each load: a renewed file makes a new connection.
+			pem, err := os.ReadFile(file)
+			if err != nil {
+				return connSpec{}, fmt.Errorf("tls: %w", err)
+			}
+			key = append(key, string(pem))
+		}
+	}
+	return newConnSpec("docker", cfg.Host, pph, docker.DaemonHost(cfg.Host), key,
+		func(ctx context.Context, sink catalog.Sink, logger *zap.Logger) {
+			cfg.Logger = logger
+			docker.Run(ctx, cfg, sink)
+		}), nil
+}
+
+// validateStatic checks the settings that need no placeholder replacement,
+// so that `caddy adapt` already names a bad one.
+func (e *DockerEngine) validateStatic() error {
+	if strings.Contains(e.Address, "{") {
+		return nil // checked at provision, once placeholders are known
+	}
+	cfg, _ := e.config()
+	return cfg.Check() // the TLS files are read at provision
+}
+
+// unmarshalSetting parses one Engine setting of a Caddyfile block, if the
+// dispenser is at one; seen catches a setting given twice.
+func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
+	name, ok, err := settingAt(disp, seen, "address", "published_port_host", "tls")
+	if !ok || err != nil {
+		return ok, err
+	}
+	switch name {
+	case "tls":
+		e.TLS = new(DockerTLS)
+		return true, unmarshalBlock(disp, "tls", map[string]*string{"ca": &e.TLS.CA, "cert": &e.TLS.Cert, "key": &e.TLS.Key})
+	case "address":
+		return true, oneValue(disp, &e.Address)
+	default:
+		return true, oneValue(disp, &e.PublishedPortHost)
+	}
+}
+
+// Interface guards
+var (
+	_ daemonSettings = (*DockerEngine)(nil)
+
+	_ caddy.Provisioner           = (*DockerUpstreams)(nil)
+	_ caddy.CleanerUpper          = (*DockerUpstreams)(nil)
+	_ caddyfile.Unmarshaler       = (*DockerUpstreams)(nil)
+	_ reverseproxy.UpstreamSource = (*DockerUpstreams)(nil)
+
+	_ caddy.Provisioner           = (*DockerPermission)(nil)
+	_ caddy.CleanerUpper          = (*DockerPermission)(nil)
+	_ caddyfile.Unmarshaler       = (*DockerPermission)(nil)
+	_ caddytls.OnDemandPermission = (*DockerPermission)(nil)
+)
