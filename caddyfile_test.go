@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -241,6 +242,22 @@ func TestCaddyfileErrors(t *testing.T) {
 		{
 			name: "published_port_host_twice", module: "upstreams", input: "dicer {\n published_port_host 10.0.0.5\n published_port_host 10.0.0.6\n}",
 			want: []string{"published_port_host has already been specified"},
+		},
+		{
+			name: "readiness_timeout_twice", module: "permission", input: "docker {\n readiness_timeout 5s\n readiness_timeout 6s\n}",
+			want: []string{"readiness_timeout has already been specified"},
+		},
+		{
+			name: "readiness_timeout_not_a_duration", module: "upstreams", input: "dicer {\n readiness_timeout soon\n}",
+			want: []string{"readiness_timeout", `"soon"`, "positive duration"},
+		},
+		{
+			name: "readiness_timeout_zero", module: "upstreams", input: "dicer {\n readiness_timeout 0s\n}",
+			want: []string{"readiness_timeout", "positive duration"},
+		},
+		{
+			name: "readiness_timeout_without_value", module: "upstreams", input: "dicer {\n readiness_timeout\n}",
+			want: []string{"wrong argument count", "'readiness_timeout'"},
 		},
 		{
 			name: "selector_inline_and_block", module: "upstreams", input: "dicer app=web {\n selector app=api\n}",
@@ -554,6 +571,7 @@ func TestCaddyfileUnmarshal(t *testing.T) {
 		{name: "quoted_selector", input: `dicer "tier in (frontend,edge)" 65535`, want: DicerUpstreams{upstreamSource: upstreamSource{Selector: "tier in (frontend,edge)", Port: 65535}}},
 		{name: "inline_selector_block_port", input: "dicer app=web {\n port 1\n}", want: DicerUpstreams{upstreamSource: upstreamSource{Selector: "app=web", Port: 1}}},
 		{name: "empty_block", input: "dicer {\n}", want: DicerUpstreams{}},
+		{name: "readiness_timeout", input: "dicer {\n readiness_timeout 1m30s\n}", want: DicerUpstreams{Daemon: Daemon{Readiness: Readiness{ReadinessTimeout: caddy.Duration(90 * time.Second)}}}},
 		{
 			name:  "every_setting",
 			input: "dicer {\n address dicer.example:7443\n token " + cfTokenNoFP + "\n selector !internal\n port 8080\n published_port_host 10.0.0.5\n tls {\n  ca /etc/caddy/dicer-ca.pem\n  server_name dicer.example\n }\n}",
@@ -643,6 +661,10 @@ func TestCaddyfileJSONValidation(t *testing.T) {
 		{
 			name: "port_negative", module: "upstreams", json: `{"port":-1}`,
 			want: []string{"port", "-1", "1-65535"},
+		},
+		{
+			name: "readiness_timeout_negative", module: "permission", json: `{"readiness_timeout":"-1s"}`,
+			want: []string{"readiness_timeout", "negative"},
 		},
 		{
 			name: "token_with_default_address", module: "upstreams", json: `{"token":"` + cfToken + `"}`,

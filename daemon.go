@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/readiness"
 )
 
 // daemonSettings are a daemon's connection settings, as each backend
@@ -27,6 +29,83 @@ type daemonSettings interface {
 	// validateStatic checks what can be checked before placeholders are
 	// replaced, so that `caddy adapt` already names a bad setting.
 	validateStatic() error
+	// readiness is the daemon's Readiness, which every backend embeds.
+	readiness() *Readiness
+}
+
+// Readiness is the readiness probe's setting (R1a), the same for every
+// daemon: a running instance without a health check joins its rotations
+// once its port accepts a TCP connection, which Caddy tries a few
+// milliseconds apart, off the request path, once per connection whatever
+// the number of routes.
+type Readiness struct {
+	// ReadinessTimeout is how long a running instance without a health
+	// check may take to accept a connection where requests would go
+	// before it joins its rotations anyway, with a warning. Until then it
+	// gets no requests. Example: `30s` for an app that starts slowly (or
+	// give it a health check). Default: `5s`.
+	ReadinessTimeout caddy.Duration `json:"readiness_timeout,omitempty"`
+}
+
+func (r *Readiness) readiness() *Readiness { return r }
+
+// unmarshalSetting parses `readiness_timeout <duration>` if the dispenser
+// is at it.
+func (r *Readiness) unmarshalSetting(d *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
+	_, ok, err := settingAt(d, seen, "readiness_timeout")
+	if !ok || err != nil {
+		return ok, err
+	}
+	var raw string
+	if err := oneValue(d, &raw); err != nil {
+		return true, err
+	}
+	dur, err := caddy.ParseDuration(raw)
+	if err != nil || dur <= 0 {
+		return true, d.Errf("readiness_timeout: %q is not a positive duration (e.g. 5s)", raw)
+	}
+	r.ReadinessTimeout = caddy.Duration(dur)
+	return true, nil
+}
+
+// validate checks a ReadinessTimeout given in JSON.
+func (r *Readiness) validate() error {
+	if r.ReadinessTimeout < 0 {
+		return fmt.Errorf("readiness_timeout: %s is negative", time.Duration(r.ReadinessTimeout))
+	}
+	return nil
+}
+
+// unmarshalDaemonSetting parses one setting of daemon's, if the dispenser
+// is at one.
+func unmarshalDaemonSetting(d *caddyfile.Dispenser, daemon daemonSettings, seen map[string]bool) (bool, error) {
+	if ok, err := daemon.readiness().unmarshalSetting(d, seen); ok || err != nil {
+		return ok, err
+	}
+	return daemon.unmarshalSetting(d, seen)
+}
+
+// open resolves daemon's settings and returns its shared connection (see
+// dial) and the connection's key, for release.
+func open(ctx context.Context, daemon daemonSettings) (*connection, string, error) {
+	r := daemon.readiness()
+	if err := r.validate(); err != nil {
+		return nil, "", err
+	}
+	spec, err := daemon.spec()
+	if err != nil {
+		return nil, "", err
+	}
+	spec.readinessTimeout = time.Duration(r.ReadinessTimeout)
+	if spec.readinessTimeout != 0 {
+		sum := sha256.Sum256([]byte(spec.key + "\x00readiness_timeout=" + spec.readinessTimeout.String()))
+		spec.key = hex.EncodeToString(sum[:])
+	}
+	c, err := dial(ctx, spec)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, spec.key, nil
 }
 
 // startupWait bounds how long Provision waits for a daemon's first listing,
@@ -41,6 +120,7 @@ var connections = caddy.NewUsagePool()
 // adapter whose lifetime belongs to the pool entry, not to any module.
 type connection struct {
 	catalog *catalog.Catalog
+	prober  *readiness.Prober
 	// settled is closed at the first listing, or after startupWait without
 	// one: modules wait for it once per connection, not once each.
 	settled chan struct{}
@@ -53,6 +133,7 @@ type connection struct {
 func (c *connection) Destruct() error {
 	c.cancel()
 	<-c.done
+	c.prober.Wait()
 	return nil
 }
 
@@ -64,6 +145,8 @@ type connSpec struct {
 	key  string
 	opts catalog.Options
 	run  func(ctx context.Context, sink catalog.Sink)
+	// readinessTimeout is the ReadinessTimeout setting (0: the default).
+	readinessTimeout time.Duration
 }
 
 // newConnSpec puts together what opens a shared connection to a backend's
@@ -95,11 +178,14 @@ func dial(ctx context.Context, spec connSpec) (*connection, error) {
 	v, _, err := connections.LoadOrNew(spec.key, func() (caddy.Destructor, error) {
 		runCtx, cancel := context.WithCancel(context.Background())
 		c := &connection{
-			catalog: catalog.New(spec.opts),
 			settled: make(chan struct{}),
 			cancel:  cancel,
 			done:    make(chan struct{}),
 		}
+		opts := spec.opts
+		opts.Probe = func(r catalog.ProbeRequest) { c.prober.Probe(r) }
+		c.catalog = catalog.New(opts)
+		c.prober = readiness.New(runCtx, spec.readinessTimeout, 0, c.catalog.MarkReady, spec.opts.Logger)
 		go func() {
 			defer close(c.done)
 			spec.run(runCtx, c.catalog)

@@ -53,6 +53,9 @@ type Daemon struct {
 	// fingerprint pins the certificate, and without one the certificate is
 	// verified against the system roots for the host of Address.
 	TLS *DaemonTLS `json:"tls,omitempty"`
+
+	// Readiness holds readiness_timeout, the readiness probe's bound.
+	Readiness
 }
 
 // DaemonTLS verifies a CA-signed daemon certificate.
@@ -102,6 +105,7 @@ func (u *DicerUpstreams) Provision(ctx caddy.Context) error {
 //		selector            <selector>
 //		port                <port>
 //		published_port_host <host>
+//		readiness_timeout   <duration>
 //		tls {
 //			ca          <file>
 //			server_name <name>
@@ -142,6 +146,7 @@ func (p *DicerPermission) Provision(ctx caddy.Context) error {
 //		address             <target>
 //		token               <token>
 //		published_port_host <host>
+//		readiness_timeout   <duration>
 //		tls {
 //			ca          <file>
 //			server_name <name>

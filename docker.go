@@ -43,6 +43,9 @@ type DockerEngine struct {
 	// "/etc/caddy/docker/cert.pem", "key": "/etc/caddy/docker/key.pem"}`.
 	// Default: plain TCP.
 	TLS *DockerTLS `json:"tls,omitempty"`
+
+	// Readiness holds readiness_timeout, the readiness probe's bound.
+	Readiness
 }
 
 // DockerTLS holds the files for a TLS-protected Engine, read at each config
@@ -101,6 +104,7 @@ func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 //		port                <port>
 //		network             <network>
 //		published_port_host <host>
+//		readiness_timeout   <duration>
 //		tls {
 //			ca   <file>
 //			cert <file>
@@ -142,6 +146,7 @@ func (p *DockerPermission) Provision(ctx caddy.Context) error {
 //	permission docker {
 //		address             <endpoint>
 //		published_port_host <host>
+//		readiness_timeout   <duration>
 //		tls {
 //			ca   <file>
 //			cert <file>

@@ -20,14 +20,10 @@ type hostPermission struct {
 
 // provision joins the daemon's shared connection.
 func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) error {
-	spec, err := daemon.spec()
-	if err != nil {
+	var err error
+	if p.conn, p.key, err = open(ctx, daemon); err != nil {
 		return err
 	}
-	if p.conn, err = dial(ctx, spec); err != nil {
-		return err
-	}
-	p.key = spec.key
 	return nil
 }
 
@@ -55,7 +51,7 @@ func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 	}
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
-		ok, err := daemon.unmarshalSetting(d, seen)
+		ok, err := unmarshalDaemonSetting(d, daemon, seen)
 		if err != nil {
 			return err
 		}

@@ -47,14 +47,10 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 	if err != nil {
 		return err
 	}
-	spec, err := daemon.spec()
-	if err != nil {
+	if s.conn, s.key, err = open(ctx, daemon); err != nil {
 		return err
 	}
-	if s.conn, err = dial(ctx, spec); err != nil {
-		return err
-	}
-	s.key = spec.key
+	s.conn.catalog.AddRoutePort(s.Port) // probed for readiness (R1a)
 	s.route = catalog.Route{Port: s.Port, Network: network}
 	if !sel.Empty() {
 		s.view = s.conn.catalog.Watch(sel)
@@ -89,6 +85,9 @@ func (s *upstreamSource) Cleanup() error {
 		s.conn.catalog.Unwatch(s.view)
 		s.view = nil
 	}
+	if s.key != "" {
+		s.conn.catalog.RemoveRoutePort(s.Port)
+	}
 	release(s.key)
 	s.key = ""
 	return nil
@@ -113,7 +112,7 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 		}
 	}
 	for d.NextBlock(0) {
-		ok, err := daemon.unmarshalSetting(d, seen)
+		ok, err := unmarshalDaemonSetting(d, daemon, seen)
 		if !ok && extra != nil {
 			ok, err = extra(d, seen)
 		}
