@@ -280,9 +280,11 @@ func TestE2E_R6_instances_join_and_leave_without_a_reload(t *testing.T) {
 		serving []string
 	}{
 		{"pause web-2", func() { h.pause(t, w2) }, leaves, "paused", []string{w1}},
-		{"resume web-2", func() { h.resume(t, w2) }, joins, "running", []string{w1, w2}},
+		// R1a: an instance without a health check joins once its port
+		// accepts.
+		{"resume web-2", func() { h.resume(t, w2) }, joins, "running and accepting connections", []string{w1, w2}},
 		{"stop web-2", func() { h.stop(t, w2) }, leaves, "stopped", []string{w1}},
-		{"start web-2", func() { h.start(t, w2) }, joins, "running", []string{w1, w2}},
+		{"start web-2", func() { h.start(t, w2) }, joins, "running and accepting connections", []string{w1, w2}},
 		{"delete web-2", func() { h.remove(t, w2) }, leaves, "deleted", []string{w1}},
 	}
 	for _, s := range steps {

@@ -1,0 +1,353 @@
+package caddydicer
+
+// Churn without a lost request (R1a, R6): containers come and go under a
+// constant load through a real Caddy, against the real Engine, and every
+// request is answered 200. The test app drains on SIGTERM as real apps do:
+// it stops accepting at once, finishes the requests in flight, and exits a
+// second later (EXIT_DELAY); it binds its port a moment after it starts
+// (LISTEN_DELAY).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+)
+
+// appEnv makes the test app start and stop like a real one.
+var appEnv = []string{"LISTEN_DELAY=300ms", "EXIT_DELAY=1s"}
+
+// zeroDowntime is the reverse_proxy settings README recommends for deploys
+// without a failed request: retry a dial error or a gap with no upstream for
+// up to 5s, asking the source again every 50ms.
+const zeroDowntime = `lb_try_duration 5s
+		lb_try_interval 50ms`
+
+// load sends GET requests for one host to Caddy from several clients, back
+// to back, and counts the answers by phase: every non-2xx and every error
+// is a failure.
+type load struct {
+	host string
+	quit chan struct{}
+	wg   sync.WaitGroup
+
+	mu       sync.Mutex
+	phase    string
+	phases   []string
+	ok       map[string]int
+	failed   map[string][]string // phase -> what failed (the first 10)
+	nfailed  map[string]int
+	bodies   map[string]int // answers by body
+	lastSeen map[string]time.Time
+}
+
+func startLoad(t *testing.T, host string, clients int) *load {
+	t.Helper()
+	l := &load{
+		host: host, quit: make(chan struct{}), phase: "start", phases: []string{"start"},
+		ok: map[string]int{}, failed: map[string][]string{}, nfailed: map[string]int{},
+		bodies: map[string]int{}, lastSeen: map[string]time.Time{},
+	}
+	for range clients {
+		l.wg.Add(1)
+		go l.run()
+	}
+	t.Cleanup(l.stop)
+	return l
+}
+
+func (l *load) run() {
+	defer l.wg.Done()
+	c := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	defer c.CloseIdleConnections()
+	for {
+		select {
+		case <-l.quit:
+			return
+		default:
+		}
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", httpPort), nil)
+		req.Host = l.host
+		res, err := c.Do(req)
+		var body []byte
+		if err == nil {
+			body, err = io.ReadAll(res.Body)
+			res.Body.Close()
+			if err == nil && res.Header.Get(runHeader) != dockertest.RunID() {
+				err = errForeign
+			}
+		}
+		l.record(res, string(body), err)
+	}
+}
+
+func (l *load) record(res *http.Response, body string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil && res.StatusCode/100 == 2 {
+		l.ok[l.phase]++
+		l.bodies[body]++
+		l.lastSeen[body] = time.Now()
+		return
+	}
+	what := ""
+	if err != nil {
+		what = err.Error()
+	} else {
+		what = fmt.Sprintf("%d %q", res.StatusCode, strings.TrimSpace(body))
+	}
+	l.nfailed[l.phase]++
+	if len(l.failed[l.phase]) < 10 {
+		l.failed[l.phase] = append(l.failed[l.phase], time.Now().Format("15:04:05.000")+" "+what)
+	}
+}
+
+// setPhase counts the answers from now on under name.
+func (l *load) setPhase(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.phase = name
+	if !slices.Contains(l.phases, name) {
+		l.phases = append(l.phases, name)
+	}
+}
+
+func (l *load) stop() {
+	select {
+	case <-l.quit:
+	default:
+		close(l.quit)
+	}
+	l.wg.Wait()
+}
+
+func (l *load) total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, p := range l.phases {
+		n += l.ok[p] + l.nfailed[p]
+	}
+	return n
+}
+
+// served reports how many answers came from the app named name.
+func (l *load) served(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bodies[hello(name)]
+}
+
+// waitServed waits until name has answered at least once more than it had.
+func (l *load) waitServed(t *testing.T, name string, within time.Duration) {
+	t.Helper()
+	before := l.served(name)
+	deadline := time.Now().Add(within)
+	for l.served(name) <= before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s answered no request within %s", name, within)
+		}
+		time.Sleep(5 * time.Millisecond) // poll the condition
+	}
+}
+
+// waitTotal waits until at least n requests were answered in all.
+func (l *load) waitTotal(t *testing.T, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for l.total() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d requests answered within %s, want %d", l.total(), within, n)
+		}
+		time.Sleep(10 * time.Millisecond) // poll the condition
+	}
+}
+
+// expectNoFailure stops the load and fails t if any request failed,
+// logging the count of each phase.
+func (l *load) expectNoFailure(t *testing.T) {
+	t.Helper()
+	l.stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	total, failed := 0, 0
+	for _, p := range l.phases {
+		t.Logf("phase %-12s %6d answered 200, %d failed %q", p, l.ok[p], l.nfailed[p], l.failed[p])
+		total += l.ok[p] + l.nfailed[p]
+		failed += l.nfailed[p]
+	}
+	t.Logf("%d requests, %d failed", total, failed)
+	if failed > 0 {
+		t.Errorf("%d of %d requests failed, want none", failed, total)
+	}
+}
+
+// churnSite starts Caddy on a site routing app=<app> round robin with the
+// zero-downtime settings.
+func churnSite(t *testing.T, app string) {
+	t.Helper()
+	dockerCaddy(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic docker app=%s 8080
+		lb_policy round_robin
+		%s
+	}
+}`, httpPort, app, zeroDowntime))
+}
+
+func stopContainer(t *testing.T, cli *client.Client, c dockertest.Container) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cli.ContainerStop(ctx, c.ID, container.StopOptions{}); err != nil {
+		t.Fatalf("docker stop %s: %v", c.Name, err)
+	}
+}
+
+// R1a: a container without a health check gets no request before its app
+// listens: while it starts, requests are answered 503 (no upstream yet),
+// never 502 (an upstream that refuses). Without the readiness probe the
+// first requests meet the closed port.
+func TestDocker_R1a_no_request_before_the_port_accepts(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("r1a-ready")
+	host := hostName("r1a-ready")
+	tester, _ := dockerCaddy(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic docker app=%s 8080
+	}
+}`, httpPort, app))
+	for round := 1; round <= 3; round++ {
+		name := fmt.Sprintf("r1a-ready-%d", round)
+		started := time.Now()
+		c := dockertest.Start(t, cli, dockertest.Options{Name: name, Labels: map[string]string{"app": app}, Env: []string{"LISTEN_DELAY=500ms"}})
+		statuses := map[int]int{}
+		for {
+			r := request(tester, host, time.Second)
+			if errors.Is(r.err, errForeign) {
+				t.Fatal(r.err)
+			}
+			statuses[r.status]++
+			if r.err == nil && r.status == http.StatusOK && r.body == hello(name) {
+				break
+			}
+			if time.Since(started) > 10*time.Second {
+				t.Fatalf("round %d: no 200 from %s within 10s: %v", round, name, statuses)
+			}
+			time.Sleep(2 * time.Millisecond) // poll as fast as a client would
+		}
+		t.Logf("round %d: 200 after %s; answers before it: %v", round, time.Since(started).Round(time.Millisecond), statuses)
+		if statuses[http.StatusBadGateway] > 0 {
+			t.Errorf("round %d: %d requests got 502 while the app was not listening yet", round, statuses[http.StatusBadGateway])
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		answersWithin(t, tester, host, http.StatusServiceUnavailable, "", changeWithin)
+	}
+}
+
+// Rolling replacement of a three-container site, one at a time (start the
+// new one, wait until it serves, `docker stop` the old one), under constant
+// load: no request fails. With and without a HEALTHCHECK.
+func TestDocker_churn_rolling_replacement_loses_no_request(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		health *container.HealthConfig
+	}{
+		{"without_healthcheck", nil},
+		{"with_healthcheck", dockertest.HealthCheck(200*time.Millisecond, 0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cli := engine(t)
+			app := dockertest.Name("roll-" + tc.name[:4])
+			churnSite(t, app)
+			start := func(name string) dockertest.Container {
+				return dockertest.Start(t, cli, dockertest.Options{Name: name, Labels: map[string]string{"app": app}, Env: appEnv, Health: tc.health})
+			}
+			var old []dockertest.Container
+			l := startLoad(t, hostName("roll"), 4)
+			for i := 1; i <= 3; i++ {
+				name := fmt.Sprintf("roll-%s-old-%d", tc.name[:4], i)
+				old = append(old, start(name))
+				l.waitServed(t, name, 20*time.Second)
+			}
+			for i, o := range old {
+				name := fmt.Sprintf("roll-%s-new-%d", tc.name[:4], i+1)
+				l.setPhase(fmt.Sprintf("start-new-%d", i+1))
+				start(name)
+				l.waitServed(t, name, 20*time.Second)
+				l.setPhase(fmt.Sprintf("stop-old-%d", i+1))
+				stopContainer(t, cli, o)
+			}
+			l.setPhase("after")
+			l.waitTotal(t, 5000, 2*time.Minute)
+			l.expectNoFailure(t)
+		})
+	}
+}
+
+// 20 start/stop cycles of one container beside a stable one, under load:
+// no request fails.
+func TestDocker_churn_start_stop_cycles_lose_no_request(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("cycle")
+	churnSite(t, app)
+	dockertest.Start(t, cli, dockertest.Options{Name: "cycle-stable", Labels: map[string]string{"app": app}, Env: appEnv})
+	l := startLoad(t, hostName("cycle"), 4)
+	l.waitServed(t, "cycle-stable", 20*time.Second)
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "cycle-churn", Labels: map[string]string{"app": app}, Env: appEnv, NoStart: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for i := 1; i <= 20; i++ {
+		l.setPhase("start")
+		if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		l.waitServed(t, "cycle-churn", 20*time.Second)
+		l.setPhase("stop")
+		stopContainer(t, cli, c)
+	}
+	l.expectNoFailure(t)
+}
+
+// A single-container site recreated (`docker rm -f`, then `docker run` with
+// the same labels): the requests that meet the gap are held (lb_try_duration)
+// and answered by the new container; none fails.
+func TestDocker_churn_recreate_gap_is_held_not_failed(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("gap")
+	churnSite(t, app)
+	old := dockertest.Start(t, cli, dockertest.Options{Name: "gap-old", Labels: map[string]string{"app": app}, Env: appEnv})
+	l := startLoad(t, hostName("gap"), 4)
+	l.waitServed(t, "gap-old", 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := 1; i <= 3; i++ {
+		l.setPhase("gap")
+		if err := cli.ContainerRemove(ctx, old.ID, container.RemoveOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
+		name := fmt.Sprintf("gap-new-%d", i)
+		old = dockertest.Start(t, cli, dockertest.Options{Name: name, Labels: map[string]string{"app": app}, Env: appEnv})
+		l.waitServed(t, name, 20*time.Second)
+		l.setPhase("served")
+		l.waitTotal(t, l.total()+200, time.Minute) // the new container serves for a while
+	}
+	l.expectNoFailure(t)
+}
