@@ -7,7 +7,7 @@ MODULE := github.com/caddy-dicer/caddy-dicer
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: help test lint fmt build bench load example test-e2e generate
+.PHONY: help test test-short lint fmt build bench load example test-e2e generate
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -15,6 +15,10 @@ help: ## list the targets
 test: ## vet and run every test with the race detector
 	go vet ./...
 	go test -race -count=1 ./...
+
+test-short: ## the hermetic unit tests only (go test -short): no Docker Engine, no root, no fixed port
+	go vet ./...
+	go test -short -count=1 ./...
 
 test-e2e: ## end-to-end: build Caddy with xcaddy, run it against a simulated Dicer host in a network namespace (root)
 	go vet -tags e2e ./e2e/

@@ -8,6 +8,7 @@ package caddydicer
 import (
 	"context"
 	"crypto/tls"
+	"flag"
 	"fmt"
 	"go/build"
 	"io"
@@ -27,16 +28,26 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 )
 
-func TestMain(m *testing.M) {
+func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+
+// runTests sets up what the in-process Caddy needs, runs the tests and
+// returns their exit code.
+func runTests(m *testing.M) int {
+	flag.Parse()
 	// caddytest sends every config to whatever Caddy answers on its fixed
 	// admin port, even one in another test process, and Caddy's listeners
-	// share ports: test processes of this package take turns.
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "caddy-dicer-caddytest.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		panic(err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		panic(err)
+	// share ports: test processes of this package take turns. Under -short
+	// no test starts Caddy, so the hermetic run neither takes nor waits for
+	// the lock.
+	if !testing.Short() {
+		lock, err := os.OpenFile(filepath.Join(os.TempDir(), "caddy-dicer-caddytest.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			panic(err)
+		}
+		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+			panic(err)
+		}
+		defer lock.Close()
 	}
 	// The go command (the Docker tests build an image from our own server)
 	// keeps its caches where HOME says; pin them before HOME moves.
@@ -59,15 +70,35 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
-	lock.Close()
-	os.Exit(code)
+	return code
 }
 
+// The in-process Caddy listens on fixed ports: caddytest's admin port
+// (caddytest.Default.AdminPort) and the sites' HTTP and HTTPS ports.
 const (
+	adminPort = 2999
 	httpPort  = 9080
 	httpsPort = 9443
 	waitFor   = 5 * time.Second
 )
+
+// caddyOnFixedPorts is what a test that starts Caddy needs.
+var caddyOnFixedPorts = fmt.Sprintf("Caddy in this process on the fixed ports %d (admin), %d and %d", adminPort, httpPort, httpsPort)
+
+// needsCaddy skips t under -short, which runs only the hermetic tests: t
+// starts Caddy. Without -short, t fails rather than pass as skipped when
+// caddytest skips it for want of a Caddy.
+func needsCaddy(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs " + caddyOnFixedPorts + ": run without -short (make test)")
+	}
+	t.Cleanup(func() {
+		if t.Skipped() {
+			t.Error("caddytest skipped the test: Caddy could not be started in this process, and these tests require it")
+		}
+	})
+}
 
 // testDaemon is a test daemon on a unix socket, closed at the end of t.
 func testDaemon(t *testing.T) (*dicertest.Daemon, string) {
@@ -111,7 +142,7 @@ func instance(t *testing.T, d *dicertest.Daemon, name, ip string, labels map[str
 func caddyConfig(t *testing.T, globals, sites string) (config, logFile string) {
 	logFile = filepath.Join(t.TempDir(), "caddy.log")
 	return fmt.Sprintf(`{
-	admin localhost:2999
+	admin localhost:%d
 	http_port %d
 	https_port %d
 	grace_period 1ns
@@ -123,7 +154,7 @@ func caddyConfig(t *testing.T, globals, sites string) (config, logFile string) {
 	%s
 }
 %s
-`, httpPort, httpsPort, logFile, globals, sites), logFile
+`, adminPort, httpPort, httpsPort, logFile, globals, sites), logFile
 }
 
 // get sends a request for host and returns its status and body.
@@ -196,6 +227,7 @@ func webSite(sock string) string {
 }
 
 func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
+	needsCaddy(t)
 	d, sock := testDaemon(t)
 	for i, name := range []string{"web-1", "web-2", "web-3"} {
 		instance(t, d, name, "127.0.0."+strconv.Itoa(21+i), map[string]string{"app": "web"})
@@ -229,6 +261,7 @@ func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
 }
 
 func TestCaddy_R2_host_route(t *testing.T) {
+	needsCaddy(t)
 	d, sock := testDaemon(t)
 	instance(t, d, "shop", "127.0.0.31", map[string]string{"caddy.host": "shop.example.com, www.shop.example.com"})
 	instance(t, d, "blog", "127.0.0.32", map[string]string{"caddy.host": "blog.example.com"})
@@ -259,6 +292,7 @@ func TestCaddy_R2_host_route(t *testing.T) {
 }
 
 func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
+	needsCaddy(t)
 	d, sock := testDaemon(t)
 	instance(t, d, "web-1", "127.0.0.41", map[string]string{"app": "web"})
 	config, logFile := caddyConfig(t, "", webSite(sock))
@@ -291,10 +325,9 @@ func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
 		s.change()
 		answers(t, tester, "x", s.status, s.body)
 	}
-	logs := readFile(t, logFile)
 	for _, want := range []string{`"instance joins rotation"`, `"why":"paused"`, `"why":"unhealthy"`, `"why":"deleted"`} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("log lacks %s", want)
+		if len(logLines(t, logFile, want, `"instance":"web-1"`)) == 0 {
+			t.Errorf("log lacks %s for web-1", want)
 		}
 	}
 	if n := d.Calls("ListInstances"); n != 1 {
@@ -303,6 +336,7 @@ func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
 }
 
 func TestCaddy_R6_daemon_gone_keeps_routes(t *testing.T) {
+	needsCaddy(t)
 	d, sock := testDaemon(t)
 	instance(t, d, "web-1", "127.0.0.51", map[string]string{"app": "web"})
 	config, _ := caddyConfig(t, "", webSite(sock))
@@ -329,6 +363,7 @@ func TestCaddy_R6_daemon_gone_keeps_routes(t *testing.T) {
 }
 
 func TestCaddy_R9_daemon_down_at_start_fills_in_routes(t *testing.T) {
+	needsCaddy(t)
 	dir, err := os.MkdirTemp("", "dcr")
 	if err != nil {
 		t.Fatal(err)
@@ -355,6 +390,7 @@ func TestCaddy_R9_daemon_down_at_start_fills_in_routes(t *testing.T) {
 }
 
 func TestCaddy_R9_tcp_with_token_and_pinned_certificate(t *testing.T) {
+	needsCaddy(t)
 	d := dicertest.New()
 	defer d.Close()
 	addr, err := d.ServeTCP("127.0.0.1:0")
@@ -379,6 +415,7 @@ func TestCaddy_R9_tcp_with_token_and_pinned_certificate(t *testing.T) {
 }
 
 func TestCaddy_R12_wrong_fingerprint_refused_and_logged(t *testing.T) {
+	needsCaddy(t)
 	d := dicertest.New()
 	defer d.Close()
 	addr, err := d.ServeTCP("127.0.0.1:0")
@@ -414,6 +451,7 @@ func TestCaddy_R12_wrong_fingerprint_refused_and_logged(t *testing.T) {
 }
 
 func TestCaddy_R9_shared_connection_survives_reload(t *testing.T) {
+	needsCaddy(t)
 	d, sock := testDaemon(t)
 	instance(t, d, "web-1", "127.0.0.91", map[string]string{"app": "web", "caddy.host": "web.example.com"})
 	site := func(body string) (string, string) {
@@ -465,6 +503,7 @@ on_demand_tls {
 }
 
 func TestCaddy_R7_on_demand_tls_only_for_claimed_hosts(t *testing.T) {
+	needsCaddy(t)
 	d, sock := testDaemon(t)
 	instance(t, d, "shop", "127.0.0.101", map[string]string{"caddy.host": "shop.example.com"})
 	stopped := instance(t, d, "old", "127.0.0.102", map[string]string{"caddy.host": "old.example.com"})
@@ -508,6 +547,22 @@ https:// {
 			t.Errorf("unclaimed host %s: handshake succeeded", name)
 		}
 	}
+}
+
+// logLines returns the lines of Caddy's log holding every one of parts.
+func logLines(t *testing.T, logFile string, parts ...string) []string {
+	t.Helper()
+	var out []string
+	for _, line := range strings.Split(readFile(t, logFile), "\n") {
+		ok := line != ""
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 func readFile(t *testing.T, path string) string {

@@ -5,8 +5,8 @@
 // socket proxy that can cut the Engine's connections.
 //
 // The project requires the Engine for its tests: Client fails the test,
-// with a message saying so, when the Engine cannot be reached. Nothing is
-// skipped.
+// with a message saying so, when the Engine cannot be reached. Only under
+// -short (the hermetic run) does it skip the test instead.
 //
 // Networking rule for tests: HTTP traffic goes only to loopback
 // (127.0.0.0/8) or to the addresses of containers the test itself created.

@@ -146,6 +146,7 @@ func TestHTTPOnlyToLoopback(t *testing.T) {
 // The proxy forwards to the Engine, cuts connections and refuses while
 // down.
 func TestSocketProxy(t *testing.T) {
+	Client(t) // the proxy forwards to the Engine: skipped under -short, failed without it
 	p := NewSocketProxy(t)
 	cli, err := client.NewClientWithOpts(client.WithHost(p.Host()), client.WithAPIVersionNegotiation())
 	if err != nil {
