@@ -3,11 +3,8 @@ package caddydicer
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/hex"
-	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -161,42 +158,23 @@ func release(key string) {
 	}
 }
 
-// follower resolves the settings (placeholders, CA file) into what the
-// Dicer adapter runs with.
+// follower resolves the settings (placeholders) into what the Dicer
+// adapter runs with; the adapter checks them and reads the CA file.
 func (d *Daemon) follower() (follower, error) {
 	repl := caddy.NewReplacer()
 	cfg := dicer.Config{
 		Address: strings.TrimSpace(repl.ReplaceAll(d.Address, "")),
 		Token:   strings.TrimSpace(repl.ReplaceAll(d.Token, "")),
 	}
-	if cfg.Address == "" {
-		cfg.Address = dicer.DefaultAddress
+	if d.TLS != nil {
+		cfg.CAFile, cfg.ServerName = d.TLS.CA, d.TLS.ServerName
 	}
 	pph := strings.TrimSpace(repl.ReplaceAll(d.PublishedPortHost, ""))
-	key := []string{cfg.Token}
-	if d.TLS != nil {
-		cfg.ServerName = d.TLS.ServerName
-		if d.TLS.CA != "" {
-			pem, err := os.ReadFile(d.TLS.CA)
-			if err != nil {
-				return follower{}, fmt.Errorf("tls ca: %w", err)
-			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return follower{}, fmt.Errorf("tls ca: no PEM certificate in %s", d.TLS.CA)
-			}
-			key = append(key, string(pem))
-		}
-		key = append(key, "server_name="+cfg.ServerName)
-	}
-	if err := cfg.Validate(); err != nil {
+	a, err := dicer.New(cfg)
+	if err != nil {
 		return follower{}, err
 	}
-	return newFollower("dicer", cfg.Address, pph, dicer.DaemonHost(cfg.Address), key,
-		func(ctx context.Context, sink catalog.Sink, logger *zap.Logger) {
-			cfg.Logger = logger
-			dicer.Run(ctx, cfg, sink)
-		}), nil
+	return newFollower("dicer", a.Address(), pph, dicer.DaemonHost(a.Address()), []string{a.Key()}, a.Run), nil
 }
 
 // newFollower puts together what opens a shared connection to a backend's
@@ -231,12 +209,9 @@ func (d *Daemon) validateStatic() error {
 	if d.TLS != nil {
 		// tls fits only a TCP daemon whose token has no fingerprint; the
 		// CA file itself is read at provision.
-		cfg.ServerName = d.TLS.ServerName
-		if d.TLS.CA != "" {
-			cfg.RootCAs = x509.NewCertPool()
-		}
+		cfg.CAFile, cfg.ServerName = d.TLS.CA, d.TLS.ServerName
 	}
-	return cfg.Validate()
+	return cfg.Check()
 }
 
 // unmarshalSetting parses one daemon setting of a Caddyfile block, if the
@@ -351,25 +326,11 @@ func (e *DockerEngine) config() (docker.Config, string) {
 
 func (e *DockerEngine) follower() (follower, error) {
 	cfg, pph := e.config()
-	if err := cfg.Validate(); err != nil {
+	a, err := docker.New(cfg)
+	if err != nil {
 		return follower{}, err
 	}
-	key := []string{cfg.CAFile, cfg.CertFile, cfg.KeyFile}
-	for _, file := range []string{cfg.CAFile, cfg.CertFile} {
-		if file != "" {
-			// Re-read at each load: a renewed file makes a new connection.
-			pem, err := os.ReadFile(file)
-			if err != nil {
-				return follower{}, fmt.Errorf("tls: %w", err)
-			}
-			key = append(key, string(pem))
-		}
-	}
-	return newFollower("docker", cfg.Host, pph, docker.DaemonHost(cfg.Host), key,
-		func(ctx context.Context, sink catalog.Sink, logger *zap.Logger) {
-			cfg.Logger = logger
-			docker.Run(ctx, cfg, sink)
-		}), nil
+	return newFollower("docker", a.Address(), pph, docker.DaemonHost(a.Address()), []string{a.Key()}, a.Run), nil
 }
 
 func (e *DockerEngine) validateStatic() error {

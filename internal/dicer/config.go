@@ -5,7 +5,6 @@
 package dicer
 
 import (
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -13,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
@@ -29,7 +26,7 @@ const (
 )
 
 // Config is what the adapter needs; the Caddy module fills it from its
-// settings.
+// settings. New checks it and reads its file.
 type Config struct {
 	// Address is the daemon's gRPC target: "unix:///run/dicer/dicer.sock"
 	// (DefaultAddress, used when empty), "unix:/path", "unix-abstract:NAME",
@@ -37,14 +34,15 @@ type Config struct {
 	Address string
 	// Token is required with a TCP address and refused with a unix socket.
 	Token string
-	// RootCAs and ServerName verify a daemon whose certificate a CA signed
-	// (a token without a fingerprint). nil RootCAs means the system roots.
-	RootCAs    *x509.CertPool
+	// CAFile and ServerName verify a daemon whose certificate a CA signed
+	// (a token without a fingerprint): CAFile is a PEM file of the
+	// authorities to trust, read by New ("" means the system roots).
+	CAFile     string
 	ServerName string
-	// Logger receives the adapter's logs; nil discards them.
-	Logger *zap.Logger
-	// MinBackoff and MaxBackoff bound the reconnect delay (capped
-	// exponential with jitter); zero means 250ms and 15s.
+	// MinBackoff and MaxBackoff bound the re-list delay (capped
+	// exponential with jitter, see follow.Pace); zero means 250ms and 15s.
+	// Attempts to reach a daemon on a unix socket that is not there are
+	// capped at follow.LocalConnectMax instead.
 	MinBackoff, MaxBackoff time.Duration
 }
 
@@ -55,9 +53,10 @@ func (c Config) address() string {
 	return c.Address
 }
 
-// Validate checks the combination of address, token and TLS settings. Each
-// error names the setting at fault.
-func (c Config) Validate() error {
+// Check checks the combination of address, token and TLS settings without
+// reading the CA file, so that a config adapted on another machine than the
+// one it runs on is checked too. Each error names the setting at fault.
+func (c Config) Check() error {
 	addr := c.address()
 	if err := validateAddress(addr); err != nil {
 		return err
@@ -66,7 +65,7 @@ func (c Config) Validate() error {
 		if c.Token != "" {
 			return fmt.Errorf("token: not allowed with a unix socket address %q (the socket needs no token)", addr)
 		}
-		if c.RootCAs != nil || c.ServerName != "" {
+		if c.CAFile != "" || c.ServerName != "" {
 			return fmt.Errorf("tls: not allowed with a unix socket address %q", addr)
 		}
 	} else {
@@ -77,7 +76,7 @@ func (c Config) Validate() error {
 		if err != nil {
 			return fmt.Errorf("token: %w", err)
 		}
-		if tok.Fingerprint != "" && (c.RootCAs != nil || c.ServerName != "") {
+		if tok.Fingerprint != "" && (c.CAFile != "" || c.ServerName != "") {
 			return errors.New("tls: not used with a token that carries the daemon's certificate fingerprint (the fingerprint pins the certificate); drop tls or use a token without a fingerprint")
 		}
 	}

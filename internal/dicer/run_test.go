@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
@@ -69,9 +70,12 @@ func start(t *testing.T, cfg Config) (*followtest.Sink, *observer.ObservedLogs) 
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	return followtest.Start(t, waitTimeout, func(ctx context.Context, log *zap.Logger, sink catalog.Sink) {
-		cfg.Logger = log
-		Run(ctx, cfg, sink)
+		a.Run(ctx, sink, log)
 	})
 }
 
@@ -388,29 +392,12 @@ func TestDaemonDownAtStart(t *testing.T) {
 	waitLog(t, logs, zapcore.InfoLevel, "connected to the Dicer daemon")
 }
 
-// An invalid configuration is logged, and Run still waits for its context.
-func TestRunInvalidConfig(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Run(ctx, Config{Address: "10.0.0.1:7443", Logger: zap.New(core)}, followtest.NewSink())
-	}()
-	e := waitLog(t, logs, zapcore.ErrorLevel, "invalid Dicer daemon settings")
-	if got := fmt.Sprint(e.ContextMap()["error"]); got != `token: required for the TCP address "10.0.0.1:7443"` {
+// An invalid configuration is refused by New, naming the setting at
+// fault, before anything connects.
+func TestNewRefusesInvalidConfig(t *testing.T) {
+	_, err := New(Config{Address: "10.0.0.1:7443"})
+	if got := fmt.Sprint(err); got != `token: required for the TCP address "10.0.0.1:7443"` {
 		t.Errorf("error %q", got)
-	}
-	select {
-	case <-done:
-		t.Fatal("Run returned before its context was done")
-	default:
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(waitTimeout):
-		t.Fatal("Run did not return after cancel")
 	}
 }
 
@@ -589,7 +576,8 @@ func nonLoopbackIPv4(t *testing.T) string {
 type testCA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
+	// file is the CA certificate as a PEM file.
+	file string
 }
 
 func newCA(t *testing.T) testCA {
@@ -612,9 +600,17 @@ func newCA(t *testing.T) testCA {
 		t.Fatal(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return testCA{cert, key, pool}
+	return testCA{cert, key, writePEM(t, der)}
+}
+
+// writePEM writes a DER certificate to a PEM file of the test's.
+func writePEM(t *testing.T, der []byte) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func (ca testCA) issue(t *testing.T, dnsNames []string, ips []net.IP) tls.Certificate {
@@ -657,22 +653,22 @@ func TestTCPCASignedDaemon(t *testing.T) {
 	}
 
 	t.Run("roots and server name", func(t *testing.T) {
-		sink, _ := start(t, Config{Address: addr, Token: tok, RootCAs: ca.pool, ServerName: "dicerd.test"})
+		sink, _ := start(t, Config{Address: addr, Token: tok, CAFile: ca.file, ServerName: "dicerd.test"})
 		sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.Named("a"); return ok })
 	})
 	t.Run("roots, name from the address's IP", func(t *testing.T) {
-		sink, _ := start(t, Config{Address: addr, Token: tok, RootCAs: ca.pool})
+		sink, _ := start(t, Config{Address: addr, Token: tok, CAFile: ca.file})
 		sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.Named("a"); return ok })
 	})
 	t.Run("unknown CA is refused", func(t *testing.T) {
-		sink, logs := start(t, Config{Address: addr, Token: tok, RootCAs: newCA(t).pool, ServerName: "dicerd.test"})
+		sink, logs := start(t, Config{Address: addr, Token: tok, CAFile: newCA(t).file, ServerName: "dicerd.test"})
 		waitLog(t, logs, zapcore.ErrorLevel, "certificate signed by unknown authority")
 		if sink.Replaces() != 0 {
 			t.Error("a listing from a daemon signed by an untrusted CA")
 		}
 	})
 	t.Run("wrong server name is refused", func(t *testing.T) {
-		sink, logs := start(t, Config{Address: addr, Token: tok, RootCAs: ca.pool, ServerName: "other.test"})
+		sink, logs := start(t, Config{Address: addr, Token: tok, CAFile: ca.file, ServerName: "other.test"})
 		waitLog(t, logs, zapcore.ErrorLevel, "not other.test")
 		if sink.Replaces() != 0 {
 			t.Error("a listing from a daemon with another name")
@@ -689,11 +685,11 @@ func TestTCPSelfSignedWithoutSANsCannotBeVerifiedByName(t *testing.T) {
 	addr := serveTCP(t, d, "127.0.0.1:0")
 	tok := d.AddToken("caddy")
 	tok = tok[:len(tok)-65] // drop "_" + fingerprint
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(d.CertPEM()) {
-		t.Fatal("bad CertPEM")
+	ca := filepath.Join(t.TempDir(), "daemon.pem")
+	if err := os.WriteFile(ca, d.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	sink, logs := start(t, Config{Address: addr, Token: tok, RootCAs: pool, ServerName: "dicerd"})
+	sink, logs := start(t, Config{Address: addr, Token: tok, CAFile: ca, ServerName: "dicerd"})
 	e := waitLog(t, logs, zapcore.ErrorLevel, "x509:")
 	t.Logf("refused as expected: %v", e.ContextMap()["error"])
 	if sink.Replaces() != 0 {

@@ -17,9 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/docker/docker/client"
-	"go.uber.org/zap"
-
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
@@ -34,7 +31,7 @@ const (
 )
 
 // Config is what the adapter needs; the Caddy module fills it from its
-// settings (R9).
+// settings (R9). New checks it and reads its files.
 type Config struct {
 	// Host is the Engine endpoint: "unix:///var/run/docker.sock" or
 	// "tcp://host:port". "" means $DOCKER_HOST, else DefaultHost (see
@@ -43,12 +40,12 @@ type Config struct {
 	// CAFile, CertFile and KeyFile protect a TCP Engine with TLS: CAFile
 	// verifies the Engine's certificate (the system roots when empty),
 	// CertFile and KeyFile, given together, are the client certificate.
-	// Any of them makes the connection TLS.
+	// Any of them makes the connection TLS. New reads them.
 	CAFile, CertFile, KeyFile string
-	// Logger receives the adapter's logs; nil discards them.
-	Logger *zap.Logger
-	// MinBackoff and MaxBackoff bound the reconnect delay (capped
-	// exponential with jitter); zero means 250ms and 15s.
+	// MinBackoff and MaxBackoff bound the re-list delay (capped
+	// exponential with jitter, see follow.Pace); zero means 250ms and 15s.
+	// Attempts to reach an Engine on a unix socket that is not there are
+	// capped at follow.LocalConnectMax instead.
 	MinBackoff, MaxBackoff time.Duration
 }
 
@@ -69,32 +66,50 @@ func (c Config) usesTLS() bool {
 	return c.CAFile != "" || c.CertFile != "" || c.KeyFile != ""
 }
 
-// Validate checks the (resolved) address and the TLS settings (Check), then
-// loads the TLS files. Each error names the setting at fault: "address:
-// ...", "tls: ...", "tls ca: ...", "tls cert: ...", "tls key: ...".
-func (c Config) Validate() error {
-	if err := c.Check(); err != nil {
-		return err
+// loadTLS reads the TLS files of a checked c, once: the client's TLS
+// configuration (nil without TLS) and the files' contents, which make part
+// of the connection's key.
+func (c Config) loadTLS() (*tls.Config, []byte, error) {
+	if !c.usesTLS() {
+		return nil, nil, nil
 	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	var material []byte
 	if c.CAFile != "" {
 		pem, err := os.ReadFile(c.CAFile)
 		if err != nil {
-			return fmt.Errorf("tls ca: %w", err)
+			return nil, nil, fmt.Errorf("tls ca: %w", err)
 		}
-		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
-			return fmt.Errorf("tls ca: %s holds no PEM certificate", c.CAFile)
+		// Only these authorities, as the Engine's own client does.
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("tls ca: %s holds no PEM certificate", c.CAFile)
 		}
+		material = append(material, pem...)
 	}
 	if c.CertFile != "" {
-		if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
-			return fmt.Errorf("tls cert: loading %s with the key %s: %w", c.CertFile, c.KeyFile, err)
+		certPEM, err := os.ReadFile(c.CertFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tls cert: %w", err)
 		}
+		keyPEM, err := os.ReadFile(c.KeyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tls key: %w", err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tls cert: loading %s with the key %s: %w", c.CertFile, c.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+		material = append(append(material, certPEM...), keyPEM...)
 	}
-	return nil
+	return cfg, material, nil
 }
 
-// Check is Validate without reading the TLS files, for a config adapted on
-// another machine than the one it runs on.
+// Check checks the (resolved) address and the TLS settings without reading
+// the TLS files, for a config adapted on another machine than the one it
+// runs on; New checks the files too. Each error names the setting at
+// fault: "address: ...", "tls: ...", "tls cert: ...", "tls key: ...".
 func (c Config) Check() error {
 	c = c.Resolved()
 	tcp, err := parseHost(c.Host)
@@ -182,18 +197,4 @@ func DaemonHost(host string) string {
 		}
 	}
 	return h
-}
-
-// newClient makes an Engine client for the resolved, valid c. The API
-// version is negotiated at the first call, so an older Engine works.
-func newClient(c Config) (*client.Client, error) {
-	opts := []client.Opt{
-		client.WithHost(c.Host),
-		client.WithAPIVersionNegotiation(),
-		client.WithUserAgent("caddy-dicer"),
-	}
-	if c.usesTLS() {
-		opts = append(opts, client.WithTLSClientConfig(c.CAFile, c.CertFile, c.KeyFile))
-	}
-	return client.NewClientWithOpts(opts...)
 }

@@ -107,13 +107,15 @@ func start(t *testing.T, cfg Config, c *counter) (*followtest.Sink, *observer.Ob
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
 	}
-	var wrap func(engine) engine
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	if c != nil {
-		wrap = c.wrap
+		a.wrap = c.wrap
 	}
 	return followtest.Start(t, waitTimeout, func(ctx context.Context, log *zap.Logger, sink catalog.Sink) {
-		cfg.Logger = log
-		run(ctx, cfg, sink, wrap)
+		a.Run(ctx, sink, log)
 	})
 }
 
@@ -588,7 +590,11 @@ func TestAPIVersionNegotiation(t *testing.T) {
 	}
 	t.Logf("Engine %s, API %s (min %s); library default API %s", sv.Version, sv.APIVersion, sv.MinAPIVersion, api.DefaultVersion)
 
-	ac, err := newClient(Config{}.Resolved())
+	a, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := a.newClient()
 	if err != nil {
 		t.Fatal(err)
 	}
