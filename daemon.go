@@ -174,7 +174,7 @@ func (d *Daemon) follower() (follower, error) {
 	if err != nil {
 		return follower{}, err
 	}
-	return newFollower("dicer", a.Address(), pph, dicer.DaemonHost(a.Address()), []string{a.Key()}, a.Run), nil
+	return newFollower("dicer", a.Address(), pph, dicer.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run), nil
 }
 
 // newFollower puts together what opens a shared connection to a backend's
@@ -330,7 +330,7 @@ func (e *DockerEngine) follower() (follower, error) {
 	if err != nil {
 		return follower{}, err
 	}
-	return newFollower("docker", a.Address(), pph, docker.DaemonHost(a.Address()), []string{a.Key()}, a.Run), nil
+	return newFollower("docker", a.Address(), pph, docker.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run), nil
 }
 
 func (e *DockerEngine) validateStatic() error {

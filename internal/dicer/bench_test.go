@@ -61,7 +61,7 @@ func BenchmarkEventToCatalog(b *testing.B) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				a.Run(ctx, sink, nil)
+				a.Loop().Run(ctx, sink, nil)
 			}()
 			defer func() { cancel(); <-done }()
 			<-sink.Ready()

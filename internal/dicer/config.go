@@ -8,22 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
 // DefaultAddress is the daemon's packaged unix socket.
 const DefaultAddress = "unix:///run/dicer/dicer.sock"
-
-// Default reconnect backoff bounds.
-const (
-	DefaultMinBackoff = follow.DefaultMinBackoff
-	DefaultMaxBackoff = follow.DefaultMaxBackoff
-)
 
 // Config is what the adapter needs; the Caddy module fills it from its
 // settings. New checks it and reads its file.
@@ -39,11 +31,10 @@ type Config struct {
 	// authorities to trust, read by New ("" means the system roots).
 	CAFile     string
 	ServerName string
-	// MinBackoff and MaxBackoff bound the re-list delay (capped
-	// exponential with jitter, see follow.Pace); zero means 250ms and 15s.
-	// Attempts to reach a daemon on a unix socket that is not there are
-	// capped at follow.LocalConnectMax instead.
-	MinBackoff, MaxBackoff time.Duration
+	// Pace bounds the delays between sessions; zero values are the
+	// defaults, and on a unix socket a zero ConnectMax is
+	// follow.LocalConnectMax.
+	Pace follow.Pace
 }
 
 func (c Config) address() string {
@@ -80,10 +71,7 @@ func (c Config) Check() error {
 			return errors.New("tls: not used with a token that carries the daemon's certificate fingerprint (the fingerprint pins the certificate); drop tls or use a token without a fingerprint")
 		}
 	}
-	if c.MinBackoff < 0 || c.MaxBackoff < 0 {
-		return errors.New("backoff: must not be negative")
-	}
-	return nil
+	return c.Pace.Check()
 }
 
 // validateAddress checks that addr is one of the supported target forms.
@@ -137,19 +125,10 @@ func DaemonHost(address string) string {
 		return ""
 	}
 	host, _, err := net.SplitHostPort(tcpHostPort(address))
-	if err != nil || host == "" {
+	if err != nil {
 		return ""
 	}
-	if h := strings.TrimSuffix(strings.ToLower(host), "."); h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return ""
-	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		ip = ip.Unmap()
-		if ip.IsLoopback() || ip.IsUnspecified() {
-			return ""
-		}
-	}
-	return host
+	return follow.RemoteHost(host)
 }
 
 // listsNetworks reports whether the adapter lists the daemon's networks to

@@ -3,6 +3,8 @@ package dicer
 import (
 	"strings"
 	"testing"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
 const (
@@ -124,7 +126,7 @@ func TestConfigCheck(t *testing.T) {
 		{name: "tcp without port", cfg: Config{Address: "10.0.0.1", Token: tokFP}, wantErr: `address: "10.0.0.1" is none of`},
 		{name: "url, not a target", cfg: Config{Address: "https://10.0.0.1:7443", Token: tokFP}, wantErr: `address: "https://10.0.0.1:7443" is none of`},
 		{name: "tcp port out of range", cfg: Config{Address: "10.0.0.1:70000", Token: tokFP}, wantErr: `address: "10.0.0.1:70000": port "70000"`},
-		{name: "negative backoff", cfg: Config{MinBackoff: -1}, wantErr: `backoff: must not be negative`},
+		{name: "negative backoff", cfg: Config{Pace: follow.Pace{Min: -1}}, wantErr: `backoff: must not be negative`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -106,7 +106,7 @@ func TestLoopLogs(t *testing.T) {
 	refused := follow.WrapCall("GetEvents", status.Error(codes.Unavailable, "connection refused"))
 	unauthenticated := follow.WrapCall("GetEvents", status.Error(codes.Unauthenticated, "unauthenticated"))
 	down := followtest.Ended{Err: refused}
-	logs := followtest.PlaySessions(newLoop, explain,
+	logs := followtest.PlaySessions((&Adapter{}).Loop(), explain,
 		down, down, down, down, down,
 		followtest.Ended{Err: unauthenticated},
 		down,

@@ -2,13 +2,8 @@ package dicer
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/x509"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"go.uber.org/zap"
@@ -37,19 +32,9 @@ func New(cfg Config) (*Adapter, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	var (
-		roots *x509.CertPool
-		pem   []byte
-	)
-	if cfg.CAFile != "" {
-		var err error
-		if pem, err = os.ReadFile(cfg.CAFile); err != nil {
-			return nil, fmt.Errorf("tls ca: %w", err)
-		}
-		roots = x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls ca: no PEM certificate in %s", cfg.CAFile)
-		}
+	roots, pem, err := loadRoots(cfg.CAFile)
+	if err != nil {
+		return nil, err
 	}
 	opts, err := dialOptions(cfg, roots)
 	if err != nil {
@@ -60,14 +45,13 @@ func New(cfg Config) (*Adapter, error) {
 		address:  addr,
 		opts:     opts,
 		listNets: listsNetworks(addr),
-		pace:     follow.Pace{Min: cfg.MinBackoff, Max: cfg.MaxBackoff},
+		pace:     cfg.Pace,
 	}
-	if !IsTCP(addr) {
+	if !IsTCP(addr) && a.pace.ConnectMax == 0 {
 		// A connection attempt to an absent socket costs nothing (R6).
 		a.pace.ConnectMax = follow.LocalConnectMax
 	}
-	sum := sha256.Sum256([]byte(strings.Join([]string{addr, strings.TrimSpace(cfg.Token), string(pem), cfg.ServerName}, "\x00")))
-	a.key = hex.EncodeToString(sum[:])
+	a.key = follow.Key(addr, strings.TrimSpace(cfg.Token), string(pem), cfg.ServerName)
 	return a, nil
 }
 
@@ -80,45 +64,31 @@ func (a *Adapter) Address() string { return a.address }
 // safe to keep, since the settings hold the token.
 func (a *Adapter) Key() string { return a.key }
 
-// Run follows the daemon until ctx is done, feeding sink, and logs to log
-// (nil discards). It never returns early: on any failure it logs why and
-// reconnects (see follow.Loop). The sink is never cleared on a disconnect,
-// so the last known instances keep being routed to (R6).
+// Loop returns the loop that follows the daemon once: its Run(ctx, sink,
+// log) feeds sink until ctx is done, logging to log (nil discards). It
+// never returns early: on any failure it logs why and reconnects (see
+// follow.Loop). The sink is never cleared on a disconnect, so the last
+// known instances keep being routed to (R6).
 //
 // Each session subscribes to the daemon's events, waits until the stored
 // history is caught up, lists networks (for gateway addresses) and
 // instances, then applies each later instance event by fetching that one
 // instance.
-func (a *Adapter) Run(ctx context.Context, sink catalog.Sink, log *zap.Logger) {
-	if log == nil {
-		log = zap.NewNop()
-	}
-	log = log.With(zap.String("address", a.address))
-	l := newLoop(log, &daemon{Adapter: a, log: log})
-	l.Pace = a.pace
-	l.Run(ctx, sink)
+func (a *Adapter) Loop() *follow.Loop {
+	return &follow.Loop{Daemon: a, Name: "Dicer daemon", Things: "instances", Thing: "instance", Address: a.address, Pace: a.pace}
 }
 
-// newLoop follows the daemon d.
-func newLoop(log *zap.Logger, d follow.Daemon) *follow.Loop {
-	return &follow.Loop{Daemon: d, Name: "Dicer daemon", Things: "instances", Thing: "instance", Log: log}
-}
-
-// daemon is the Dicer daemon's side of follow.Daemon.
-type daemon struct {
-	*Adapter
-	log *zap.Logger
-}
-
-func (d *daemon) Connect(context.Context) (follow.Conn, error) {
-	cc, err := grpc.NewClient(d.address, d.opts...)
+// Connect implements follow.Daemon.
+func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, error) {
+	cc, err := grpc.NewClient(a.address, a.opts...)
 	if err != nil {
-		return nil, follow.WrapCall("connect", err)
+		return nil, err
 	}
-	return &conn{cc: cc, client: dicerpb.NewDaemonServiceClient(cc), log: d.log, listNets: d.listNets}, nil
+	return &conn{cc: cc, client: dicerpb.NewDaemonServiceClient(cc), log: log, listNets: a.listNets}, nil
 }
 
-func (d *daemon) Explain(err error) follow.End { return explain(err) }
+// Explain implements follow.Daemon.
+func (a *Adapter) Explain(err error) follow.End { return explain(err) }
 
 // explain says why a session ended. Falling behind the daemon's events
 // has its own warning: the daemon cut the session off.

@@ -67,15 +67,15 @@ func serveUnix(t *testing.T, d *dicertest.Daemon) string {
 // once its context is cancelled.
 func start(t *testing.T, cfg Config) (*followtest.Sink, *observer.ObservedLogs) {
 	t.Helper()
-	if cfg.MinBackoff == 0 {
-		cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	if cfg.Pace.Min == 0 {
+		cfg.Pace.Min, cfg.Pace.Max = 20*time.Millisecond, 200*time.Millisecond
 	}
 	a, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	return followtest.Start(t, waitTimeout, func(ctx context.Context, log *zap.Logger, sink catalog.Sink) {
-		a.Run(ctx, sink, log)
+		a.Loop().Run(ctx, sink, log)
 	})
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,6 +27,24 @@ var tcpKeepalive = keepalive.ClientParameters{
 	Time:                30 * time.Second,
 	Timeout:             10 * time.Second,
 	PermitWithoutStream: true,
+}
+
+// loadRoots reads the authorities in the PEM file named by the tls ca
+// setting ("": none, so nil roots, the system's), and returns the file's
+// contents too.
+func loadRoots(file string) (*x509.CertPool, []byte, error) {
+	if file == "" {
+		return nil, nil, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls ca: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("tls ca: no PEM certificate in %s", file)
+	}
+	return roots, pem, nil
 }
 
 // dialOptions builds the gRPC options for a checked Config; roots are the

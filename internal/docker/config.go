@@ -5,17 +5,13 @@
 package docker
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
@@ -23,12 +19,6 @@ import (
 // DefaultHost is the Engine's usual unix socket, used when neither the
 // Host setting nor DOCKER_HOST names one.
 const DefaultHost = "unix:///var/run/docker.sock"
-
-// Default reconnect backoff bounds.
-const (
-	DefaultMinBackoff = follow.DefaultMinBackoff
-	DefaultMaxBackoff = follow.DefaultMaxBackoff
-)
 
 // Config is what the adapter needs; the Caddy module fills it from its
 // settings (R9). New checks it and reads its files.
@@ -42,11 +32,10 @@ type Config struct {
 	// CertFile and KeyFile, given together, are the client certificate.
 	// Any of them makes the connection TLS. New reads them.
 	CAFile, CertFile, KeyFile string
-	// MinBackoff and MaxBackoff bound the re-list delay (capped
-	// exponential with jitter, see follow.Pace); zero means 250ms and 15s.
-	// Attempts to reach an Engine on a unix socket that is not there are
-	// capped at follow.LocalConnectMax instead.
-	MinBackoff, MaxBackoff time.Duration
+	// Pace bounds the delays between sessions; zero values are the
+	// defaults, and on a unix socket a zero ConnectMax is
+	// follow.LocalConnectMax.
+	Pace follow.Pace
 }
 
 // Resolved returns c with Host filled in: $DOCKER_HOST when Host is empty,
@@ -64,46 +53,6 @@ func (c Config) Resolved() Config {
 
 func (c Config) usesTLS() bool {
 	return c.CAFile != "" || c.CertFile != "" || c.KeyFile != ""
-}
-
-// loadTLS reads the TLS files of a checked c, once: the client's TLS
-// configuration (nil without TLS) and the files' contents, which make part
-// of the connection's key.
-func (c Config) loadTLS() (*tls.Config, []byte, error) {
-	if !c.usesTLS() {
-		return nil, nil, nil
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	var material []byte
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("tls ca: %w", err)
-		}
-		// Only these authorities, as the Engine's own client does.
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("tls ca: %s holds no PEM certificate", c.CAFile)
-		}
-		material = append(material, pem...)
-	}
-	if c.CertFile != "" {
-		certPEM, err := os.ReadFile(c.CertFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("tls cert: %w", err)
-		}
-		keyPEM, err := os.ReadFile(c.KeyFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("tls key: %w", err)
-		}
-		pair, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, nil, fmt.Errorf("tls cert: loading %s with the key %s: %w", c.CertFile, c.KeyFile, err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
-		material = append(append(material, certPEM...), keyPEM...)
-	}
-	return cfg, material, nil
 }
 
 // Check checks the (resolved) address and the TLS settings without reading
@@ -125,10 +74,7 @@ func (c Config) Check() error {
 	case c.KeyFile != "" && c.CertFile == "":
 		return errors.New("tls key: given without a cert (set tls cert too)")
 	}
-	if c.MinBackoff < 0 || c.MaxBackoff < 0 {
-		return errors.New("backoff: must not be negative")
-	}
-	return nil
+	return c.Pace.Check()
 }
 
 // parseHost checks that host is unix:///path or tcp://host:port and says
@@ -183,18 +129,5 @@ func DaemonHost(host string) string {
 	if err != nil {
 		return ""
 	}
-	h := u.Hostname()
-	if h == "" {
-		return ""
-	}
-	if l := strings.TrimSuffix(strings.ToLower(h), "."); l == "localhost" || strings.HasSuffix(l, ".localhost") {
-		return ""
-	}
-	if ip, err := netip.ParseAddr(h); err == nil {
-		ip = ip.Unmap()
-		if ip.IsLoopback() || ip.IsUnspecified() {
-			return ""
-		}
-	}
-	return h
+	return follow.RemoteHost(u.Hostname())
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
 func TestResolved(t *testing.T) {
@@ -68,7 +70,7 @@ func TestNew(t *testing.T) {
 		{name: "ca file without PEM", cfg: Config{Host: "tcp://h:2376", CAFile: files.garbage}, wantErr: "tls ca: "},
 		{name: "key not matching cert", cfg: Config{Host: "tcp://h:2376", CertFile: files.cert, KeyFile: files.otherKey}, wantErr: "tls cert: "},
 		{name: "missing cert file", cfg: Config{Host: "tcp://h:2376", CertFile: files.garbage + ".nope", KeyFile: files.key}, wantErr: "tls cert: "},
-		{name: "negative backoff", cfg: Config{MinBackoff: -time.Second}, wantErr: "backoff: "},
+		{name: "negative backoff", cfg: Config{Pace: follow.Pace{Min: -time.Second}}, wantErr: "backoff: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

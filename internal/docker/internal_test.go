@@ -133,7 +133,7 @@ func TestLoopLogs(t *testing.T) {
 	refused := follow.WrapCall("ContainerList", &url.Error{Op: "Get", URL: "http://x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}})
 	denied := follow.WrapCall("Events", &net.OpError{Op: "dial", Err: syscall.EACCES})
 	down := followtest.Ended{Err: refused}
-	logs := followtest.PlaySessions(newLoop, explain,
+	logs := followtest.PlaySessions((&Adapter{}).Loop(), explain,
 		down, down, down,
 		followtest.Ended{Err: denied},
 		down,

@@ -2,15 +2,12 @@ package docker
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"syscall"
@@ -89,13 +86,12 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Adapter{host: cfg.Host, tls: tlsCfg, pace: follow.Pace{Min: cfg.MinBackoff, Max: cfg.MaxBackoff}}
-	if !IsTCP(cfg.Host) {
+	a := &Adapter{host: cfg.Host, tls: tlsCfg, pace: cfg.Pace}
+	if !IsTCP(cfg.Host) && a.pace.ConnectMax == 0 {
 		// A connection attempt to an absent socket costs nothing (R6).
 		a.pace.ConnectMax = follow.LocalConnectMax
 	}
-	sum := sha256.Sum256([]byte(strings.Join([]string{cfg.Host, cfg.CAFile, cfg.CertFile, cfg.KeyFile, string(material)}, "\x00")))
-	a.key = hex.EncodeToString(sum[:])
+	a.key = follow.Key(cfg.Host, cfg.CAFile, cfg.CertFile, cfg.KeyFile, string(material))
 	return a, nil
 }
 
@@ -108,69 +104,36 @@ func (a *Adapter) Address() string { return a.host }
 // safe to keep, since the files hold a private key.
 func (a *Adapter) Key() string { return a.key }
 
-// newClient makes an Engine client. The API version is negotiated at the
-// first call, so an older Engine works.
-func (a *Adapter) newClient() (*client.Client, error) {
-	opts := []client.Opt{}
-	if a.tls != nil {
-		// Before WithHost, which sets up this transport's dialer.
-		opts = append(opts, client.WithHTTPClient(&http.Client{
-			Transport:     &http.Transport{TLSClientConfig: a.tls.Clone(), MaxIdleConns: 6, IdleConnTimeout: 30 * time.Second},
-			CheckRedirect: client.CheckRedirect,
-		}))
-	}
-	opts = append(opts,
-		client.WithHost(a.host),
-		client.WithAPIVersionNegotiation(),
-		client.WithUserAgent("caddy-dicer"),
-	)
-	return client.NewClientWithOpts(opts...)
-}
-
-// Run follows the Engine until ctx is done, feeding sink, and logs to log
-// (nil discards). It never returns early: on any failure it logs why and
-// reconnects (see follow.Loop). The sink is never cleared on a disconnect,
-// so the last known containers keep being routed to (R6).
+// Loop returns the loop that follows the Engine once: its Run(ctx, sink,
+// log) feeds sink until ctx is done, logging to log (nil discards). It
+// never returns early: on any failure it logs why and reconnects (see
+// follow.Loop). The sink is never cleared on a disconnect, so the last
+// known containers keep being routed to (R6).
 //
 // Each session subscribes to the Engine's container events, lists every
 // container (one call; a container is inspected only if the listing does
 // not tell its health), then applies each later event by inspecting only
 // the container it names, bursts coalesced, so an event costs the same
 // whatever the number of containers.
-func (a *Adapter) Run(ctx context.Context, sink catalog.Sink, log *zap.Logger) {
-	if log == nil {
-		log = zap.NewNop()
-	}
-	log = log.With(zap.String("address", a.host))
-	l := newLoop(log, &daemon{Adapter: a, log: log})
-	l.Pace = a.pace
-	l.Run(ctx, sink)
+func (a *Adapter) Loop() *follow.Loop {
+	return &follow.Loop{Daemon: a, Name: "Docker Engine", Things: "containers", Thing: "container", Address: a.host, Pace: a.pace}
 }
 
-// newLoop follows the Engine d.
-func newLoop(log *zap.Logger, d follow.Daemon) *follow.Loop {
-	return &follow.Loop{Daemon: d, Name: "Docker Engine", Things: "containers", Thing: "container", Log: log}
-}
-
-// daemon is the Docker Engine's side of follow.Daemon.
-type daemon struct {
-	*Adapter
-	log *zap.Logger
-}
-
-func (d *daemon) Connect(context.Context) (follow.Conn, error) {
-	cli, err := d.newClient()
+// Connect implements follow.Daemon.
+func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, error) {
+	cli, err := a.newClient()
 	if err != nil {
-		return nil, follow.WrapCall("connect", err)
+		return nil, err
 	}
 	var eng engine = cli
-	if d.wrap != nil {
-		eng = d.wrap(eng)
+	if a.wrap != nil {
+		eng = a.wrap(eng)
 	}
-	return &conn{eng: eng, log: d.log}, nil
+	return &conn{eng: eng, log: log}, nil
 }
 
-func (d *daemon) Explain(err error) follow.End { return explain(err) }
+// Explain implements follow.Daemon.
+func (a *Adapter) Explain(err error) follow.End { return explain(err) }
 
 // explain says why a session ended.
 func explain(err error) follow.End {

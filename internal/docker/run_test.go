@@ -104,8 +104,8 @@ func (e *countingEngine) ContainerList(ctx context.Context, o container.ListOpti
 // once its context is cancelled and that the sink's calls never overlapped.
 func start(t *testing.T, cfg Config, c *counter) (*followtest.Sink, *observer.ObservedLogs) {
 	t.Helper()
-	if cfg.MinBackoff == 0 {
-		cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	if cfg.Pace.Min == 0 {
+		cfg.Pace.Min, cfg.Pace.Max = 20*time.Millisecond, 200*time.Millisecond
 	}
 	a, err := New(cfg)
 	if err != nil {
@@ -115,7 +115,7 @@ func start(t *testing.T, cfg Config, c *counter) (*followtest.Sink, *observer.Ob
 		a.wrap = c.wrap
 	}
 	return followtest.Start(t, waitTimeout, func(ctx context.Context, log *zap.Logger, sink catalog.Sink) {
-		a.Run(ctx, sink, log)
+		a.Loop().Run(ctx, sink, log)
 	})
 }
 

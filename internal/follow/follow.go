@@ -15,7 +15,10 @@ package follow
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -41,9 +44,11 @@ var ErrNotFound = errors.New("not found")
 // Daemon is what an adapter implements for its daemon. The Loop calls it
 // from one goroutine.
 type Daemon interface {
-	// Connect opens one session's connection. It need not reach the
-	// daemon yet: a client whose first call fails is fine.
-	Connect(ctx context.Context) (Conn, error)
+	// Connect opens one session's connection, which logs what is its own
+	// to log. It need not reach the daemon yet: a client whose first call
+	// fails is fine. An error that names no call is logged as the
+	// "connect" call's.
+	Connect(ctx context.Context, log *zap.Logger) (Conn, error)
 	// Explain turns the error that ended a session (nil if none) into an
 	// End.
 	Explain(err error) End
@@ -122,4 +127,12 @@ type End struct {
 	// Lost, if set, replaces the warning logged when a session that had
 	// listed ends ("lost the <Name>: ...").
 	Lost string
+}
+
+// Key is a hash of settings that shape a connection (a token or a file's
+// contents among them), safe to keep and compare: equal keys can share one
+// connection.
+func Key(settings ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(settings, "\x00")))
+	return hex.EncodeToString(sum[:])
 }

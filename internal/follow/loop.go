@@ -2,6 +2,7 @@ package follow
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -44,6 +45,14 @@ const (
 	LocalConnectMax = 500 * time.Millisecond
 )
 
+// Check says whether the pace's settings make sense.
+func (p Pace) Check() error {
+	if p.Min < 0 || p.Max < 0 || p.ConnectMax < 0 || p.Stable < 0 {
+		return errors.New("backoff: must not be negative")
+	}
+	return nil
+}
+
 func (p Pace) withDefaults() Pace {
 	if p.Min <= 0 {
 		p.Min = DefaultMinBackoff
@@ -75,10 +84,13 @@ type Loop struct {
 	// is also the key of the count in the "connected" log line, Thing the
 	// key of the name in the per-instance debug lines.
 	Name, Things, Thing string
-	// Log receives why each session ended; nil discards it.
-	Log *zap.Logger
+	// Address is the daemon's address, added to every log line as
+	// "address".
+	Address string
 	// Pace bounds the delays between sessions.
 	Pace Pace
+
+	logger *zap.Logger // set by Run
 
 	// clock and sleep stand in for time in tests; nil means real time.
 	clock func() time.Time
@@ -90,10 +102,10 @@ type Loop struct {
 const maxLoggedReasons = 64
 
 func (l *Loop) log() *zap.Logger {
-	if l.Log == nil {
+	if l.logger == nil {
 		return zap.NewNop()
 	}
-	return l.Log
+	return l.logger
 }
 
 func (l *Loop) now() time.Time {
@@ -118,8 +130,13 @@ func (l *Loop) wait(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// Run runs sessions feeding sink until ctx is done.
-func (l *Loop) Run(ctx context.Context, sink catalog.Sink) {
+// Run runs sessions feeding sink until ctx is done, logging to log (nil
+// discards) why each ended. A Loop runs once.
+func (l *Loop) Run(ctx context.Context, sink catalog.Sink, log *zap.Logger) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	l.logger = log.With(zap.String("address", l.Address))
 	p := l.Pace.withDefaults()
 	relist := NewBackoff(p.Min, p.Max)
 	connect := NewBackoff(p.Min, p.ConnectMax)

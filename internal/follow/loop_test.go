@@ -72,7 +72,7 @@ type fakeDaemon struct {
 	replaced chan struct{}
 }
 
-func (d *fakeDaemon) Connect(ctx context.Context) (Conn, error) {
+func (d *fakeDaemon) Connect(ctx context.Context, _ *zap.Logger) (Conn, error) {
 	d.n++
 	if d.n > len(d.script) {
 		d.cancel()
@@ -149,12 +149,12 @@ func play(t *testing.T, pace Pace, script ...step) ([]time.Duration, *observer.O
 	clock := newFakeClock()
 	replaced := make(chan struct{}, 1)
 	d := &fakeDaemon{clock: clock, script: script, cancel: cancel, replaced: replaced}
-	l := &Loop{Daemon: d, Name: "Test daemon", Things: "boxes", Thing: "box", Log: zap.New(core), Pace: pace,
+	l := &Loop{Daemon: d, Name: "Test daemon", Things: "boxes", Thing: "box", Pace: pace,
 		clock: clock.now, sleep: clock.sleep}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l.Run(ctx, signalSink{replaced})
+		l.Run(ctx, signalSink{replaced}, zap.New(core))
 	}()
 	select {
 	case <-done:
@@ -287,7 +287,7 @@ func TestPaceDefaults(t *testing.T) {
 // ---- logs ----------------------------------------------------------------------
 
 func testLoop(log *zap.Logger) *Loop {
-	return &Loop{Daemon: &fakeDaemon{}, Name: "Test daemon", Things: "boxes", Thing: "box", Log: log}
+	return &Loop{Daemon: &fakeDaemon{}, Name: "Test daemon", Things: "boxes", Thing: "box", logger: log}
 }
 
 // A daemon that stays down is reported once at error level per distinct
@@ -411,6 +411,7 @@ func TestRunStopsDuringBackoff(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	attempts := make(chan struct{}, 10)
+	log := l.logger
 	l.Daemon = connectFunc(func(context.Context) (Conn, error) {
 		attempts <- struct{}{}
 		return nil, errors.New("down")
@@ -419,7 +420,7 @@ func TestRunStopsDuringBackoff(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l.Run(ctx, signalSink{})
+		l.Run(ctx, signalSink{}, log)
 	}()
 	<-attempts
 	cancel()
@@ -441,7 +442,7 @@ func TestRunStopsDuringBackoff(t *testing.T) {
 		return nil, ctx.Err()
 	})
 	logs.TakeAll()
-	l.Run(ctx2, signalSink{})
+	l.Run(ctx2, signalSink{}, log)
 	if n := logs.Len(); n != 0 {
 		t.Fatalf("%d logs for a session ended by the cancellation", n)
 	}
@@ -450,5 +451,28 @@ func TestRunStopsDuringBackoff(t *testing.T) {
 // connectFunc is a daemon that is only its Connect.
 type connectFunc func(ctx context.Context) (Conn, error)
 
-func (f connectFunc) Connect(ctx context.Context) (Conn, error) { return f(ctx) }
-func (connectFunc) Explain(err error) End                       { return testExplain(err) }
+func (f connectFunc) Connect(ctx context.Context, _ *zap.Logger) (Conn, error) { return f(ctx) }
+func (connectFunc) Explain(err error) End                                      { return testExplain(err) }
+
+// Pace.Check refuses a negative setting.
+func TestPaceCheck(t *testing.T) {
+	if err := (Pace{}).Check(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []Pace{{Min: -1}, {Max: -1}, {ConnectMax: -1}, {Stable: -1}} {
+		if err := p.Check(); err == nil || err.Error() != "backoff: must not be negative" {
+			t.Errorf("Check(%+v) = %v", p, err)
+		}
+	}
+}
+
+// Key is a hash: equal settings, equal keys; any difference, even in where
+// one setting ends, another key.
+func TestKey(t *testing.T) {
+	if Key("a", "b") != Key("a", "b") || len(Key("a")) != 64 {
+		t.Fatal("unstable key")
+	}
+	if Key("a", "b") == Key("ab") || Key("a", "b") == Key("a", "c") {
+		t.Fatal("different settings share a key")
+	}
+}

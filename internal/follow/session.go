@@ -25,8 +25,11 @@ type session struct {
 // It returns when the listing was fed to the sink (zero if it never was)
 // and the error that ended the session.
 func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool) (listedAt time.Time, err error) {
-	conn, err := l.Daemon.Connect(ctx)
+	conn, err := l.Daemon.Connect(ctx, l.log())
 	if err != nil {
+		if call, _ := Call(err); call == "" {
+			err = WrapCall("connect", err)
+		}
 		return time.Time{}, err
 	}
 	defer func() { _ = conn.Close() }()

@@ -242,20 +242,20 @@ type Ended struct {
 	Err    error
 }
 
-// PlaySessions runs the loop newLoop makes for a scripted daemon whose
-// sessions end as script says, one after the other (1ms apart, each
-// counting as stable once listed), with explain as the daemon's Explain;
-// the loop's context is cancelled at the session after the last. It
-// returns the loop's logs.
-func PlaySessions(newLoop func(log *zap.Logger, d follow.Daemon) *follow.Loop, explain func(error) follow.End, script ...Ended) *observer.ObservedLogs {
+// PlaySessions runs loop with a scripted daemon in place of its Daemon:
+// its sessions end as script says, one after the other (1ms apart, each
+// counting as stable once listed), and explain is its Explain; the loop's
+// context is cancelled at the session after the last. It returns the
+// loop's logs.
+func PlaySessions(loop *follow.Loop, explain func(error) follow.End, script ...Ended) *observer.ObservedLogs {
 	core, logs := observer.New(zapcore.DebugLevel)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sink := &replaceSignal{Sink: NewSink(), replaced: make(chan struct{}, 1)}
 	d := &scripted{explain: explain, script: script, cancel: cancel, replaced: sink.replaced}
-	l := newLoop(zap.New(core), d)
-	l.Pace = follow.Pace{Min: time.Millisecond, Max: time.Millisecond, Stable: time.Nanosecond}
-	l.Run(ctx, sink)
+	loop.Daemon = d
+	loop.Pace = follow.Pace{Min: time.Millisecond, Max: time.Millisecond, Stable: time.Nanosecond}
+	loop.Run(ctx, sink, zap.New(core))
 	return logs
 }
 
@@ -281,7 +281,7 @@ type scripted struct {
 
 func (d *scripted) Explain(err error) follow.End { return d.explain(err) }
 
-func (d *scripted) Connect(ctx context.Context) (follow.Conn, error) {
+func (d *scripted) Connect(ctx context.Context, _ *zap.Logger) (follow.Conn, error) {
 	d.n++
 	if d.n > len(d.script) {
 		d.cancel()
