@@ -27,6 +27,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow/followtest"
 )
 
@@ -724,4 +725,79 @@ func net0(i catalog.Instance) catalog.Attachment {
 		return catalog.Attachment{}
 	}
 	return i.Networks[0]
+}
+
+// ---- pace ---------------------------------------------------------------------
+
+// outage is how long the daemon is away in the tests of its return.
+const outage = 30 * time.Second
+
+// R6: after a long outage, an instance created meanwhile is in the sink
+// within a second of the daemon's return: an absent unix socket is retried
+// at the connect pace (follow.LocalConnectMax), whatever the outage's
+// length, with the default pace otherwise.
+func TestReturnAfterLongOutageWithinASecond(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 30 s outage: not under -short")
+	}
+	d := newDaemon(t)
+	d.CreateInstance(running("before", "172.20.0.2"))
+	sink, logs := start(t, Config{Address: serveUnix(t, d), Pace: follow.Pace{Min: follow.DefaultMinBackoff}})
+	sink.WaitFor(t, waitTimeout, "the initial listing", func(v view) bool { _, ok := v.Named("before"); return ok })
+	waitFollowers(t, d, 1)
+
+	d.Stop()
+	over := time.NewTimer(outage)
+	defer over.Stop()
+	waitLog(t, logs, zapcore.WarnLevel, "lost the Dicer daemon")
+	d.CreateInstance(running("meanwhile", "172.20.0.3"))
+	<-over.C // the outage's length is the scenario, not a wait for the adapter
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	sink.WaitFor(t, waitTimeout, "the instance created during the outage", func(v view) bool { _, ok := v.Named("meanwhile"); return ok })
+	took := time.Since(back)
+	t.Logf("after a %v outage, the instance created meanwhile was in the sink %v after the daemon's return",
+		outage, took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("routes current %v after the daemon's return, want within 1s", took)
+	}
+}
+
+// A daemon that cuts the session off right after each listing is
+// re-listed ever less often (to the cap), not at the minimum delay, and
+// one warning says so.
+func TestRepeatedCutsSpaceRelists(t *testing.T) {
+	d := newDaemon(t)
+	d.CreateInstance(running("a", "172.20.0.2"))
+	pace := follow.Pace{Min: 20 * time.Millisecond, Max: 320 * time.Millisecond}
+	sink, logs := start(t, Config{Address: serveUnix(t, d), Pace: pace})
+	sink.WaitFor(t, waitTimeout, "the initial listing", func(v view) bool { return v.Replaces == 1 })
+
+	const window = 4 * time.Second
+	end := time.Now().Add(window)
+	replaces, cuts := 0, 0
+	for time.Now().Before(end) {
+		if sink.Replaces() > replaces && d.Followers() > 0 {
+			replaces = sink.Replaces()
+			d.CutFollowers() // right after the listing
+			cuts++
+		}
+		time.Sleep(2 * time.Millisecond) // poll the condition
+	}
+	lists := int(d.Calls("ListInstances") - 1)
+	// At the minimum delay (10-20ms) that would be well over 100 listings;
+	// spaced out, 20, 40, 80, 160, then 320ms (jittered down to half) at
+	// the most, it is at most 4 + (4s - 150ms) / 160ms.
+	t.Logf("%d re-listings and %d cuts in %v", lists, cuts, window)
+	if lists > 4+int((window-150*time.Millisecond)/(160*time.Millisecond))+1 || lists < 5 {
+		t.Errorf("%d re-listings in %v with cuts right after each; want them spaced out to the %v cap", lists, window, pace.Max)
+	}
+	if n := logs.FilterMessageSnippet("keeps ending the session soon after each listing").Len(); n != 1 {
+		t.Errorf("%d warnings that the daemon keeps cutting the session off, want 1:\n%s", n, followtest.DumpLogs(logs))
+	}
+	if n := logs.FilterMessageSnippet("fell behind").Len(); n != 1 {
+		t.Errorf("%d fell-behind warnings, want 1 (the first cut)", n)
+	}
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow/followtest"
 )
 
@@ -752,4 +753,40 @@ func tlsProxy(t *testing.T, files tlsFiles) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// R6: after a long outage (the Engine's socket refusing every
+// connection), a container started meanwhile is in the sink within a
+// second of the Engine's return: a unix socket is retried at the connect
+// pace (follow.LocalConnectMax), whatever the outage's length, with the
+// default pace otherwise.
+func TestReturnAfterLongOutageWithinASecond(t *testing.T) {
+	t.Parallel()
+	const outage = 30 * time.Second
+	cli := dockertest.Client(t)
+	tc := newCase(t)
+	proxy := dockertest.NewSocketProxy(t)
+	before := dockertest.Start(t, cli, dockertest.Options{Name: "outage-before", Labels: tc.labels()})
+	sink, logs := start(t, Config{Host: proxy.Host(), Pace: follow.Pace{Min: follow.DefaultMinBackoff}}, nil)
+	sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.ByID[before.ID]; return ok })
+
+	proxy.SetDown(true)
+	over := time.NewTimer(outage)
+	defer over.Stop()
+	waitLog(t, logs, zapcore.WarnLevel, "lost the Docker Engine")
+	late := dockertest.Start(t, cli, dockertest.Options{Name: "outage-late", Labels: tc.labels()})
+	<-over.C // the outage's length is the scenario, not a wait for the adapter
+	attempts := proxy.Accepted()
+	proxy.SetDown(false)
+	back := time.Now()
+	sink.WaitFor(t, waitTimeout, "the container started during the outage", func(v view) bool {
+		in, ok := v.ByID[late.ID]
+		return ok && in.State == catalog.StateRunning
+	})
+	took := time.Since(back)
+	t.Logf("after a %v outage, the container started meanwhile was in the sink %v after the Engine's return (%d connections refused meanwhile)",
+		outage, took.Round(time.Millisecond), attempts)
+	if took > time.Second {
+		t.Errorf("routes current %v after the Engine's return, want within 1s", took)
+	}
 }
