@@ -1,19 +1,13 @@
 package caddydicer
 
 import (
-	"context"
-	"crypto/x509"
-	"fmt"
-	"os"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
-	"go.uber.org/zap"
 
-	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicer"
 )
 
@@ -156,42 +150,23 @@ func (p *DicerPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return p.unmarshal(d, "dicer", &p.Daemon)
 }
 
-// spec resolves the settings (placeholders, CA file) into what the
-// Dicer adapter runs with.
+// spec resolves the settings (placeholders) into what the Dicer adapter
+// runs with; the adapter checks them and reads the CA file, once.
 func (d *Daemon) spec() (connSpec, error) {
 	repl := caddy.NewReplacer()
 	cfg := dicer.Config{
 		Address: strings.TrimSpace(repl.ReplaceAll(d.Address, "")),
 		Token:   strings.TrimSpace(repl.ReplaceAll(d.Token, "")),
 	}
-	if cfg.Address == "" {
-		cfg.Address = dicer.DefaultAddress
+	if d.TLS != nil {
+		cfg.CAFile, cfg.ServerName = d.TLS.CA, d.TLS.ServerName
 	}
 	pph := strings.TrimSpace(repl.ReplaceAll(d.PublishedPortHost, ""))
-	key := []string{cfg.Token}
-	if d.TLS != nil {
-		cfg.ServerName = d.TLS.ServerName
-		if d.TLS.CA != "" {
-			pem, err := os.ReadFile(d.TLS.CA)
-			if err != nil {
-				return connSpec{}, fmt.Errorf("tls ca: %w", err)
-			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return connSpec{}, fmt.Errorf("tls ca: no PEM certificate in %s", d.TLS.CA)
-			}
-			key = append(key, string(pem))
-		}
-		key = append(key, "server_name="+cfg.ServerName)
-	}
-	if err := cfg.Validate(); err != nil {
+	a, err := dicer.New(cfg)
+	if err != nil {
 		return connSpec{}, err
 	}
-	return newConnSpec("dicer", cfg.Address, pph, dicer.DaemonHost(cfg.Address), key,
-		func(ctx context.Context, sink catalog.Sink, logger *zap.Logger) {
-			cfg.Logger = logger
-			dicer.Run(ctx, cfg, sink)
-		}), nil
+	return newConnSpec("dicer", a.Address(), pph, dicer.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run), nil
 }
 
 // validateStatic checks the settings that need no placeholder replacement,
@@ -204,12 +179,9 @@ func (d *Daemon) validateStatic() error {
 	if d.TLS != nil {
 		// tls fits only a TCP daemon whose token has no fingerprint; the
 		// CA file itself is read at provision.
-		cfg.ServerName = d.TLS.ServerName
-		if d.TLS.CA != "" {
-			cfg.RootCAs = x509.NewCertPool()
-		}
+		cfg.CAFile, cfg.ServerName = d.TLS.CA, d.TLS.ServerName
 	}
-	return cfg.Validate()
+	return cfg.Check()
 }
 
 // unmarshalSetting parses one daemon setting of a Caddyfile block, if the

@@ -1,18 +1,13 @@
 package caddydicer
 
 import (
-	"context"
-	"fmt"
-	"os"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
-	"go.uber.org/zap"
 
-	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 )
 
@@ -171,25 +166,11 @@ func (e *DockerEngine) config() (docker.Config, string) {
 // Docker adapter runs with.
 func (e *DockerEngine) spec() (connSpec, error) {
 	cfg, pph := e.config()
-	if err := cfg.Validate(); err != nil {
+	a, err := docker.New(cfg)
+	if err != nil {
 		return connSpec{}, err
 	}
-	key := []string{cfg.CAFile, cfg.CertFile, cfg.KeyFile}
-	for _, file := range []string{cfg.CAFile, cfg.CertFile} {
-		if file != "" {
-			// Re-read at each load: a renewed file makes a new connection.
-			pem, err := os.ReadFile(file)
-			if err != nil {
-				return connSpec{}, fmt.Errorf("tls: %w", err)
-			}
-			key = append(key, string(pem))
-		}
-	}
-	return newConnSpec("docker", cfg.Host, pph, docker.DaemonHost(cfg.Host), key,
-		func(ctx context.Context, sink catalog.Sink, logger *zap.Logger) {
-			cfg.Logger = logger
-			docker.Run(ctx, cfg, sink)
-		}), nil
+	return newConnSpec("docker", a.Address(), pph, docker.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run), nil
 }
 
 // validateStatic checks the settings that need no placeholder replacement,

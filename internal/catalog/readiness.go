@@ -97,15 +97,15 @@ func (c *Catalog) probeDials(e *entry) []string {
 	case e.port > 0:
 		ports = []int{e.port}
 	default:
-		if e.onlyPort > 0 {
-			ports = append(ports, e.onlyPort)
-		}
 		for p := range c.routePorts {
 			if p != e.onlyPort {
 				ports = append(ports, p)
 			}
 		}
-		slices.Sort(ports[min(1, len(ports)):])
+		slices.Sort(ports)
+		if e.onlyPort > 0 {
+			ports = slices.Insert(ports, 0, e.onlyPort)
+		}
 	}
 	var dials []string
 	for _, p := range ports {

@@ -52,12 +52,16 @@ func BenchmarkEventToCatalog(b *testing.B) {
 			}
 			d.EmitQuietly(false)
 
+			a, err := dicer.New(dicer.Config{Address: "unix:" + sock})
+			if err != nil {
+				b.Fatal(err)
+			}
 			sink := signalSink{catalog.New(catalog.Options{}), make(chan string, 1)}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				dicer.Run(ctx, dicer.Config{Address: "unix:" + sock}, sink)
+				a.Loop().Run(ctx, sink, nil)
 			}()
 			defer func() { cancel(); <-done }()
 			<-sink.Ready()

@@ -5,16 +5,11 @@
 package dicer
 
 import (
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"strconv"
 	"strings"
-	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
@@ -22,14 +17,8 @@ import (
 // DefaultAddress is the daemon's packaged unix socket.
 const DefaultAddress = "unix:///run/dicer/dicer.sock"
 
-// Default reconnect backoff bounds.
-const (
-	DefaultMinBackoff = follow.DefaultMinBackoff
-	DefaultMaxBackoff = follow.DefaultMaxBackoff
-)
-
 // Config is what the adapter needs; the Caddy module fills it from its
-// settings.
+// settings. New checks it and reads its file.
 type Config struct {
 	// Address is the daemon's gRPC target: "unix:///run/dicer/dicer.sock"
 	// (DefaultAddress, used when empty), "unix:/path", "unix-abstract:NAME",
@@ -37,15 +26,15 @@ type Config struct {
 	Address string
 	// Token is required with a TCP address and refused with a unix socket.
 	Token string
-	// RootCAs and ServerName verify a daemon whose certificate a CA signed
-	// (a token without a fingerprint). nil RootCAs means the system roots.
-	RootCAs    *x509.CertPool
+	// CAFile and ServerName verify a daemon whose certificate a CA signed
+	// (a token without a fingerprint): CAFile is a PEM file of the
+	// authorities to trust, read by New ("" means the system roots).
+	CAFile     string
 	ServerName string
-	// Logger receives the adapter's logs; nil discards them.
-	Logger *zap.Logger
-	// MinBackoff and MaxBackoff bound the reconnect delay (capped
-	// exponential with jitter); zero means 250ms and 15s.
-	MinBackoff, MaxBackoff time.Duration
+	// Pace bounds the delays between sessions; zero values are the
+	// defaults, and on a unix socket a zero ConnectMax is
+	// follow.LocalConnectMax.
+	Pace follow.Pace
 }
 
 func (c Config) address() string {
@@ -55,9 +44,10 @@ func (c Config) address() string {
 	return c.Address
 }
 
-// Validate checks the combination of address, token and TLS settings. Each
-// error names the setting at fault.
-func (c Config) Validate() error {
+// Check checks the combination of address, token and TLS settings without
+// reading the CA file, so that a config adapted on another machine than the
+// one it runs on is checked too. Each error names the setting at fault.
+func (c Config) Check() error {
 	addr := c.address()
 	if err := validateAddress(addr); err != nil {
 		return err
@@ -66,7 +56,7 @@ func (c Config) Validate() error {
 		if c.Token != "" {
 			return fmt.Errorf("token: not allowed with a unix socket address %q (the socket needs no token)", addr)
 		}
-		if c.RootCAs != nil || c.ServerName != "" {
+		if c.CAFile != "" || c.ServerName != "" {
 			return fmt.Errorf("tls: not allowed with a unix socket address %q", addr)
 		}
 	} else {
@@ -77,14 +67,11 @@ func (c Config) Validate() error {
 		if err != nil {
 			return fmt.Errorf("token: %w", err)
 		}
-		if tok.Fingerprint != "" && (c.RootCAs != nil || c.ServerName != "") {
+		if tok.Fingerprint != "" && (c.CAFile != "" || c.ServerName != "") {
 			return errors.New("tls: not used with a token that carries the daemon's certificate fingerprint (the fingerprint pins the certificate); drop tls or use a token without a fingerprint")
 		}
 	}
-	if c.MinBackoff < 0 || c.MaxBackoff < 0 {
-		return errors.New("backoff: must not be negative")
-	}
-	return nil
+	return c.Pace.Check()
 }
 
 // validateAddress checks that addr is one of the supported target forms.
@@ -138,19 +125,10 @@ func DaemonHost(address string) string {
 		return ""
 	}
 	host, _, err := net.SplitHostPort(tcpHostPort(address))
-	if err != nil || host == "" {
+	if err != nil {
 		return ""
 	}
-	if h := strings.TrimSuffix(strings.ToLower(host), "."); h == "localhost" || strings.HasSuffix(h, ".localhost") {
-		return ""
-	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		ip = ip.Unmap()
-		if ip.IsLoopback() || ip.IsUnspecified() {
-			return ""
-		}
-	}
-	return host
+	return follow.RemoteHost(host)
 }
 
 // listsNetworks reports whether the adapter lists the daemon's networks to

@@ -1,9 +1,10 @@
 package dicer
 
 import (
-	"crypto/x509"
 	"strings"
 	"testing"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
 const (
@@ -69,10 +70,9 @@ func TestParseToken(t *testing.T) {
 	}
 }
 
-func TestConfigValidate(t *testing.T) {
+func TestConfigCheck(t *testing.T) {
 	tokFP := "dicer_" + secret52 + "_" + fpHex
 	tokNoFP := "dicer_" + secret52
-	pool := x509.NewCertPool()
 	tests := []struct {
 		name    string
 		cfg     Config
@@ -86,7 +86,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "tcp with token and surrounding whitespace", cfg: Config{Address: "127.0.0.1:7443", Token: tokFP + "\n"}},
 		{name: "tcp hostname", cfg: Config{Address: "dicer.example.com:7443", Token: tokFP}},
 		{name: "tcp IPv6", cfg: Config{Address: "[fd00::1]:7443", Token: tokFP}},
-		{name: "tcp CA-signed daemon with roots and server name", cfg: Config{Address: "10.0.0.1:7443", Token: tokNoFP, RootCAs: pool, ServerName: "dicer.internal"}},
+		{name: "tcp CA-signed daemon with roots and server name", cfg: Config{Address: "10.0.0.1:7443", Token: tokNoFP, CAFile: "/etc/caddy/dicer-ca.pem", ServerName: "dicer.internal"}},
 		{name: "tcp CA-signed daemon, system roots", cfg: Config{Address: "10.0.0.1:7443", Token: tokNoFP}},
 
 		{
@@ -114,7 +114,7 @@ func TestConfigValidate(t *testing.T) {
 			wantErr: `token: malformed: `,
 		},
 		{
-			name: "tls with unix socket", cfg: Config{Address: "unix:/tmp/d.sock", RootCAs: pool},
+			name: "tls with unix socket", cfg: Config{Address: "unix:/tmp/d.sock", CAFile: "/etc/caddy/dicer-ca.pem"},
 			wantErr: `tls: not allowed with a unix socket address`,
 		},
 		{
@@ -126,22 +126,22 @@ func TestConfigValidate(t *testing.T) {
 		{name: "tcp without port", cfg: Config{Address: "10.0.0.1", Token: tokFP}, wantErr: `address: "10.0.0.1" is none of`},
 		{name: "url, not a target", cfg: Config{Address: "https://10.0.0.1:7443", Token: tokFP}, wantErr: `address: "https://10.0.0.1:7443" is none of`},
 		{name: "tcp port out of range", cfg: Config{Address: "10.0.0.1:70000", Token: tokFP}, wantErr: `address: "10.0.0.1:70000": port "70000"`},
-		{name: "negative backoff", cfg: Config{MinBackoff: -1}, wantErr: `backoff: must not be negative`},
+		{name: "negative backoff", cfg: Config{Pace: follow.Pace{Min: -1}}, wantErr: `backoff: must not be negative`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
+			err := tt.cfg.Check()
 			if tt.wantErr == "" {
 				if err != nil {
-					t.Fatalf("Validate: %v", err)
+					t.Fatalf("Check: %v", err)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("Validate = nil, want %q", tt.wantErr)
+				t.Fatalf("Check = nil, want %q", tt.wantErr)
 			}
 			if !strings.HasPrefix(err.Error(), tt.wantErr) {
-				t.Fatalf("Validate = %q, want it to start with %q", err, tt.wantErr)
+				t.Fatalf("Check = %q, want it to start with %q", err, tt.wantErr)
 			}
 			if strings.Contains(err.Error(), secret52[:20]) {
 				t.Errorf("error %q echoes the token's secret", err)

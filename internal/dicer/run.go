@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"strings"
-	"sync"
-	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -18,68 +16,88 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
-// Deadlines of the unary calls. Keepalive catches a dead TCP peer; these
-// catch a daemon that accepts a call and never answers it.
-const (
-	callTimeout = 30 * time.Second
-	listTimeout = 2 * time.Minute
-)
+// Adapter follows one Dicer daemon. New makes it from a Config, which it
+// checks, and whose CA file it reads, once.
+type Adapter struct {
+	address  string
+	opts     []grpc.DialOption
+	listNets bool
+	pace     follow.Pace
+	key      string
+}
 
-// Run follows the daemon until ctx is done, feeding sink. It never returns
-// early: on any failure it logs why and reconnects with backoff. The sink is
-// never cleared on a disconnect, so the last known instances keep being
-// routed to (R6). An invalid cfg is logged and Run waits for ctx.
-//
-// Each connection attempt is a session: subscribe to the daemon's events,
-// wait until the stored history is caught up, list networks (for gateway
-// addresses) and instances, Replace the sink's contents, then apply each
-// later instance event by fetching that one instance.
-func Run(ctx context.Context, cfg Config, sink catalog.Sink) {
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
+// New checks cfg and reads its CA file. Each error names the setting at
+// fault ("address: ...", "token: ...", "tls: ...", "tls ca: ...").
+func New(cfg Config) (*Adapter, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	roots, pem, err := loadRoots(cfg.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	opts, err := dialOptions(cfg, roots)
+	if err != nil {
+		return nil, err
 	}
 	addr := cfg.address()
-	log = log.With(zap.String("address", addr))
-	if err := cfg.Validate(); err != nil {
-		log.Error("invalid Dicer daemon settings: not connecting", zap.Error(err))
-		<-ctx.Done()
-		return
-	}
-	opts, err := dialOptions(cfg)
-	if err != nil { // unreachable after Validate, kept for safety
-		log.Error("invalid Dicer daemon settings: not connecting", zap.Error(err))
-		<-ctx.Done()
-		return
-	}
-	f := &follower{
-		target:   addr,
+	a := &Adapter{
+		address:  addr,
 		opts:     opts,
-		log:      log,
-		sink:     sink,
 		listNets: listsNetworks(addr),
+		pace:     cfg.Pace,
 	}
-	newLoop(log, f.session).Run(ctx, follow.NewBackoff(cfg.MinBackoff, cfg.MaxBackoff))
+	if !IsTCP(addr) && a.pace.ConnectMax == 0 {
+		// A connection attempt to an absent socket costs nothing (R6).
+		a.pace.ConnectMax = follow.LocalConnectMax
+	}
+	a.key = follow.Key(addr, strings.TrimSpace(cfg.Token), string(pem), cfg.ServerName)
+	return a, nil
 }
 
-// newLoop follows the daemon with session.
-func newLoop(log *zap.Logger, session func(ctx context.Context, reconnect bool) (bool, error)) *follow.Loop {
-	return &follow.Loop{Daemon: "Dicer daemon", Things: "instances", Log: log, Session: session, Explain: explain}
+// Address is the daemon's gRPC target, DefaultAddress when the Config
+// named none.
+func (a *Adapter) Address() string { return a.address }
+
+// Key identifies every setting that shapes the connection, the CA file's
+// contents included: equal keys can share one connection. It is a hash,
+// safe to keep, since the settings hold the token.
+func (a *Adapter) Key() string { return a.key }
+
+// Loop returns the loop that follows the daemon once: its Run(ctx, sink,
+// log) feeds sink until ctx is done, logging to log (nil discards). It
+// never returns early: on any failure it logs why and reconnects (see
+// follow.Loop). The sink is never cleared on a disconnect, so the last
+// known instances keep being routed to (R6).
+//
+// Each session subscribes to the daemon's events, waits until the stored
+// history is caught up, lists networks (for gateway addresses) and
+// instances, then applies each later instance event by fetching that one
+// instance.
+func (a *Adapter) Loop() *follow.Loop {
+	return &follow.Loop{Daemon: a, Name: "Dicer daemon", Things: "instances", Thing: "instance", Address: a.address, Pace: a.pace}
 }
 
-type follower struct {
-	target   string
-	opts     []grpc.DialOption
-	log      *zap.Logger
-	sink     catalog.Sink
-	listNets bool
+// Connect implements follow.Daemon.
+func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, error) {
+	cc, err := grpc.NewClient(a.address, a.opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{cc: cc, client: dicerpb.NewDaemonServiceClient(cc), log: log, listNets: a.listNets}, nil
 }
+
+// Explain implements follow.Daemon.
+func (a *Adapter) Explain(err error) follow.End { return explain(err) }
 
 // explain says why a session ended. Falling behind the daemon's events
-// has its own warning: the daemon cut this follower off.
+// has its own warning: the daemon cut the session off.
 func explain(err error) follow.End {
 	call, reason, code := describe(err)
 	e := follow.End{Call: call, Reason: reason, Auth: isAuthProblem(code, reason)}
+	// UNAVAILABLE before any answer: no socket, or nothing listening.
+	_, cause := follow.Call(err)
+	e.Unreachable = code == codes.Unavailable && !e.Auth && !errors.Is(cause, io.EOF)
 	if code == codes.ResourceExhausted {
 		e.Lost = "fell behind the Dicer daemon's events and was cut off: reconnecting to re-list"
 	}
@@ -144,213 +162,133 @@ func codeName(c codes.Code) string {
 	return strings.ToUpper(b.String())
 }
 
-// session is one connection: it returns whether it got the instance listing
-// (and fed it to the sink), and the error that ended it.
-func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, err error) {
-	conn, err := grpc.NewClient(f.target, f.opts...)
-	if err != nil {
-		return false, follow.WrapCall("connect", err)
-	}
-	defer func() { _ = conn.Close() }()
-	client := dicerpb.NewDaemonServiceClient(conn)
-
-	sctx, cancel := context.WithCancel(ctx)
-	// Subscribe before listing so that nothing is missed; limit 1 skips the
-	// stored history, which the listing makes moot.
-	stream, err := client.GetEvents(sctx, &dicerpb.GetEventsRequest{Follow: true, Limit: 1})
-	if err != nil {
-		cancel()
-		return false, follow.WrapCall("GetEvents", err)
-	}
-	q := follow.NewPending()
-	caughtUp := make(chan struct{})
-	recvErr := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		recvErr <- receive(stream, caughtUp, q, f.log)
-	}()
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-
-	select {
-	case <-caughtUp:
-	case err := <-recvErr:
-		return false, follow.WrapCall("GetEvents", err)
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
-
-	s := &sessionState{follower: f, client: client, listNets: f.listNets}
-	if s.listNets {
-		if err := s.listNetworks(sctx); err != nil {
-			return false, err
-		}
-	}
-	lctx, lcancel := context.WithTimeout(sctx, listTimeout)
-	resp, err := client.ListInstances(lctx, &dicerpb.ListInstancesRequest{})
-	lcancel()
-	if err != nil {
-		return false, follow.WrapCall("ListInstances", err)
-	}
-	all := make([]catalog.Instance, 0, len(resp.GetInstances()))
-	s.known = make(map[string]catalog.Instance, len(resp.GetInstances()))
-	for _, in := range resp.GetInstances() {
-		ci := translate(in, s.gateways)
-		all = append(all, ci)
-		s.known[ci.ID] = ci
-	}
-	f.sink.Replace(all)
-	msg := "connected to the Dicer daemon"
-	if reconnect {
-		msg = "reconnected to the Dicer daemon"
-	}
-	f.log.Info(msg, zap.Int("instances", len(all)), zap.Bool("networks_listed", s.listNets))
-
-	for {
-		select {
-		case <-ctx.Done():
-			return true, ctx.Err()
-		case err := <-recvErr:
-			return true, follow.WrapCall("GetEvents", err)
-		case <-q.Notify():
-		}
-		ids, netsChanged := q.Take()
-		if netsChanged && s.listNets {
-			if err := s.networksChanged(sctx); err != nil {
-				return true, err
-			}
-		}
-		for id, deleted := range ids {
-			if err := s.apply(sctx, id, deleted); err != nil {
-				return true, err
-			}
-		}
-	}
-}
-
-// sessionState is what one session knows; only the session's goroutine
-// uses it.
-type sessionState struct {
-	*follower
+// conn is one session's connection: the Dicer daemon's side of
+// follow.Conn.
+type conn struct {
+	cc       *grpc.ClientConn
 	client   dicerpb.DaemonServiceClient
+	log      *zap.Logger
 	listNets bool // false when not wanted or not permitted
 	gateways map[string]string
-	known    map[string]catalog.Instance
+}
+
+func (c *conn) Close() error { return c.cc.Close() }
+
+// Subscribe asks for the events from now on (limit 1 skips the stored
+// history, which the listing makes moot) and reads until the daemon says
+// the history is through.
+func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
+	stream, err := c.client.GetEvents(ctx, &dicerpb.GetEventsRequest{Follow: true, Limit: 1})
+	if err != nil {
+		return nil, follow.WrapCall("GetEvents", err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return nil, follow.WrapCall("GetEvents", err)
+		}
+		if resp.GetCaughtUp() {
+			break // this reply's events, if any, are history too
+		}
+	}
+	return func(report func(follow.Event)) error {
+		for {
+			resp, err := stream.Recv()
+			if err != nil {
+				return follow.WrapCall("GetEvents", err)
+			}
+			for _, ev := range resp.GetEvents() {
+				switch ev.GetKind() {
+				case dicerpb.EventKind_EVENT_KIND_INSTANCE:
+					if ev.GetId() == "" {
+						c.log.Debug("ignoring an instance event without an instance ID", zap.String("instance", ev.GetName()))
+						continue
+					}
+					report(follow.Event{ID: ev.GetId(), Deleted: ev.GetAction() == dicerpb.EventAction_EVENT_ACTION_DELETED})
+				case dicerpb.EventKind_EVENT_KIND_NETWORK:
+					report(follow.Event{DaemonWide: true})
+				}
+			}
+		}
+	}, nil
+}
+
+// List lists the networks, for their gateways, then the instances.
+func (c *conn) List(ctx context.Context) (follow.Listing, error) {
+	if c.listNets {
+		if err := c.listNetworks(ctx); err != nil {
+			return follow.Listing{}, err
+		}
+	}
+	resp, err := c.client.ListInstances(ctx, &dicerpb.ListInstancesRequest{})
+	if err != nil {
+		return follow.Listing{}, follow.WrapCall("ListInstances", err)
+	}
+	all := make([]catalog.Instance, 0, len(resp.GetInstances()))
+	for _, in := range resp.GetInstances() {
+		all = append(all, translate(in, c.gateways))
+	}
+	return follow.Listing{Instances: all, Fields: []zap.Field{zap.Bool("networks_listed", c.listNets)}}, nil
+}
+
+// Fetch gets one instance: one GetInstance per pending ID, whatever the
+// number of instances.
+func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
+	in, err := c.client.GetInstance(ctx, &dicerpb.GetInstanceRequest{Name: id})
+	if status.Code(err) == codes.NotFound {
+		return catalog.Instance{}, follow.WrapCall("GetInstance", follow.ErrNotFound)
+	}
+	if err != nil {
+		return catalog.Instance{}, follow.WrapCall("GetInstance", err)
+	}
+	return translate(in, c.gateways), nil
+}
+
+// Refresh follows a network event: it re-lists networks and returns the
+// known instances whose gateway changed (network events are rare, so O(n)
+// is fine here).
+func (c *conn) Refresh(ctx context.Context, known map[string]catalog.Instance) ([]catalog.Instance, error) {
+	if !c.listNets {
+		return nil, nil
+	}
+	if err := c.listNetworks(ctx); err != nil {
+		return nil, err
+	}
+	var changed []catalog.Instance
+	for _, in := range known {
+		if len(in.Networks) != 1 {
+			continue
+		}
+		if att := in.Networks[0]; c.gateways[att.Network] != att.Gateway {
+			// A new slice: the sink keeps the instance it was given.
+			att.Gateway = c.gateways[att.Network]
+			in.Networks = []catalog.Attachment{att}
+			changed = append(changed, in)
+		}
+	}
+	return changed, nil
 }
 
 // listNetworks learns the gateway of each network. A token without
 // networks:read is warned about once per session and the session goes on
 // without gateways.
-func (s *sessionState) listNetworks(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+func (c *conn) listNetworks(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, follow.CallTimeout)
 	defer cancel()
-	resp, err := s.client.ListNetworks(cctx, &dicerpb.ListNetworksRequest{})
+	resp, err := c.client.ListNetworks(cctx, &dicerpb.ListNetworksRequest{})
 	if err != nil {
-		if c := status.Code(err); c == codes.PermissionDenied || c == codes.Unimplemented {
+		if code := status.Code(err); code == codes.PermissionDenied || code == codes.Unimplemented {
 			_, reason, _ := describe(err)
-			s.log.Warn("cannot list the Dicer daemon's networks, so gateway addresses are unknown: "+
+			c.log.Warn("cannot list the Dicer daemon's networks, so gateway addresses are unknown: "+
 				"ports published on every host address are reached only via published_port_host; "+
 				"grant the token networks:read or use a TCP address that is not loopback",
 				zap.String("error", reason))
-			s.listNets = false
-			s.gateways = nil
+			c.listNets = false
+			c.gateways = nil
 			return nil
 		}
 		return follow.WrapCall("ListNetworks", err)
 	}
-	s.gateways = gatewayMap(resp.GetNetworks())
+	c.gateways = gatewayMap(resp.GetNetworks())
 	return nil
-}
-
-// networksChanged re-lists networks and re-Puts the known instances whose
-// gateway changed (network events are rare, so O(n) is fine here).
-func (s *sessionState) networksChanged(ctx context.Context) error {
-	if err := s.listNetworks(ctx); err != nil {
-		return err
-	}
-	for id, ci := range s.known {
-		if len(ci.Networks) != 1 {
-			continue
-		}
-		if att := ci.Networks[0]; s.gateways[att.Network] != att.Gateway {
-			// A new slice: the sink keeps the instance it was given.
-			att.Gateway = s.gateways[att.Network]
-			ci.Networks = []catalog.Attachment{att}
-			s.known[id] = ci
-			s.sink.Put(ci)
-		}
-	}
-	return nil
-}
-
-// apply brings one instance up to date: one GetInstance per pending ID,
-// whatever the number of instances.
-func (s *sessionState) apply(ctx context.Context, id string, deleted bool) error {
-	if deleted {
-		s.drop(id)
-		return nil
-	}
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	in, err := s.client.GetInstance(cctx, &dicerpb.GetInstanceRequest{Name: id})
-	cancel()
-	if status.Code(err) == codes.NotFound {
-		s.drop(id)
-		return nil
-	}
-	if err != nil {
-		return follow.WrapCall("GetInstance", err)
-	}
-	ci := translate(in, s.gateways)
-	if ci.ID == "" {
-		ci.ID = id
-	}
-	s.known[ci.ID] = ci
-	s.sink.Put(ci)
-	s.log.Debug("instance updated", zap.String("instance", ci.Name), zap.String("id", ci.ID),
-		zap.Stringer("state", ci.State), zap.Stringer("health", ci.Health))
-	return nil
-}
-
-func (s *sessionState) drop(id string) {
-	name := s.known[id].Name
-	delete(s.known, id)
-	s.sink.Delete(id)
-	s.log.Debug("instance removed", zap.String("instance", name), zap.String("id", id))
-}
-
-// receive reads the event stream: it signals caughtUp once the stored
-// history is through (ignoring it: the listing that follows supersedes it),
-// then records the instances later events touch. It never calls the daemon,
-// so a slow fetch cannot make the daemon cut the stream off.
-func receive(stream grpc.ServerStreamingClient[dicerpb.GetEventsResponse], caughtUp chan<- struct{}, q *follow.Pending, log *zap.Logger) error {
-	up := false
-	for {
-		resp, err := stream.Recv()
-		if err != nil {
-			return err
-		}
-		if !up {
-			if resp.GetCaughtUp() {
-				up = true
-				close(caughtUp)
-			}
-			continue
-		}
-		for _, ev := range resp.GetEvents() {
-			switch ev.GetKind() {
-			case dicerpb.EventKind_EVENT_KIND_INSTANCE:
-				if ev.GetId() == "" {
-					log.Debug("ignoring an instance event without an instance ID", zap.String("instance", ev.GetName()))
-					continue
-				}
-				q.Add(ev.GetId(), ev.GetAction() == dicerpb.EventAction_EVENT_ACTION_DELETED)
-			case dicerpb.EventKind_EVENT_KIND_NETWORK:
-				q.Flag()
-			}
-		}
-	}
 }

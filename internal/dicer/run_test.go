@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
@@ -26,6 +27,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow/followtest"
 )
 
@@ -66,12 +68,15 @@ func serveUnix(t *testing.T, d *dicertest.Daemon) string {
 // once its context is cancelled.
 func start(t *testing.T, cfg Config) (*followtest.Sink, *observer.ObservedLogs) {
 	t.Helper()
-	if cfg.MinBackoff == 0 {
-		cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	if cfg.Pace.Min == 0 {
+		cfg.Pace.Min, cfg.Pace.Max = 20*time.Millisecond, 200*time.Millisecond
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
 	}
 	return followtest.Start(t, waitTimeout, func(ctx context.Context, log *zap.Logger, sink catalog.Sink) {
-		cfg.Logger = log
-		Run(ctx, cfg, sink)
+		a.Loop().Run(ctx, sink, log)
 	})
 }
 
@@ -388,29 +393,12 @@ func TestDaemonDownAtStart(t *testing.T) {
 	waitLog(t, logs, zapcore.InfoLevel, "connected to the Dicer daemon")
 }
 
-// An invalid configuration is logged, and Run still waits for its context.
-func TestRunInvalidConfig(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Run(ctx, Config{Address: "10.0.0.1:7443", Logger: zap.New(core)}, followtest.NewSink())
-	}()
-	e := waitLog(t, logs, zapcore.ErrorLevel, "invalid Dicer daemon settings")
-	if got := fmt.Sprint(e.ContextMap()["error"]); got != `token: required for the TCP address "10.0.0.1:7443"` {
+// An invalid configuration is refused by New, naming the setting at
+// fault, before anything connects.
+func TestNewRefusesInvalidConfig(t *testing.T) {
+	_, err := New(Config{Address: "10.0.0.1:7443"})
+	if got := fmt.Sprint(err); got != `token: required for the TCP address "10.0.0.1:7443"` {
 		t.Errorf("error %q", got)
-	}
-	select {
-	case <-done:
-		t.Fatal("Run returned before its context was done")
-	default:
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(waitTimeout):
-		t.Fatal("Run did not return after cancel")
 	}
 }
 
@@ -589,7 +577,8 @@ func nonLoopbackIPv4(t *testing.T) string {
 type testCA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
-	pool *x509.CertPool
+	// file is the CA certificate as a PEM file.
+	file string
 }
 
 func newCA(t *testing.T) testCA {
@@ -612,9 +601,17 @@ func newCA(t *testing.T) testCA {
 		t.Fatal(err)
 	}
 	cert, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return testCA{cert, key, pool}
+	return testCA{cert, key, writePEM(t, der)}
+}
+
+// writePEM writes a DER certificate to a PEM file of the test's.
+func writePEM(t *testing.T, der []byte) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(f, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 func (ca testCA) issue(t *testing.T, dnsNames []string, ips []net.IP) tls.Certificate {
@@ -657,22 +654,22 @@ func TestTCPCASignedDaemon(t *testing.T) {
 	}
 
 	t.Run("roots and server name", func(t *testing.T) {
-		sink, _ := start(t, Config{Address: addr, Token: tok, RootCAs: ca.pool, ServerName: "dicerd.test"})
+		sink, _ := start(t, Config{Address: addr, Token: tok, CAFile: ca.file, ServerName: "dicerd.test"})
 		sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.Named("a"); return ok })
 	})
 	t.Run("roots, name from the address's IP", func(t *testing.T) {
-		sink, _ := start(t, Config{Address: addr, Token: tok, RootCAs: ca.pool})
+		sink, _ := start(t, Config{Address: addr, Token: tok, CAFile: ca.file})
 		sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.Named("a"); return ok })
 	})
 	t.Run("unknown CA is refused", func(t *testing.T) {
-		sink, logs := start(t, Config{Address: addr, Token: tok, RootCAs: newCA(t).pool, ServerName: "dicerd.test"})
+		sink, logs := start(t, Config{Address: addr, Token: tok, CAFile: newCA(t).file, ServerName: "dicerd.test"})
 		waitLog(t, logs, zapcore.ErrorLevel, "certificate signed by unknown authority")
 		if sink.Replaces() != 0 {
 			t.Error("a listing from a daemon signed by an untrusted CA")
 		}
 	})
 	t.Run("wrong server name is refused", func(t *testing.T) {
-		sink, logs := start(t, Config{Address: addr, Token: tok, RootCAs: ca.pool, ServerName: "other.test"})
+		sink, logs := start(t, Config{Address: addr, Token: tok, CAFile: ca.file, ServerName: "other.test"})
 		waitLog(t, logs, zapcore.ErrorLevel, "not other.test")
 		if sink.Replaces() != 0 {
 			t.Error("a listing from a daemon with another name")
@@ -689,11 +686,11 @@ func TestTCPSelfSignedWithoutSANsCannotBeVerifiedByName(t *testing.T) {
 	addr := serveTCP(t, d, "127.0.0.1:0")
 	tok := d.AddToken("caddy")
 	tok = tok[:len(tok)-65] // drop "_" + fingerprint
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(d.CertPEM()) {
-		t.Fatal("bad CertPEM")
+	ca := filepath.Join(t.TempDir(), "daemon.pem")
+	if err := os.WriteFile(ca, d.CertPEM(), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	sink, logs := start(t, Config{Address: addr, Token: tok, RootCAs: pool, ServerName: "dicerd"})
+	sink, logs := start(t, Config{Address: addr, Token: tok, CAFile: ca, ServerName: "dicerd"})
 	e := waitLog(t, logs, zapcore.ErrorLevel, "x509:")
 	t.Logf("refused as expected: %v", e.ContextMap()["error"])
 	if sink.Replaces() != 0 {
@@ -728,4 +725,79 @@ func net0(i catalog.Instance) catalog.Attachment {
 		return catalog.Attachment{}
 	}
 	return i.Networks[0]
+}
+
+// ---- pace ---------------------------------------------------------------------
+
+// outage is how long the daemon is away in the tests of its return.
+const outage = 30 * time.Second
+
+// R6: after a long outage, an instance created meanwhile is in the sink
+// within a second of the daemon's return: an absent unix socket is retried
+// at the connect pace (follow.LocalConnectMax), whatever the outage's
+// length, with the default pace otherwise.
+func TestReturnAfterLongOutageWithinASecond(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 30 s outage: not under -short")
+	}
+	d := newDaemon(t)
+	d.CreateInstance(running("before", "172.20.0.2"))
+	sink, logs := start(t, Config{Address: serveUnix(t, d), Pace: follow.Pace{Min: follow.DefaultMinBackoff}})
+	sink.WaitFor(t, waitTimeout, "the initial listing", func(v view) bool { _, ok := v.Named("before"); return ok })
+	waitFollowers(t, d, 1)
+
+	d.Stop()
+	over := time.NewTimer(outage)
+	defer over.Stop()
+	waitLog(t, logs, zapcore.WarnLevel, "lost the Dicer daemon")
+	d.CreateInstance(running("meanwhile", "172.20.0.3"))
+	<-over.C // the outage's length is the scenario, not a wait for the adapter
+	if err := d.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	sink.WaitFor(t, waitTimeout, "the instance created during the outage", func(v view) bool { _, ok := v.Named("meanwhile"); return ok })
+	took := time.Since(back)
+	t.Logf("after a %v outage, the instance created meanwhile was in the sink %v after the daemon's return",
+		outage, took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("routes current %v after the daemon's return, want within 1s", took)
+	}
+}
+
+// A daemon that cuts the session off right after each listing is
+// re-listed ever less often (to the cap), not at the minimum delay, and
+// one warning says so.
+func TestRepeatedCutsSpaceRelists(t *testing.T) {
+	d := newDaemon(t)
+	d.CreateInstance(running("a", "172.20.0.2"))
+	pace := follow.Pace{Min: 20 * time.Millisecond, Max: 320 * time.Millisecond}
+	sink, logs := start(t, Config{Address: serveUnix(t, d), Pace: pace})
+	sink.WaitFor(t, waitTimeout, "the initial listing", func(v view) bool { return v.Replaces == 1 })
+
+	const window = 4 * time.Second
+	end := time.Now().Add(window)
+	replaces, cuts := 0, 0
+	for time.Now().Before(end) {
+		if sink.Replaces() > replaces && d.Followers() > 0 {
+			replaces = sink.Replaces()
+			d.CutFollowers() // right after the listing
+			cuts++
+		}
+		time.Sleep(2 * time.Millisecond) // poll the condition
+	}
+	lists := int(d.Calls("ListInstances") - 1)
+	// At the minimum delay (10-20ms) that would be well over 100 listings;
+	// spaced out, 20, 40, 80, 160, then 320ms (jittered down to half) at
+	// the most, it is at most 4 + (4s - 150ms) / 160ms.
+	t.Logf("%d re-listings and %d cuts in %v", lists, cuts, window)
+	if lists > 4+int((window-150*time.Millisecond)/(160*time.Millisecond))+1 || lists < 5 {
+		t.Errorf("%d re-listings in %v with cuts right after each; want them spaced out to the %v cap", lists, window, pace.Max)
+	}
+	if n := logs.FilterMessageSnippet("keeps ending the session soon after each listing").Len(); n != 1 {
+		t.Errorf("%d warnings that the daemon keeps cutting the session off, want 1:\n%s", n, followtest.DumpLogs(logs))
+	}
+	if n := logs.FilterMessageSnippet("fell behind").Len(); n != 1 {
+		t.Errorf("%d fell-behind warnings, want 1 (the first cut)", n)
+	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"google.golang.org/grpc"
@@ -27,8 +29,27 @@ var tcpKeepalive = keepalive.ClientParameters{
 	PermitWithoutStream: true,
 }
 
-// dialOptions builds the gRPC options for a validated Config.
-func dialOptions(cfg Config) ([]grpc.DialOption, error) {
+// loadRoots reads the authorities in the PEM file named by the tls ca
+// setting ("": none, so nil roots, the system's), and returns the file's
+// contents too.
+func loadRoots(file string) (*x509.CertPool, []byte, error) {
+	if file == "" {
+		return nil, nil, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tls ca: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("tls ca: no PEM certificate in %s", file)
+	}
+	return roots, pem, nil
+}
+
+// dialOptions builds the gRPC options for a checked Config; roots are the
+// authorities read from its CAFile (nil: the system roots).
+func dialOptions(cfg Config, roots *x509.CertPool) ([]grpc.DialOption, error) {
 	opts := []grpc.DialOption{
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)),
 	}
@@ -41,21 +62,21 @@ func dialOptions(cfg Config) ([]grpc.DialOption, error) {
 		return nil, fmt.Errorf("token: %w", err)
 	}
 	return append(opts,
-		grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig(cfg, tok))),
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig(roots, cfg.ServerName, tok))),
 		grpc.WithPerRPCCredentials(bearer("Bearer "+tok.Value())),
 		grpc.WithKeepaliveParams(tcpKeepalive),
 	), nil
 }
 
 // tlsConfig pins the daemon's certificate when the token carries its
-// fingerprint, and otherwise verifies it normally against cfg.RootCAs (nil:
-// the system roots) and cfg.ServerName.
-func tlsConfig(cfg Config, tok Token) *tls.Config {
+// fingerprint, and otherwise verifies it normally against roots (nil: the
+// system roots) and serverName.
+func tlsConfig(roots *x509.CertPool, serverName string, tok Token) *tls.Config {
 	if tok.Fingerprint == "" {
 		return &tls.Config{
 			MinVersion: tls.VersionTLS13,
-			RootCAs:    cfg.RootCAs,
-			ServerName: cfg.ServerName,
+			RootCAs:    roots,
+			ServerName: serverName,
 		}
 	}
 	want := tok.Fingerprint

@@ -5,20 +5,13 @@
 package docker
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
-	"time"
-
-	"github.com/docker/docker/client"
-	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
@@ -27,14 +20,8 @@ import (
 // Host setting nor DOCKER_HOST names one.
 const DefaultHost = "unix:///var/run/docker.sock"
 
-// Default reconnect backoff bounds.
-const (
-	DefaultMinBackoff = follow.DefaultMinBackoff
-	DefaultMaxBackoff = follow.DefaultMaxBackoff
-)
-
 // Config is what the adapter needs; the Caddy module fills it from its
-// settings (R9).
+// settings (R9). New checks it and reads its files.
 type Config struct {
 	// Host is the Engine endpoint: "unix:///var/run/docker.sock" or
 	// "tcp://host:port". "" means $DOCKER_HOST, else DefaultHost (see
@@ -43,13 +30,12 @@ type Config struct {
 	// CAFile, CertFile and KeyFile protect a TCP Engine with TLS: CAFile
 	// verifies the Engine's certificate (the system roots when empty),
 	// CertFile and KeyFile, given together, are the client certificate.
-	// Any of them makes the connection TLS.
+	// Any of them makes the connection TLS. New reads them.
 	CAFile, CertFile, KeyFile string
-	// Logger receives the adapter's logs; nil discards them.
-	Logger *zap.Logger
-	// MinBackoff and MaxBackoff bound the reconnect delay (capped
-	// exponential with jitter); zero means 250ms and 15s.
-	MinBackoff, MaxBackoff time.Duration
+	// Pace bounds the delays between sessions; zero values are the
+	// defaults, and on a unix socket a zero ConnectMax is
+	// follow.LocalConnectMax.
+	Pace follow.Pace
 }
 
 // Resolved returns c with Host filled in: $DOCKER_HOST when Host is empty,
@@ -69,32 +55,10 @@ func (c Config) usesTLS() bool {
 	return c.CAFile != "" || c.CertFile != "" || c.KeyFile != ""
 }
 
-// Validate checks the (resolved) address and the TLS settings (Check), then
-// loads the TLS files. Each error names the setting at fault: "address:
-// ...", "tls: ...", "tls ca: ...", "tls cert: ...", "tls key: ...".
-func (c Config) Validate() error {
-	if err := c.Check(); err != nil {
-		return err
-	}
-	if c.CAFile != "" {
-		pem, err := os.ReadFile(c.CAFile)
-		if err != nil {
-			return fmt.Errorf("tls ca: %w", err)
-		}
-		if !x509.NewCertPool().AppendCertsFromPEM(pem) {
-			return fmt.Errorf("tls ca: %s holds no PEM certificate", c.CAFile)
-		}
-	}
-	if c.CertFile != "" {
-		if _, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile); err != nil {
-			return fmt.Errorf("tls cert: loading %s with the key %s: %w", c.CertFile, c.KeyFile, err)
-		}
-	}
-	return nil
-}
-
-// Check is Validate without reading the TLS files, for a config adapted on
-// another machine than the one it runs on.
+// Check checks the (resolved) address and the TLS settings without reading
+// the TLS files, for a config adapted on another machine than the one it
+// runs on; New checks the files too. Each error names the setting at
+// fault: "address: ...", "tls: ...", "tls cert: ...", "tls key: ...".
 func (c Config) Check() error {
 	c = c.Resolved()
 	tcp, err := parseHost(c.Host)
@@ -110,10 +74,7 @@ func (c Config) Check() error {
 	case c.KeyFile != "" && c.CertFile == "":
 		return errors.New("tls key: given without a cert (set tls cert too)")
 	}
-	if c.MinBackoff < 0 || c.MaxBackoff < 0 {
-		return errors.New("backoff: must not be negative")
-	}
-	return nil
+	return c.Pace.Check()
 }
 
 // parseHost checks that host is unix:///path or tcp://host:port and says
@@ -168,32 +129,5 @@ func DaemonHost(host string) string {
 	if err != nil {
 		return ""
 	}
-	h := u.Hostname()
-	if h == "" {
-		return ""
-	}
-	if l := strings.TrimSuffix(strings.ToLower(h), "."); l == "localhost" || strings.HasSuffix(l, ".localhost") {
-		return ""
-	}
-	if ip, err := netip.ParseAddr(h); err == nil {
-		ip = ip.Unmap()
-		if ip.IsLoopback() || ip.IsUnspecified() {
-			return ""
-		}
-	}
-	return h
-}
-
-// newClient makes an Engine client for the resolved, valid c. The API
-// version is negotiated at the first call, so an older Engine works.
-func newClient(c Config) (*client.Client, error) {
-	opts := []client.Opt{
-		client.WithHost(c.Host),
-		client.WithAPIVersionNegotiation(),
-		client.WithUserAgent("caddy-dicer"),
-	}
-	if c.usesTLS() {
-		opts = append(opts, client.WithTLSClientConfig(c.CAFile, c.CertFile, c.KeyFile))
-	}
-	return client.NewClientWithOpts(opts...)
+	return follow.RemoteHost(u.Hostname())
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
 func TestResolved(t *testing.T) {
@@ -30,7 +32,9 @@ func TestResolved(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
+// New checks the settings and reads the TLS files; each error names the
+// setting at fault.
+func TestNew(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "")
 	files := writeTLSFiles(t)
 	tests := []struct {
@@ -66,19 +70,19 @@ func TestValidate(t *testing.T) {
 		{name: "ca file without PEM", cfg: Config{Host: "tcp://h:2376", CAFile: files.garbage}, wantErr: "tls ca: "},
 		{name: "key not matching cert", cfg: Config{Host: "tcp://h:2376", CertFile: files.cert, KeyFile: files.otherKey}, wantErr: "tls cert: "},
 		{name: "missing cert file", cfg: Config{Host: "tcp://h:2376", CertFile: files.garbage + ".nope", KeyFile: files.key}, wantErr: "tls cert: "},
-		{name: "negative backoff", cfg: Config{MinBackoff: -time.Second}, wantErr: "backoff: "},
+		{name: "negative backoff", cfg: Config{Pace: follow.Pace{Min: -time.Second}}, wantErr: "backoff: "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.cfg.Validate()
+			_, err := New(tt.cfg)
 			if tt.wantErr == "" {
 				if err != nil {
-					t.Fatalf("Validate: %v", err)
+					t.Fatalf("New: %v", err)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("Validate = nil, want an error starting with %q", tt.wantErr)
+				t.Fatalf("New = nil error, want one starting with %q", tt.wantErr)
 			}
 			if !strings.HasPrefix(err.Error(), tt.wantErr) {
 				t.Fatalf("error %q does not name the setting (want prefix %q)", err, tt.wantErr)
@@ -87,11 +91,49 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestValidateUsesDockerHost(t *testing.T) {
+func TestNewUsesDockerHost(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "bogus")
-	if err := (Config{}).Validate(); err == nil || !strings.HasPrefix(err.Error(), "address: ") || !strings.Contains(err.Error(), "bogus") {
-		t.Fatalf("Validate with DOCKER_HOST=bogus: %v, want an address error quoting it", err)
+	if _, err := New(Config{}); err == nil || !strings.HasPrefix(err.Error(), "address: ") || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("New with DOCKER_HOST=bogus: %v, want an address error quoting it", err)
 	}
+	if err := (Config{}).Check(); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("Check with DOCKER_HOST=bogus: %v, want an address error quoting it", err)
+	}
+}
+
+// The key changes with a TLS file's contents, so that a renewed file makes
+// a new connection, and stays the same for the same files.
+func TestKey(t *testing.T) {
+	files := writeTLSFiles(t)
+	cfg := Config{Host: "tcp://h:2376", CAFile: files.ca, CertFile: files.cert, KeyFile: files.key}
+	key := func() string {
+		t.Helper()
+		a, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Key()
+	}
+	k1, k2 := key(), key()
+	if k1 != k2 || len(k1) != 64 {
+		t.Fatalf("keys %q and %q for the same settings", k1, k2)
+	}
+	other := writeTLSFiles(t)
+	if err := os.WriteFile(files.ca, mustRead(t, other.ca), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if key() == k1 {
+		t.Fatal("a renewed CA file kept the key")
+	}
+}
+
+func mustRead(t *testing.T, file string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestDaemonHost(t *testing.T) {

@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -12,13 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/events"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow/followtest"
@@ -120,36 +115,12 @@ func TestDescribe(t *testing.T) {
 	}
 }
 
-// An invalid configuration is logged, and Run still waits for its context.
-func TestRunInvalidConfig(t *testing.T) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Run(ctx, Config{Host: "http://10.0.0.5:2375", Logger: zap.New(core)}, followtest.NewSink())
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for logs.FilterMessageSnippet("invalid Docker Engine settings").Len() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("no error log for the invalid address")
-		}
-		time.Sleep(5 * time.Millisecond) // poll the condition
-	}
-	select {
-	case <-done:
-		t.Fatal("Run returned before its context was done")
-	default:
-	}
-	e := logs.FilterMessageSnippet("invalid Docker Engine settings").All()[0]
-	if e.Level != zapcore.ErrorLevel || !strings.HasPrefix(fmt.Sprint(e.ContextMap()["error"]), "address: ") || e.ContextMap()["address"] != "http://10.0.0.5:2375" {
-		t.Errorf("log %v %v", e.Level, e.ContextMap())
-	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatal("Run did not return after cancel")
+// An invalid configuration is refused by New, naming the setting at
+// fault, before anything connects.
+func TestNewRefusesInvalidConfig(t *testing.T) {
+	_, err := New(Config{Host: "http://10.0.0.5:2375"})
+	if err == nil || !strings.HasPrefix(err.Error(), "address: ") {
+		t.Errorf("New = %v, want an address error", err)
 	}
 }
 
@@ -162,7 +133,7 @@ func TestLoopLogs(t *testing.T) {
 	refused := follow.WrapCall("ContainerList", &url.Error{Op: "Get", URL: "http://x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}})
 	denied := follow.WrapCall("Events", &net.OpError{Op: "dial", Err: syscall.EACCES})
 	down := followtest.Ended{Err: refused}
-	logs, reconnects := followtest.PlaySessions(newLoop,
+	logs := followtest.PlaySessions((&Adapter{}).Loop(), explain,
 		down, down, down,
 		followtest.Ended{Err: denied},
 		down,
@@ -177,7 +148,9 @@ func TestLoopLogs(t *testing.T) {
 		"debug still cannot follow the Docker Engine",
 		"error cannot follow the Docker Engine: none of its containers are routed to until this is fixed",
 		"debug still cannot follow the Docker Engine",
+		"info connected to the Docker Engine",
 		"warn lost the Docker Engine: still routing to the last known containers, reconnecting",
+		"info reconnected to the Docker Engine",
 		"error cannot follow the Docker Engine: still routing to the containers it last reported",
 		"error cannot follow the Docker Engine: still routing to the containers it last reported",
 		"debug still cannot follow the Docker Engine",
@@ -188,8 +161,5 @@ func TestLoopLogs(t *testing.T) {
 	if e := logs.All()[3]; e.ContextMap()["call"] != "Events" ||
 		!strings.HasPrefix(fmt.Sprint(e.ContextMap()["error"]), "permission denied (the user running Caddy needs access to the Engine's socket): ") {
 		t.Errorf("permission error fields %v", e.ContextMap())
-	}
-	if got := fmt.Sprint(reconnects); got != "[false false false false false false true true true true]" {
-		t.Errorf("reconnect flags %s", got)
 	}
 }

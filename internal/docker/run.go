@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -23,14 +22,6 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
-)
-
-// Deadlines of the calls other than the event stream. TCP keepalive catches
-// a dead Engine host; these catch an Engine that accepts a call and never
-// answers it.
-const (
-	callTimeout = 30 * time.Second
-	listTimeout = 2 * time.Minute
 )
 
 // engine is the part of the Engine API the adapter uses; *client.Client
@@ -72,53 +63,99 @@ func eventFilters() filters.Args {
 	return f
 }
 
-// Run follows the Engine until ctx is done, feeding sink. It never returns
-// early: on any failure it logs why and reconnects with backoff. The sink is
-// never cleared on a disconnect, so the last known containers keep being
-// routed to (R6). An invalid cfg is logged and Run waits for ctx.
-//
-// Each connection attempt is a session: subscribe to the Engine's container
-// events, list every container (one call; a container is inspected only if
-// the listing does not tell its health), Replace the sink's contents, then
-// apply each later event by inspecting only the container it names, bursts
-// coalesced, so an event costs the same whatever the number of containers.
-func Run(ctx context.Context, cfg Config, sink catalog.Sink) {
-	run(ctx, cfg, sink, nil)
-}
-
-// run is Run with a hook that wraps each session's Engine client.
-func run(ctx context.Context, cfg Config, sink catalog.Sink, wrap func(engine) engine) {
-	cfg = cfg.Resolved()
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
-	log = log.With(zap.String("address", cfg.Host))
-	if err := cfg.Validate(); err != nil {
-		log.Error("invalid Docker Engine settings: not connecting", zap.Error(err))
-		<-ctx.Done()
-		return
-	}
-	f := &follower{cfg: cfg, log: log, sink: sink, wrap: wrap}
-	newLoop(log, f.session).Run(ctx, follow.NewBackoff(cfg.MinBackoff, cfg.MaxBackoff))
-}
-
-// newLoop follows the Engine with session.
-func newLoop(log *zap.Logger, session func(ctx context.Context, reconnect bool) (bool, error)) *follow.Loop {
-	return &follow.Loop{Daemon: "Docker Engine", Things: "containers", Log: log, Session: session, Explain: explain}
-}
-
-type follower struct {
-	cfg  Config
-	log  *zap.Logger
-	sink catalog.Sink
+// Adapter follows one Docker Engine, read-only. New makes it from a
+// Config, which it checks, and whose TLS files it reads, once.
+type Adapter struct {
+	host string
+	tls  *tls.Config // nil: no TLS
+	pace follow.Pace
+	key  string
+	// wrap, if set, wraps each session's Engine client (tests count calls).
 	wrap func(engine) engine
 }
+
+// New resolves and checks cfg and reads its TLS files. Each error names
+// the setting at fault: "address: ...", "tls: ...", "tls ca: ...", "tls
+// cert: ...", "tls key: ...".
+func New(cfg Config) (*Adapter, error) {
+	cfg = cfg.Resolved()
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	tlsCfg, material, err := cfg.loadTLS()
+	if err != nil {
+		return nil, err
+	}
+	a := &Adapter{host: cfg.Host, tls: tlsCfg, pace: cfg.Pace}
+	if !IsTCP(cfg.Host) && a.pace.ConnectMax == 0 {
+		// A connection attempt to an absent socket costs nothing (R6).
+		a.pace.ConnectMax = follow.LocalConnectMax
+	}
+	a.key = follow.Key(cfg.Host, cfg.CAFile, cfg.CertFile, cfg.KeyFile, string(material))
+	return a, nil
+}
+
+// Address is the Engine endpoint, $DOCKER_HOST or DefaultHost when the
+// Config named none.
+func (a *Adapter) Address() string { return a.host }
+
+// Key identifies every setting that shapes the connection, the TLS files'
+// contents included: equal keys can share one connection. It is a hash,
+// safe to keep, since the files hold a private key.
+func (a *Adapter) Key() string { return a.key }
+
+// Loop returns the loop that follows the Engine once: its Run(ctx, sink,
+// log) feeds sink until ctx is done, logging to log (nil discards). It
+// never returns early: on any failure it logs why and reconnects (see
+// follow.Loop). The sink is never cleared on a disconnect, so the last
+// known containers keep being routed to (R6).
+//
+// Each session subscribes to the Engine's container events, lists every
+// container (one call; a container is inspected only if the listing does
+// not tell its health), then applies each later event by inspecting only
+// the container it names, bursts coalesced, so an event costs the same
+// whatever the number of containers.
+func (a *Adapter) Loop() *follow.Loop {
+	return &follow.Loop{Daemon: a, Name: "Docker Engine", Things: "containers", Thing: "container", Address: a.host, Pace: a.pace}
+}
+
+// Connect implements follow.Daemon.
+func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, error) {
+	cli, err := a.newClient()
+	if err != nil {
+		return nil, err
+	}
+	var eng engine = cli
+	if a.wrap != nil {
+		eng = a.wrap(eng)
+	}
+	return &conn{eng: eng, log: log}, nil
+}
+
+// Explain implements follow.Daemon.
+func (a *Adapter) Explain(err error) follow.End { return explain(err) }
 
 // explain says why a session ended.
 func explain(err error) follow.End {
 	call, reason, auth := describe(err)
-	return follow.End{Call: call, Reason: reason, Auth: auth}
+	return follow.End{Call: call, Reason: reason, Auth: auth, Unreachable: !auth && unreachable(err)}
+}
+
+// unreachable reports whether err says the Engine could not be reached:
+// the connection failed, or was closed before any answer.
+func unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	_, err = follow.Call(err)
+	if client.IsErrConnectionFailed(err) {
+		return true
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		err = ue.Err
+	}
+	return closedByPeer(err)
 }
 
 // describe turns a session's error into the call at fault, a reason a user
@@ -198,186 +235,99 @@ func tlsReason(err error) (string, bool) {
 	return "TLS handshake failed: " + cause.Error(), true
 }
 
-// session is one connection: it returns whether it got the container
-// listing (and fed it to the sink), and the error that ended it.
-func (f *follower) session(ctx context.Context, reconnect bool) (listed bool, err error) {
-	cli, err := newClient(f.cfg)
-	if err != nil {
-		return false, follow.WrapCall("connect", err)
-	}
-	var eng engine = cli
-	if f.wrap != nil {
-		eng = f.wrap(eng)
-	}
-	defer func() { _ = eng.Close() }()
+// conn is one session's connection: the Docker Engine's side of
+// follow.Conn.
+type conn struct {
+	eng engine
+	log *zap.Logger
+}
 
-	sctx, cancel := context.WithCancel(ctx)
-	q := follow.NewPending()
-	recvErr := make(chan error, 1)
-	var wg sync.WaitGroup
-	defer func() {
-		cancel()
-		wg.Wait()
-	}()
-	// Subscribe before listing so that nothing is missed. The Engine
-	// answers the subscription a moment before it registers it, so ask for
-	// the events since just before subscribing: it replays any that fell
-	// in between (an event already reflected by the listing costs one
-	// spare inspection, nothing more).
+func (c *conn) Close() error { return c.eng.Close() }
+
+// Subscribe asks for the container events. The Engine answers the
+// subscription a moment before it registers it, so it asks for the events
+// since just before subscribing: the Engine replays any that fell in
+// between (an event already reflected by the listing costs one spare
+// inspection, nothing more).
+func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
 	since := time.Now()
-	msgs, errs := eng.Events(sctx, events.ListOptions{
+	msgs, errs := c.eng.Events(ctx, events.ListOptions{
 		Since:   fmt.Sprintf("%d.%09d", since.Unix(), since.Nanosecond()),
 		Filters: eventFilters(),
 	})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		recvErr <- receive(msgs, errs, q, f.log)
-	}()
-
-	lctx, lcancel := context.WithTimeout(sctx, listTimeout)
-	list, err := eng.ContainerList(lctx, container.ListOptions{All: true})
-	lcancel()
-	if err != nil {
-		// The subscription's own failure (the Engine is down, refuses
-		// this client) says more than the listing's.
-		select {
-		case rerr := <-recvErr:
-			return false, follow.WrapCall("Events", rerr)
-		default:
+	return func(report func(follow.Event)) error {
+		for {
+			select {
+			case err, ok := <-errs:
+				if !ok || err == nil {
+					err = io.EOF
+				}
+				return follow.WrapCall("Events", err)
+			case m := <-msgs:
+				id, deleted, ok := eventContainer(m)
+				if !ok {
+					continue
+				}
+				if id == "" {
+					c.log.Debug("ignoring a container event without a container ID", zap.String("action", string(m.Action)))
+					continue
+				}
+				report(follow.Event{ID: id, Deleted: deleted})
+			}
 		}
-		return false, follow.WrapCall("ContainerList", err)
-	}
-	select {
-	case rerr := <-recvErr:
-		return false, follow.WrapCall("Events", rerr)
-	default:
-	}
+	}, nil
+}
 
-	s := &sessionState{follower: f, eng: eng, names: make(map[string]string, len(list))}
+// List lists every container in one call; a container is inspected only
+// if the listing does not tell its health.
+func (c *conn) List(ctx context.Context) (follow.Listing, error) {
+	list, err := c.eng.ContainerList(ctx, container.ListOptions{All: true})
+	if err != nil {
+		return follow.Listing{}, follow.WrapCall("ContainerList", err)
+	}
 	all := make([]catalog.Instance, 0, len(list))
 	inspected := 0
-	for _, c := range list {
-		ci, ok := fromSummary(c)
+	for _, s := range list {
+		in, ok := fromSummary(s)
 		if !ok {
 			// The Status text does not tell this running container's
 			// health: inspect it (only it).
 			inspected++
-			in, err := s.inspect(sctx, c.ID)
-			if cerrdefs.IsNotFound(err) {
+			cctx, cancel := context.WithTimeout(ctx, follow.CallTimeout)
+			in, err = c.Fetch(cctx, s.ID)
+			cancel()
+			if errors.Is(err, follow.ErrNotFound) {
 				continue // removed meanwhile; its destroy event follows
 			}
 			if err != nil {
-				return false, err
+				return follow.Listing{}, err
 			}
-			ci = fromInspect(in)
 		}
-		all = append(all, ci)
-		s.names[ci.ID] = ci.Name
+		all = append(all, in)
 	}
-	f.sink.Replace(all)
-	msg := "connected to the Docker Engine"
-	if reconnect {
-		msg = "reconnected to the Docker Engine"
-	}
-	fields := []zap.Field{zap.Int("containers", len(all)), zap.String("api_version", eng.ClientVersion())}
+	fields := []zap.Field{zap.String("api_version", c.eng.ClientVersion())}
 	if inspected > 0 {
 		fields = append(fields, zap.Int("inspected_for_health", inspected))
 	}
-	f.log.Info(msg, fields...)
-
-	for {
-		select {
-		case <-ctx.Done():
-			return true, ctx.Err()
-		case err := <-recvErr:
-			return true, follow.WrapCall("Events", err)
-		case <-q.Notify():
-		}
-		ids, _ := q.Take()
-		for id, deleted := range ids {
-			if err := s.apply(sctx, id, deleted); err != nil {
-				return true, err
-			}
-		}
-	}
+	return follow.Listing{Instances: all, Fields: fields}, nil
 }
 
-// sessionState is what one session knows; only the session's goroutine
-// uses it.
-type sessionState struct {
-	*follower
-	eng   engine
-	names map[string]string // container ID -> name, for the logs
-}
-
-func (s *sessionState) inspect(ctx context.Context, id string) (container.InspectResponse, error) {
-	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	defer cancel()
-	in, err := s.eng.ContainerInspect(cctx, id)
-	if err != nil && !cerrdefs.IsNotFound(err) {
-		return in, follow.WrapCall("ContainerInspect", err)
-	}
-	return in, err
-}
-
-// apply brings one container up to date: one ContainerInspect per pending
-// ID, whatever the number of containers; none for a destroyed one.
-func (s *sessionState) apply(ctx context.Context, id string, deleted bool) error {
-	if deleted {
-		s.drop(id)
-		return nil
-	}
-	in, err := s.inspect(ctx, id)
+// Fetch inspects one container.
+func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
+	in, err := c.eng.ContainerInspect(ctx, id)
 	if cerrdefs.IsNotFound(err) {
-		s.drop(id)
-		return nil
+		return catalog.Instance{}, follow.WrapCall("ContainerInspect", follow.ErrNotFound)
 	}
 	if err != nil {
-		return err
+		return catalog.Instance{}, follow.WrapCall("ContainerInspect", err)
 	}
-	ci := fromInspect(in)
-	if ci.ID == "" {
-		ci.ID = id
-	}
-	s.names[ci.ID] = ci.Name
-	s.sink.Put(ci)
-	s.log.Debug("container updated", zap.String("container", ci.Name), zap.String("id", ci.ID),
-		zap.Stringer("state", ci.State), zap.Stringer("health", ci.Health))
-	return nil
+	return fromInspect(in), nil
 }
 
-func (s *sessionState) drop(id string) {
-	name := s.names[id]
-	delete(s.names, id)
-	s.sink.Delete(id)
-	s.log.Debug("container removed", zap.String("container", name), zap.String("id", id))
-}
-
-// receive reads the event stream and records the containers the events
-// touch. It never calls the Engine, so a slow inspection cannot make the
-// Engine drop events for this subscriber (it drops, for a subscriber that
-// does not keep up, rather than cut it off).
-func receive(msgs <-chan events.Message, errs <-chan error, q *follow.Pending, log *zap.Logger) error {
-	for {
-		select {
-		case err, ok := <-errs:
-			if !ok || err == nil {
-				err = io.EOF
-			}
-			return err
-		case m := <-msgs:
-			id, deleted, ok := eventContainer(m)
-			if !ok {
-				continue
-			}
-			if id == "" {
-				log.Debug("ignoring a container event without a container ID", zap.String("action", string(m.Action)))
-				continue
-			}
-			q.Add(id, deleted)
-		}
-	}
+// Refresh has nothing to do: the Engine's stream reports no daemon-wide
+// change (a network's gateway comes with each container).
+func (c *conn) Refresh(context.Context, map[string]catalog.Instance) ([]catalog.Instance, error) {
+	return nil, nil
 }
 
 // eventContainer says which container an event is about, and whether it

@@ -33,6 +33,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow/followtest"
 )
 
@@ -104,16 +105,18 @@ func (e *countingEngine) ContainerList(ctx context.Context, o container.ListOpti
 // once its context is cancelled and that the sink's calls never overlapped.
 func start(t *testing.T, cfg Config, c *counter) (*followtest.Sink, *observer.ObservedLogs) {
 	t.Helper()
-	if cfg.MinBackoff == 0 {
-		cfg.MinBackoff, cfg.MaxBackoff = 20*time.Millisecond, 200*time.Millisecond
+	if cfg.Pace.Min == 0 {
+		cfg.Pace.Min, cfg.Pace.Max = 20*time.Millisecond, 200*time.Millisecond
 	}
-	var wrap func(engine) engine
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
 	if c != nil {
-		wrap = c.wrap
+		a.wrap = c.wrap
 	}
 	return followtest.Start(t, waitTimeout, func(ctx context.Context, log *zap.Logger, sink catalog.Sink) {
-		cfg.Logger = log
-		run(ctx, cfg, sink, wrap)
+		a.Loop().Run(ctx, sink, log)
 	})
 }
 
@@ -588,7 +591,11 @@ func TestAPIVersionNegotiation(t *testing.T) {
 	}
 	t.Logf("Engine %s, API %s (min %s); library default API %s", sv.Version, sv.APIVersion, sv.MinAPIVersion, api.DefaultVersion)
 
-	ac, err := newClient(Config{}.Resolved())
+	a, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac, err := a.newClient()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -746,4 +753,40 @@ func tlsProxy(t *testing.T, files tlsFiles) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// R6: after a long outage (the Engine's socket refusing every
+// connection), a container started meanwhile is in the sink within a
+// second of the Engine's return: a unix socket is retried at the connect
+// pace (follow.LocalConnectMax), whatever the outage's length, with the
+// default pace otherwise.
+func TestReturnAfterLongOutageWithinASecond(t *testing.T) {
+	t.Parallel()
+	const outage = 30 * time.Second
+	cli := dockertest.Client(t)
+	tc := newCase(t)
+	proxy := dockertest.NewSocketProxy(t)
+	before := dockertest.Start(t, cli, dockertest.Options{Name: "outage-before", Labels: tc.labels()})
+	sink, logs := start(t, Config{Host: proxy.Host(), Pace: follow.Pace{Min: follow.DefaultMinBackoff}}, nil)
+	sink.WaitFor(t, waitTimeout, "the listing", func(v view) bool { _, ok := v.ByID[before.ID]; return ok })
+
+	proxy.SetDown(true)
+	over := time.NewTimer(outage)
+	defer over.Stop()
+	waitLog(t, logs, zapcore.WarnLevel, "lost the Docker Engine")
+	late := dockertest.Start(t, cli, dockertest.Options{Name: "outage-late", Labels: tc.labels()})
+	<-over.C // the outage's length is the scenario, not a wait for the adapter
+	attempts := proxy.Accepted()
+	proxy.SetDown(false)
+	back := time.Now()
+	sink.WaitFor(t, waitTimeout, "the container started during the outage", func(v view) bool {
+		in, ok := v.ByID[late.ID]
+		return ok && in.State == catalog.StateRunning
+	})
+	took := time.Since(back)
+	t.Logf("after a %v outage, the container started meanwhile was in the sink %v after the Engine's return (%d connections refused meanwhile)",
+		outage, took.Round(time.Millisecond), attempts)
+	if took > time.Second {
+		t.Errorf("routes current %v after the Engine's return, want within 1s", took)
+	}
 }

@@ -1,19 +1,112 @@
 // Package follow is the daemon-neutral part of following a daemon's
-// instances: the reconnect loop of a daemon adapter, the way it reports why
-// a session ended (without flooding the log while a daemon stays down), its
-// backoff, and the coalescing set of IDs an event stream leaves to fetch.
+// instances: the whole session (subscribe first, then list, Replace, then
+// each event coalesced into one fetch of the instance it names, applied or
+// dropped), the reconnect loop around sessions with its two paces, and the
+// way it reports why a session ended without flooding the log while a
+// daemon stays down (R6).
 //
-// An adapter (internal/dicer, internal/docker) supplies what is its own:
-// one session (connect, subscribe, list, apply events) and how to explain
-// the error that ended it.
+// An adapter (internal/dicer, internal/docker) implements only its daemon's
+// calls, as a Daemon and the Conn it opens for each session: connect,
+// subscribe (reporting the instances each event touches or deletes, and
+// daemon-wide changes), list, fetch one instance, re-read what a
+// daemon-wide change touched, translate the daemon's records into
+// catalog.Instance values, and explain the error that ended a session.
 package follow
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
+
+// Deadlines of a session's calls other than the event stream. Keepalive
+// catches a dead peer; these catch a daemon that accepts a call and never
+// answers it.
+const (
+	// CallTimeout bounds one Fetch or Refresh, and each call an adapter
+	// makes on its own within List.
+	CallTimeout = 30 * time.Second
+	// ListTimeout bounds one List.
+	ListTimeout = 2 * time.Minute
+)
+
+// ErrNotFound is what Conn.Fetch wraps when the instance is gone: the
+// session drops it from the sink.
+var ErrNotFound = errors.New("not found")
+
+// Daemon is what an adapter implements for its daemon. The Loop calls it
+// from one goroutine.
+type Daemon interface {
+	// Connect opens one session's connection, which logs what is its own
+	// to log. It need not reach the daemon yet: a client whose first call
+	// fails is fine. An error that names no call is logged as the
+	// "connect" call's.
+	Connect(ctx context.Context, log *zap.Logger) (Conn, error)
+	// Explain turns the error that ended a session (nil if none) into an
+	// End.
+	Explain(err error) End
+}
+
+// Conn is one session's connection to the daemon. The session calls its
+// methods from one goroutine, in this order: Subscribe, List, then Fetch
+// and Refresh as events come, and Close; the Stream runs in a goroutine of
+// its own meanwhile. Errors should name the daemon call at fault with
+// WrapCall.
+type Conn interface {
+	// Subscribe starts following the daemon's events. It returns once
+	// every change from then on will be reported by the Stream (Dicer: the
+	// stored history is through), so that the listing that follows misses
+	// nothing.
+	Subscribe(ctx context.Context) (Stream, error)
+	// List returns every instance, translated, and the fields the
+	// "connected" log line carries besides the count. It runs under
+	// ListTimeout.
+	List(ctx context.Context) (Listing, error)
+	// Fetch returns one instance, translated, or an error wrapping
+	// ErrNotFound if it is gone. It runs under CallTimeout.
+	Fetch(ctx context.Context, id string) (catalog.Instance, error)
+	// Refresh is called when the Stream reported a daemon-wide change: it
+	// re-reads what changed and returns the known instances it changes
+	// (new values: the sink keeps what it is given). known is every
+	// instance the session fed the sink, by ID; Refresh must not modify
+	// it. It runs under CallTimeout. An adapter whose Stream never reports
+	// a daemon-wide change returns nil, nil.
+	Refresh(ctx context.Context, known map[string]catalog.Instance) ([]catalog.Instance, error)
+	// Close releases the connection.
+	Close() error
+}
+
+// Stream reads a subscription until it ends, calling report for each
+// event, and returns the error that ended it (the Subscribe context being
+// done included). It must not call the daemon otherwise: the session
+// fetches, so that a slow fetch cannot make the daemon cut the
+// subscription off or drop events for it.
+type Stream func(report func(Event)) error
+
+// Event is what one event tells the session.
+type Event struct {
+	// ID is the instance the event touches; "" with DaemonWide.
+	ID string
+	// Deleted says the instance is gone: it is dropped without a fetch.
+	Deleted bool
+	// DaemonWide says something that is about no one instance changed
+	// (Dicer: a network): the session calls Conn.Refresh.
+	DaemonWide bool
+}
+
+// Listing is what Conn.List returns.
+type Listing struct {
+	Instances []catalog.Instance
+	// Fields are added to the "connected" log line.
+	Fields []zap.Field
+}
 
 // End is why a session ended, as the adapter explains it.
 type End struct {
@@ -26,94 +119,20 @@ type End struct {
 	// Auth says the daemon refused this client, which no reconnection
 	// fixes: an error even after a listing.
 	Auth bool
+	// Unreachable says the daemon could not be reached at all (no socket,
+	// connection refused or closed before any answer): retrying costs the
+	// daemon nothing, so a session that ended so before listing is
+	// followed by the connect pace (Pace.ConnectMax), not the re-list one.
+	Unreachable bool
 	// Lost, if set, replaces the warning logged when a session that had
-	// listed ends ("lost the <Daemon>: ...").
+	// listed ends ("lost the <Name>: ...").
 	Lost string
 }
 
-// Loop follows one daemon: it runs sessions one after the other, with
-// backoff between them, until its context is done. It never touches the
-// sink the sessions feed: what the last listing fed it stays through an
-// outage, so the last known instances keep being routed to.
-type Loop struct {
-	// Daemon and Things name the daemon and what it runs in the log:
-	// "Dicer daemon" and "instances", "Docker Engine" and "containers".
-	Daemon, Things string
-	// Log receives why each session ended; nil discards it.
-	Log *zap.Logger
-	// Session is one connection. It returns whether it got the listing
-	// (and fed it to the sink), and the error that ended it. reconnect is
-	// true once an earlier session got a listing.
-	Session func(ctx context.Context, reconnect bool) (listed bool, err error)
-	// Explain turns the error that ended a session (nil if none) into an
-	// End.
-	Explain func(error) End
-}
-
-// maxLoggedReasons bounds the set of failure messages already logged at
-// error level during one outage.
-const maxLoggedReasons = 64
-
-// Run runs sessions until ctx is done, waiting bo's delay after each. A
-// session that got a listing resets bo and ends the outage.
-func (l *Loop) Run(ctx context.Context, bo *Backoff) {
-	logged := make(map[string]bool) // failure reasons logged at error level since the last listing
-	everListed := false
-	for {
-		listed, err := l.Session(ctx, everListed)
-		if ctx.Err() != nil {
-			return
-		}
-		if listed {
-			bo.Reset()
-			clear(logged)
-			everListed = true
-		}
-		delay := bo.Next()
-		l.logEnd(l.Explain(err), listed, everListed, delay, logged)
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// logEnd says why a session ended. A session that had listed lost the
-// daemon: a warning, unless the daemon refused this client. A failure to
-// get that far is logged at error level once per distinct reason until the
-// next successful listing, then at debug level, so a daemon that stays down
-// does not flood the log.
-func (l *Loop) logEnd(e End, listed, everListed bool, delay time.Duration, logged map[string]bool) {
-	log := l.Log
-	if log == nil {
-		log = zap.NewNop()
-	}
-	fields := []zap.Field{zap.String("error", e.Reason), zap.Duration("retry_in", delay)}
-	if e.Call != "" {
-		fields = append(fields, zap.String("call", e.Call))
-	}
-	if listed && !e.Auth {
-		msg := e.Lost
-		if msg == "" {
-			msg = "lost the " + l.Daemon + ": still routing to the last known " + l.Things + ", reconnecting"
-		}
-		log.Warn(msg, fields...)
-		return
-	}
-	if logged[e.Reason] {
-		log.Debug("still cannot follow the "+l.Daemon, fields...)
-		return
-	}
-	if len(logged) >= maxLoggedReasons {
-		clear(logged)
-	}
-	logged[e.Reason] = true
-	if everListed {
-		log.Error("cannot follow the "+l.Daemon+": still routing to the "+l.Things+" it last reported", fields...)
-	} else {
-		log.Error("cannot follow the "+l.Daemon+": none of its "+l.Things+" are routed to until this is fixed", fields...)
-	}
+// Key is a hash of settings that shape a connection (a token or a file's
+// contents among them), safe to keep and compare: equal keys can share one
+// connection.
+func Key(settings ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(settings, "\x00")))
+	return hex.EncodeToString(sum[:])
 }

@@ -1,7 +1,7 @@
 // Package followtest helps test a daemon adapter: a catalog.Sink that
 // records what the adapter feeds it and lets a test wait for a condition on
 // it, a harness that runs the adapter for the length of a test, waits on
-// the adapter's logs, and scripted sessions for its follow.Loop.
+// the adapter's logs, and a scripted daemon for its follow.Loop.
 package followtest
 
 import (
@@ -242,26 +242,87 @@ type Ended struct {
 	Err    error
 }
 
-// PlaySessions runs the loop newLoop makes with scripted sessions: they end
-// as script says, one after the other (the backoff is 1ms), and the loop's
-// context is cancelled in the session after the last. It returns the
-// loop's logs and the reconnect flag each session was given.
-func PlaySessions(newLoop func(log *zap.Logger, session func(ctx context.Context, reconnect bool) (bool, error)) *follow.Loop, script ...Ended) (logs *observer.ObservedLogs, reconnects []bool) {
+// PlaySessions runs loop with a scripted daemon in place of its Daemon:
+// its sessions end as script says, one after the other (1ms apart, each
+// counting as stable once listed), and explain is its Explain; the loop's
+// context is cancelled at the session after the last. It returns the
+// loop's logs.
+func PlaySessions(loop *follow.Loop, explain func(error) follow.End, script ...Ended) *observer.ObservedLogs {
 	core, logs := observer.New(zapcore.DebugLevel)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	session := func(ctx context.Context, reconnect bool) (bool, error) {
-		reconnects = append(reconnects, reconnect)
-		if len(reconnects) > len(script) {
-			cancel()
-			return false, ctx.Err()
-		}
-		e := script[len(reconnects)-1]
-		return e.Listed, e.Err
-	}
-	newLoop(zap.New(core), session).Run(ctx, follow.NewBackoff(time.Millisecond, time.Millisecond))
-	return logs, reconnects
+	sink := &replaceSignal{Sink: NewSink(), replaced: make(chan struct{}, 1)}
+	d := &scripted{explain: explain, script: script, cancel: cancel, replaced: sink.replaced}
+	loop.Daemon = d
+	loop.Pace = follow.Pace{Min: time.Millisecond, Max: time.Millisecond, Stable: time.Nanosecond}
+	loop.Run(ctx, sink, zap.New(core))
+	return logs
 }
+
+// replaceSignal says when the listing reached the sink.
+type replaceSignal struct {
+	*Sink
+	replaced chan struct{}
+}
+
+func (s *replaceSignal) Replace(list []catalog.Instance) {
+	s.Sink.Replace(list)
+	s.replaced <- struct{}{}
+}
+
+// scripted is a daemon whose sessions end as its script says.
+type scripted struct {
+	explain  func(error) follow.End
+	script   []Ended
+	n        int
+	cancel   context.CancelFunc
+	replaced chan struct{}
+}
+
+func (d *scripted) Explain(err error) follow.End { return d.explain(err) }
+
+func (d *scripted) Connect(ctx context.Context, _ *zap.Logger) (follow.Conn, error) {
+	d.n++
+	if d.n > len(d.script) {
+		d.cancel()
+		return nil, ctx.Err()
+	}
+	e := d.script[d.n-1]
+	if !e.Listed {
+		return nil, e.Err
+	}
+	return scriptedConn{end: e.Err, replaced: d.replaced}, nil
+}
+
+// scriptedConn lists nothing, and its stream ends with end once the
+// listing reached the sink.
+type scriptedConn struct {
+	end      error
+	replaced chan struct{}
+}
+
+func (c scriptedConn) Subscribe(ctx context.Context) (follow.Stream, error) {
+	return func(func(follow.Event)) error {
+		select {
+		case <-c.replaced:
+			return c.end
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}, nil
+}
+
+func (scriptedConn) List(context.Context) (follow.Listing, error) { return follow.Listing{}, nil }
+
+func (scriptedConn) Fetch(context.Context, string) (catalog.Instance, error) {
+	return catalog.Instance{}, follow.ErrNotFound
+}
+
+func (scriptedConn) Refresh(context.Context, map[string]catalog.Instance) ([]catalog.Instance, error) {
+	return nil, nil
+}
+
+func (scriptedConn) Close() error { return nil }
 
 // Lines returns each entry as "level message".
 func Lines(logs *observer.ObservedLogs) []string {

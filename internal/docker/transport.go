@@ -1,0 +1,71 @@
+package docker
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/docker/docker/client"
+)
+
+// loadTLS reads the TLS files of a checked c, once: the client's TLS
+// configuration (nil without TLS) and the files' contents, which make part
+// of the connection's key.
+func (c Config) loadTLS() (*tls.Config, []byte, error) {
+	if !c.usesTLS() {
+		return nil, nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	var material []byte
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tls ca: %w", err)
+		}
+		// Only these authorities, as the Engine's own client does.
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("tls ca: %s holds no PEM certificate", c.CAFile)
+		}
+		material = append(material, pem...)
+	}
+	if c.CertFile != "" {
+		certPEM, err := os.ReadFile(c.CertFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tls cert: %w", err)
+		}
+		keyPEM, err := os.ReadFile(c.KeyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tls key: %w", err)
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, nil, fmt.Errorf("tls cert: loading %s with the key %s: %w", c.CertFile, c.KeyFile, err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+		material = append(append(material, certPEM...), keyPEM...)
+	}
+	return cfg, material, nil
+}
+
+// newClient makes an Engine client. The API version is negotiated at the
+// first call, so an older Engine works.
+func (a *Adapter) newClient() (*client.Client, error) {
+	opts := []client.Opt{}
+	if a.tls != nil {
+		// Before WithHost, which sets up this transport's dialer.
+		opts = append(opts, client.WithHTTPClient(&http.Client{
+			Transport:     &http.Transport{TLSClientConfig: a.tls.Clone(), MaxIdleConns: 6, IdleConnTimeout: 30 * time.Second},
+			CheckRedirect: client.CheckRedirect,
+		}))
+	}
+	opts = append(opts,
+		client.WithHost(a.host),
+		client.WithAPIVersionNegotiation(),
+		client.WithUserAgent("caddy-dicer"),
+	)
+	return client.NewClientWithOpts(opts...)
+}

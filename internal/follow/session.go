@@ -1,0 +1,159 @@
+package follow
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// session is one connection to the daemon: what it knows, used only by the
+// goroutine that runs it.
+type session struct {
+	loop  *Loop
+	conn  Conn
+	sink  catalog.Sink
+	known map[string]catalog.Instance // what the sink was fed, by ID
+}
+
+// runSession runs one session: subscribe, then list and Replace the sink's
+// contents, then apply each event by fetching the one instance it names.
+// It returns when the listing was fed to the sink (zero if it never was)
+// and the error that ended the session.
+func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool) (listedAt time.Time, err error) {
+	conn, err := l.Daemon.Connect(ctx, l.log())
+	if err != nil {
+		if call, _ := Call(err); call == "" {
+			err = WrapCall("connect", err)
+		}
+		return time.Time{}, err
+	}
+	defer func() { _ = conn.Close() }()
+
+	sctx, cancel := context.WithCancel(ctx)
+	// Subscribe before listing so that nothing is missed.
+	stream, err := conn.Subscribe(sctx)
+	if err != nil {
+		cancel()
+		return time.Time{}, err
+	}
+	pending := NewPending()
+	streamErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		streamErr <- stream(func(e Event) {
+			if e.DaemonWide {
+				pending.Flag()
+			} else {
+				pending.Add(e.ID, e.Deleted)
+			}
+		})
+	}()
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+
+	lctx, lcancel := context.WithTimeout(sctx, ListTimeout)
+	listing, err := conn.List(lctx)
+	lcancel()
+	// The subscription's own failure (the daemon is down, refuses this
+	// client, cut it off) says more than the listing's, and a listing
+	// that the stream no longer follows is not fed to the sink.
+	select {
+	case err := <-streamErr:
+		return time.Time{}, err
+	default:
+	}
+	if err != nil {
+		return time.Time{}, err
+	}
+
+	s := &session{loop: l, conn: conn, sink: sink, known: make(map[string]catalog.Instance, len(listing.Instances))}
+	for _, in := range listing.Instances {
+		s.known[in.ID] = in
+	}
+	listedAt = l.now()
+	sink.Replace(listing.Instances)
+	msg := "connected to the " + l.Name
+	if reconnect {
+		msg = "reconnected to the " + l.Name
+	}
+	l.log().Info(msg, append([]zap.Field{zap.Int(l.Things, len(listing.Instances))}, listing.Fields...)...)
+
+	for {
+		select {
+		case <-ctx.Done():
+			return listedAt, ctx.Err()
+		case err := <-streamErr:
+			return listedAt, err
+		case <-pending.Notify():
+		}
+		ids, daemonWide := pending.Take()
+		if daemonWide {
+			if err := s.refresh(sctx); err != nil {
+				return listedAt, err
+			}
+		}
+		for id, deleted := range ids {
+			if err := s.apply(sctx, id, deleted); err != nil {
+				return listedAt, err
+			}
+		}
+	}
+}
+
+// refresh re-Puts the known instances a daemon-wide change changed.
+func (s *session) refresh(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	changed, err := s.conn.Refresh(cctx, s.known)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, in := range changed {
+		s.known[in.ID] = in
+		s.sink.Put(in)
+	}
+	return nil
+}
+
+// apply brings one instance up to date: one Fetch per pending ID, whatever
+// the number of instances; none for a deleted one.
+func (s *session) apply(ctx context.Context, id string, deleted bool) error {
+	if deleted {
+		s.drop(id)
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	in, err := s.conn.Fetch(cctx, id)
+	cancel()
+	if errors.Is(err, ErrNotFound) {
+		s.drop(id)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if in.ID == "" {
+		in.ID = id
+	}
+	s.known[in.ID] = in
+	s.sink.Put(in)
+	s.loop.log().Debug(s.loop.Thing+" updated", zap.String(s.loop.Thing, in.Name), zap.String("id", in.ID),
+		zap.Stringer("state", in.State), zap.Stringer("health", in.Health))
+	return nil
+}
+
+func (s *session) drop(id string) {
+	name := s.known[id].Name
+	delete(s.known, id)
+	s.sink.Delete(id)
+	s.loop.log().Debug(s.loop.Thing+" removed", zap.String(s.loop.Thing, name), zap.String("id", id))
+}
