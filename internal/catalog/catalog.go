@@ -155,8 +155,10 @@ func (c *Catalog) Unwatch(v *View) {
 func (c *Catalog) Put(inst Instance) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e := newEntry(inst)
 	old := c.byID[inst.ID]
+	stopping := holdStopping(old, &inst)
+	e := newEntry(inst)
+	e.stopping = stopping
 	e.countSleeps(old)
 	probe := c.admit(old, e)
 	c.byID[inst.ID] = e
@@ -192,9 +194,12 @@ func (c *Catalog) Replace(instances []Instance) {
 	next := make(map[string]*entry, len(instances))
 	var probes []ProbeRequest
 	for _, inst := range instances {
+		old := c.byID[inst.ID]
+		stopping := holdStopping(old, &inst)
 		e := newEntry(inst)
-		e.countSleeps(c.byID[inst.ID])
-		if r := c.admit(c.byID[inst.ID], e); r.Gen != 0 {
+		e.stopping = stopping
+		e.countSleeps(old)
+		if r := c.admit(old, e); r.Gen != 0 {
 			probes = append(probes, r)
 		}
 		next[inst.ID] = e
@@ -357,3 +362,50 @@ func newHasher() *hasher { return &hasher{seed: maphash.MakeSeed()} }
 func (h *hasher) Hash(key string) uint32 { return uint32(maphash.String(h.seed, key)) }
 
 func (h *hasher) Equal(a, b string) bool { return a == b }
+
+// Stopping implements Sink: the instance leaves its rotations at once, and
+// stays out while later Puts still say it runs, until Started.
+func (c *Catalog) Stopping(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.byID[id]
+	if old == nil || old.stopping {
+		return
+	}
+	switch old.inst.State {
+	case StateRunning, StateStarting, StateRestarting:
+	default:
+		return // out of its rotations already
+	}
+	e := *old
+	e.inst.State, e.stopping = StateStopping, true
+	c.byID[id] = &e
+	c.publish(c.current.Load(), old, &e)
+	c.logChange(old, &e, "")
+}
+
+// Started implements Sink: it ends a Stopping; the next Put says how the
+// instance is now.
+func (c *Catalog) Started(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.byID[id]
+	if old == nil || !old.stopping {
+		return
+	}
+	e := *old
+	e.stopping = false
+	c.byID[id] = &e
+	c.publish(c.current.Load(), old, &e)
+}
+
+// holdStopping keeps an instance that an event said is stopping out of
+// its rotations while its daemon still reports it running (an app
+// draining after SIGTERM); it says whether it did.
+func holdStopping(old *entry, inst *Instance) bool {
+	if old == nil || !old.stopping || inst.State != StateRunning {
+		return false
+	}
+	inst.State = StateStopping
+	return true
+}

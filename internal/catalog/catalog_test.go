@@ -688,3 +688,49 @@ func TestIncrementalMatchesRebuild(t *testing.T) {
 		}
 	}
 }
+
+// Leave on stop (churn): Stopping takes an instance out at once; while its
+// daemon still reports it running (an app draining after SIGTERM) it stays
+// out, also across a re-listing, until Started or a state that is not
+// running.
+func TestStoppingAndStarted(t *testing.T) {
+	logger, logs := observed()
+	c := catalog.New(catalog.Options{Logger: logger})
+	v := watch(c, "app=web")
+	web := func(opts ...opt) catalog.Instance { return inst("web-1", append([]opt{label("app", "web")}, opts...)...) }
+	in := []string{"web-1 10.0.0.2:8080"}
+	c.Put(web())
+	mustEqual(t, "running", request(c, v, 8080, "x"), in)
+
+	c.Stopping("id-web-1")
+	mustEqual(t, "stopping", request(c, v, 8080, "x"), nil)
+	c.Put(web()) // the inspection after the kill: still running, draining
+	mustEqual(t, "draining", request(c, v, 8080, "x"), nil)
+	c.Replace([]catalog.Instance{web()})
+	mustEqual(t, "re-listed while draining", request(c, v, 8080, "x"), nil)
+	c.Put(web(state(catalog.StateStopped)))
+	c.Put(web())
+	mustEqual(t, "stopped, then started", request(c, v, 8080, "x"), in)
+
+	// docker restart: kill, die, stop, start; the start ends it.
+	c.Stopping("id-web-1")
+	c.Stopping("id-web-1")
+	c.Started("id-web-1")
+	mustEqual(t, "started, not yet inspected", request(c, v, 8080, "x"), nil)
+	c.Put(web())
+	mustEqual(t, "restarted", request(c, v, 8080, "x"), in)
+
+	// Nothing to do for an instance that is not running, or unknown.
+	c.Put(web(state(catalog.StatePaused)))
+	c.Stopping("id-web-1")
+	c.Stopping("id-nobody")
+	c.Started("id-nobody")
+	c.Put(web())
+	mustEqual(t, "unpaused", unspelt(request(c, v, 8080, "x")), in) // spelt anew after the pause (R5a)
+
+	var whys []string
+	for _, e := range logs.FilterMessage("instance leaves rotation").All() {
+		whys = append(whys, fmt.Sprint(e.ContextMap()["why"]))
+	}
+	mustEqual(t, "leave reasons", whys, []string{"stopping", "stopping", "paused"})
+}

@@ -39,6 +39,9 @@ type entry struct {
 	probeDials []string
 	// unverified is set when the prober gave up and let it join anyway.
 	unverified bool
+	// stopping is set from Sink.Stopping until Started or a Put that shows
+	// the instance no longer running.
+	stopping bool
 }
 
 func newEntry(inst Instance) *entry {

@@ -1,7 +1,8 @@
 package catalog
 
 // Sink receives what a daemon adapter learns. The Catalog implements it; an
-// adapter calls it from one goroutine at a time.
+// adapter calls Replace, Put and Delete from one goroutine at a time, and
+// may call Stopping and Started from another (its event stream's).
 type Sink interface {
 	// Replace sets the full list of instances after a (re-)listing: every
 	// instance not in the list leaves the catalog (R6).
@@ -10,4 +11,12 @@ type Sink interface {
 	Put(inst Instance)
 	// Delete removes the instance with this ID, if known.
 	Delete(id string)
+	// Stopping takes the instance out of its rotations at once: an event
+	// says it is stopping. Until Started, or a Put that shows it no longer
+	// running, it stays out even if a Put still says it runs (an app
+	// draining on SIGTERM runs on for a while).
+	Stopping(id string)
+	// Started ends a Stopping: the instance (re)started, and the next Put
+	// says how it is now.
+	Started(id string)
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow/followtest"
 )
@@ -143,5 +144,27 @@ func TestLoopLogs(t *testing.T) {
 	}
 	if got := e.ContextMap()["call"]; got != "GetEvents" {
 		t.Fatalf("call field %q", got)
+	}
+}
+
+// What an instance event tells before the fetch (churn: leave at once).
+func TestInstanceEvent(t *testing.T) {
+	for _, tt := range []struct {
+		action dicerpb.EventAction
+		want   follow.Event
+	}{
+		{dicerpb.EventAction_EVENT_ACTION_DELETED, follow.Event{ID: "i", Deleted: true}},
+		{dicerpb.EventAction_EVENT_ACTION_STOPPED, follow.Event{ID: "i", Stopping: true}},
+		{dicerpb.EventAction_EVENT_ACTION_EXITED, follow.Event{ID: "i", Stopping: true}},
+		{dicerpb.EventAction_EVENT_ACTION_DIED, follow.Event{ID: "i", Stopping: true}},
+		{dicerpb.EventAction_EVENT_ACTION_STARTED, follow.Event{ID: "i", Started: true}},
+		{dicerpb.EventAction_EVENT_ACTION_STANDBY, follow.Event{ID: "i"}},
+		{dicerpb.EventAction_EVENT_ACTION_PAUSED, follow.Event{ID: "i"}},
+		{dicerpb.EventAction_EVENT_ACTION_HEALTHY, follow.Event{ID: "i"}},
+	} {
+		ev := &dicerpb.Event{Kind: dicerpb.EventKind_EVENT_KIND_INSTANCE, Id: "i", Action: tt.action}
+		if got := instanceEvent(ev); got != tt.want {
+			t.Errorf("%v: %+v, want %+v", tt.action, got, tt.want)
+		}
 	}
 }

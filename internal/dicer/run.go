@@ -204,7 +204,7 @@ func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
 						c.log.Debug("ignoring an instance event without an instance ID", zap.String("instance", ev.GetName()))
 						continue
 					}
-					report(follow.Event{ID: ev.GetId(), Deleted: ev.GetAction() == dicerpb.EventAction_EVENT_ACTION_DELETED})
+					report(instanceEvent(ev))
 				case dicerpb.EventKind_EVENT_KIND_NETWORK:
 					report(follow.Event{DaemonWide: true})
 				}
@@ -291,4 +291,22 @@ func (c *conn) listNetworks(ctx context.Context) error {
 	}
 	c.gateways = gatewayMap(resp.GetNetworks())
 	return nil
+}
+
+// instanceEvent is what an instance event tells before any fetch. Dicer
+// records STOPPED, EXITED and DIED once the guest is down (it has no event
+// for a stop in progress; a fetch meanwhile shows state STOPPING, which R1
+// keeps out of rotations), so these take the instance out at once; STARTED
+// (also a wake from standby) ends that.
+func instanceEvent(ev *dicerpb.Event) follow.Event {
+	e := follow.Event{ID: ev.GetId()}
+	switch ev.GetAction() {
+	case dicerpb.EventAction_EVENT_ACTION_DELETED:
+		e.Deleted = true
+	case dicerpb.EventAction_EVENT_ACTION_STOPPED, dicerpb.EventAction_EVENT_ACTION_EXITED, dicerpb.EventAction_EVENT_ACTION_DIED:
+		e.Stopping = true
+	case dicerpb.EventAction_EVENT_ACTION_STARTED:
+		e.Started = true
+	}
+	return e
 }

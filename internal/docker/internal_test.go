@@ -23,41 +23,54 @@ func TestEventContainer(t *testing.T) {
 	ctr := func(action string) events.Message {
 		return events.Message{Type: events.ContainerEventType, Action: events.Action(action), Actor: events.Actor{ID: "cid"}}
 	}
+	kill := func(signal string) events.Message {
+		m := ctr("kill")
+		m.Actor.Attributes = map[string]string{"signal": signal, "name": "web"}
+		return m
+	}
 	netEv := func(action string, attrs map[string]string) events.Message {
 		return events.Message{Type: events.NetworkEventType, Action: events.Action(action), Actor: events.Actor{ID: "nid", Attributes: attrs}}
 	}
+	cid := follow.Event{ID: "cid"}
+	stopping := follow.Event{ID: "cid", Stopping: true}
+	none := follow.Event{}
 	tests := []struct {
-		name    string
-		m       events.Message
-		id      string
-		deleted bool
-		ok      bool
+		name string
+		m    events.Message
+		want follow.Event
+		ok   bool
 	}{
-		{"start", ctr("start"), "cid", false, true},
-		{"die", ctr("die"), "cid", false, true},
-		{"stop", ctr("stop"), "cid", false, true},
-		{"pause", ctr("pause"), "cid", false, true},
-		{"unpause", ctr("unpause"), "cid", false, true},
-		{"rename", ctr("rename"), "cid", false, true},
-		{"create", ctr("create"), "cid", false, true},
-		{"restart", ctr("restart"), "cid", false, true},
-		{"health", ctr("health_status: healthy"), "cid", false, true},
-		{"health unhealthy", ctr("health_status: unhealthy"), "cid", false, true},
-		{"destroy", ctr("destroy"), "cid", true, true},
-		{"exec_create", ctr("exec_create: /hello -healthcheck"), "", false, false},
-		{"exec_die", ctr("exec_die"), "", false, false},
-		{"kill", ctr("kill"), "", false, false},
-		{"attach", ctr("attach"), "", false, false},
-		{"old Engine fields", events.Message{Type: events.ContainerEventType, Status: "start", ID: "old"}, "old", false, true}, //nolint:staticcheck // testing the fallback
-		{"network connect", netEv("connect", map[string]string{"container": "cid", "name": "bridge"}), "cid", false, true},
-		{"network disconnect", netEv("disconnect", map[string]string{"container": "cid"}), "cid", false, true},
-		{"network create", netEv("create", map[string]string{"name": "n"}), "", false, false},
-		{"image event", events.Message{Type: events.ImageEventType, Action: "pull"}, "", false, false},
+		{"start", ctr("start"), follow.Event{ID: "cid", Started: true}, true},
+		{"die", ctr("die"), stopping, true},
+		{"stop", ctr("stop"), stopping, true},
+		{"kill SIGTERM (docker stop)", kill("15"), stopping, true},
+		{"kill SIGKILL (docker rm -f)", kill("9"), stopping, true},
+		{"kill SIGINT", kill("2"), stopping, true},
+		{"kill named signal", kill("SIGQUIT"), stopping, true},
+		{"kill SIGHUP (a reload)", kill("1"), none, false},
+		{"kill SIGUSR1", kill("10"), none, false},
+		{"kill without a signal", ctr("kill"), none, false},
+		{"pause", ctr("pause"), cid, true},
+		{"unpause", ctr("unpause"), cid, true},
+		{"rename", ctr("rename"), cid, true},
+		{"create", ctr("create"), cid, true},
+		{"restart", ctr("restart"), cid, true},
+		{"health", ctr("health_status: healthy"), cid, true},
+		{"health unhealthy", ctr("health_status: unhealthy"), cid, true},
+		{"destroy", ctr("destroy"), follow.Event{ID: "cid", Deleted: true}, true},
+		{"exec_create", ctr("exec_create: /hello -healthcheck"), none, false},
+		{"exec_die", ctr("exec_die"), none, false},
+		{"attach", ctr("attach"), none, false},
+		{"old Engine fields", events.Message{Type: events.ContainerEventType, Status: "start", ID: "old"}, follow.Event{ID: "old", Started: true}, true}, //nolint:staticcheck // testing the fallback
+		{"network connect", netEv("connect", map[string]string{"container": "cid", "name": "bridge"}), cid, true},
+		{"network disconnect", netEv("disconnect", map[string]string{"container": "cid"}), cid, true},
+		{"network create", netEv("create", map[string]string{"name": "n"}), none, false},
+		{"image event", events.Message{Type: events.ImageEventType, Action: "pull"}, none, false},
 	}
 	for _, tt := range tests {
-		id, deleted, ok := eventContainer(tt.m)
-		if id != tt.id || deleted != tt.deleted || ok != tt.ok {
-			t.Errorf("%s: eventContainer = %q, %v, %v; want %q, %v, %v", tt.name, id, deleted, ok, tt.id, tt.deleted, tt.ok)
+		got, ok := eventContainer(tt.m)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("%s: eventContainer = %+v, %v; want %+v, %v", tt.name, got, ok, tt.want, tt.ok)
 		}
 	}
 }
@@ -73,7 +86,7 @@ func TestEventFilters(t *testing.T) {
 	if f.ExactMatch("type", "image") {
 		t.Error("image events asked for")
 	}
-	for _, a := range []string{"start", "die", "stop", "pause", "unpause", "rename", "destroy", "create", "restart", "connect", "disconnect"} {
+	for _, a := range []string{"start", "kill", "die", "stop", "pause", "unpause", "rename", "destroy", "create", "restart", "connect", "disconnect"} {
 		if !f.ExactMatch("event", a) {
 			t.Errorf("event %s not asked for", a)
 		}
@@ -81,7 +94,7 @@ func TestEventFilters(t *testing.T) {
 	if !f.FuzzyMatch("event", "health_status: healthy") {
 		t.Error("health_status events not asked for")
 	}
-	for _, a := range []string{"exec_create: /hello -healthcheck", "exec_start: /hello -healthcheck", "exec_die", "kill", "attach", "top"} {
+	for _, a := range []string{"exec_create: /hello -healthcheck", "exec_start: /hello -healthcheck", "exec_die", "attach", "top"} {
 		if f.FuzzyMatch("event", a) {
 			t.Errorf("event %s asked for", a)
 		}

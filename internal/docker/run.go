@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -37,14 +38,21 @@ type engine interface {
 // containerActions are the container events that can change what the
 // adapter reports of a container (R11). exec_*, attach, top, resize and the
 // like cannot, and a health check runs an exec at every interval, so the
-// Engine is asked to leave them out. kill is left out too: a kill that
-// stops the container is followed by die.
+// Engine is asked to leave them out. kill is asked for because `docker
+// stop` starts with it: the container leaves its rotations at the signal,
+// not seconds later when it dies.
 var containerActions = []events.Action{
 	events.ActionCreate, events.ActionStart, events.ActionRestart,
-	events.ActionStop, events.ActionDie, events.ActionPause,
+	events.ActionKill, events.ActionStop, events.ActionDie, events.ActionPause,
 	events.ActionUnPause, events.ActionRename, events.ActionDestroy,
 	events.ActionHealthStatus, // a prefix: "health_status: healthy"
 }
+
+// stopSignals are the kill signals that end a container (the Engine's
+// event gives the number): SIGINT, SIGQUIT, SIGKILL and SIGTERM, the
+// default stop signal. Others (SIGHUP to reload, SIGUSR1, ...) change
+// nothing that is reported.
+var stopSignals = []string{"2", "3", "9", "15", "SIGINT", "SIGQUIT", "SIGKILL", "SIGTERM", "INT", "QUIT", "KILL", "TERM"}
 
 // eventFilters asks for the container events above and for network
 // connect/disconnect, which name the container in Actor.Attributes. (The
@@ -264,15 +272,15 @@ func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
 				}
 				return follow.WrapCall("Events", err)
 			case m := <-msgs:
-				id, deleted, ok := eventContainer(m)
+				ev, ok := eventContainer(m)
 				if !ok {
 					continue
 				}
-				if id == "" {
+				if ev.ID == "" {
 					c.log.Debug("ignoring a container event without a container ID", zap.String("action", string(m.Action)))
 					continue
 				}
-				report(follow.Event{ID: id, Deleted: deleted})
+				report(ev)
 			}
 		}
 	}, nil
@@ -330,32 +338,48 @@ func (c *conn) Refresh(context.Context, map[string]catalog.Instance) ([]catalog.
 	return nil, nil
 }
 
-// eventContainer says which container an event is about, and whether it
-// was destroyed; ok is false for an event that changes nothing reported.
-func eventContainer(m events.Message) (id string, deleted, ok bool) {
+// eventContainer says which container an event is about and what it tells
+// before any inspection (destroyed; stopping: a kill with a stop signal,
+// die or stop; started); ok is false for an event that changes nothing
+// reported.
+func eventContainer(m events.Message) (ev follow.Event, ok bool) {
 	switch m.Type {
 	case events.ContainerEventType:
-		id = m.Actor.ID
-		if id == "" {
-			id = m.ID //nolint:staticcheck // an older Engine's field
+		ev.ID = m.Actor.ID
+		if ev.ID == "" {
+			ev.ID = m.ID //nolint:staticcheck // an older Engine's field
 		}
 		action := string(m.Action)
 		if action == "" {
 			action = m.Status //nolint:staticcheck // an older Engine's field
 		}
-		if action == string(events.ActionDestroy) {
-			return id, true, true
+		switch events.Action(action) {
+		case events.ActionDestroy:
+			ev.Deleted = true
+			return ev, true
+		case events.ActionKill:
+			if !slices.Contains(stopSignals, m.Actor.Attributes["signal"]) {
+				return follow.Event{}, false
+			}
+			ev.Stopping = true
+			return ev, true
+		case events.ActionDie, events.ActionStop:
+			ev.Stopping = true
+			return ev, true
+		case events.ActionStart:
+			ev.Started = true
+			return ev, true
 		}
 		for _, a := range containerActions {
 			if action == string(a) || a == events.ActionHealthStatus && strings.HasPrefix(action, string(a)) {
-				return id, false, true
+				return ev, true
 			}
 		}
-		return "", false, false
+		return follow.Event{}, false
 	case events.NetworkEventType:
 		if m.Action == events.ActionConnect || m.Action == events.ActionDisconnect {
-			return m.Actor.Attributes["container"], false, true
+			return follow.Event{ID: m.Actor.Attributes["container"]}, true
 		}
 	}
-	return "", false, false
+	return follow.Event{}, false
 }

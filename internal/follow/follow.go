@@ -99,6 +99,13 @@ type Event struct {
 	// DaemonWide says something that is about no one instance changed
 	// (Dicer: a network): the session calls Conn.Refresh.
 	DaemonWide bool
+	// Stopping says the event itself tells that the instance is stopping
+	// or stopped (Docker: a kill with a terminating signal, die, stop):
+	// the session takes it out of its rotations at once, from the stream,
+	// before the fetch fills in the rest (catalog.Sink.Stopping).
+	Stopping bool
+	// Started says the instance (re)started, which ends a Stopping.
+	Started bool
 }
 
 // Listing is what Conn.List returns.

@@ -138,6 +138,8 @@ type signalSink struct{ replaced chan struct{} }
 func (s signalSink) Replace([]catalog.Instance) { s.replaced <- struct{}{} }
 func (signalSink) Put(catalog.Instance)         {}
 func (signalSink) Delete(string)                {}
+func (signalSink) Stopping(string)              {}
+func (signalSink) Started(string)               {}
 
 // play runs script on the fake clock with pace and returns the waits
 // between sessions and the logs.

@@ -48,11 +48,18 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 	go func() {
 		defer wg.Done()
 		streamErr <- stream(func(e Event) {
-			if e.DaemonWide {
+			switch {
+			case e.DaemonWide:
 				pending.Flag()
-			} else {
-				pending.Add(e.ID, e.Deleted)
+				return
+			case e.Stopping:
+				// At once, not after the fetches queued before it: new
+				// requests stop going there within the event's time.
+				sink.Stopping(e.ID)
+			case e.Started:
+				sink.Started(e.ID)
 			}
+			pending.Add(e.ID, e.Deleted)
 		})
 	}()
 	defer func() {

@@ -28,6 +28,7 @@ type Sink struct {
 	mu       sync.Mutex
 	byID     map[string]catalog.Instance
 	replaces int
+	stopping map[string]bool
 	changed  chan struct{} // closed and replaced on every call
 
 	busy    atomic.Int32
@@ -82,6 +83,34 @@ func (s *Sink) Delete(id string) {
 	defer s.mu.Unlock()
 	delete(s.byID, id)
 	s.bumpLocked()
+}
+
+// Stopping implements catalog.Sink: it marks the instance as stopping (it
+// may come from the stream's goroutine, beside the other calls).
+func (s *Sink) Stopping(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping == nil {
+		s.stopping = map[string]bool{}
+	}
+	s.stopping[id] = true
+	s.bumpLocked()
+}
+
+// Started implements catalog.Sink: it ends a Stopping.
+func (s *Sink) Started(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.stopping, id)
+	s.bumpLocked()
+}
+
+// IsStopping reports whether Stopping was called for id since its last
+// Started.
+func (s *Sink) IsStopping(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping[id]
 }
 
 // Replaces returns the number of Replace calls so far.
