@@ -697,7 +697,9 @@ func TestStoppingAndStarted(t *testing.T) {
 	logger, logs := observed()
 	c := catalog.New(catalog.Options{Logger: logger})
 	v := watch(c, "app=web")
-	web := func(opts ...opt) catalog.Instance { return inst("web-1", append([]opt{label("app", "web")}, opts...)...) }
+	web := func(opts ...opt) catalog.Instance {
+		return inst("web-1", append([]opt{label("app", "web")}, opts...)...)
+	}
 	in := []string{"web-1 10.0.0.2:8080"}
 	c.Put(web())
 	mustEqual(t, "running", request(c, v, 8080, "x"), in)
