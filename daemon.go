@@ -121,7 +121,8 @@ var connections = caddy.NewUsagePool()
 type connection struct {
 	catalog *catalog.Catalog
 	prober  *readiness.Prober
-	// settled is closed at the first listing, or after startupWait without
+	// settled is closed once the first listing and the readiness probes
+	// it started are through, or after startupWait without
 	// one: modules wait for it once per connection, not once each.
 	settled chan struct{}
 	cancel  context.CancelFunc
@@ -204,7 +205,8 @@ func dial(ctx context.Context, spec connSpec) (*connection, error) {
 	return c, nil
 }
 
-// settle closes settled at the first listing or after startupWait, saying
+// settle closes settled once the first listing and its readiness probes
+// are through, or after startupWait, saying
 // once that the daemon has not been listed yet.
 func (c *connection) settle(ctx context.Context, logger *zap.Logger) {
 	defer close(c.settled)
@@ -212,6 +214,14 @@ func (c *connection) settle(ctx context.Context, logger *zap.Logger) {
 	defer timer.Stop()
 	select {
 	case <-c.catalog.Ready():
+		// And for the verdicts on the instances it listed (R1a), so that
+		// a config loaded while they run serves them from the first
+		// request.
+		select {
+		case <-c.prober.Idle():
+		case <-timer.C:
+		case <-ctx.Done():
+		}
 	case <-timer.C:
 		logger.Warn("daemon not listed yet; its routes answer 503 and its permission refuses until it is reached",
 			zap.Duration("waited", startupWait))

@@ -204,11 +204,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		}
 		next[inst.ID] = e
 	}
-	defer func() {
-		for _, r := range probes {
-			c.sendProbe(r)
-		}
-	}()
+
 	for id, old := range c.byID {
 		if _, ok := next[id]; !ok {
 			c.logChange(old, nil, "gone from the daemon's listing")
@@ -242,6 +238,9 @@ func (c *Catalog) Replace(instances []Instance) {
 		views[v] = matched
 	}
 	c.current.Store(&Snapshot{reach: &c.reach, hosts: hosts.Map(), views: views})
+	for _, r := range probes {
+		c.sendProbe(r) // before Ready: whoever waits for it may wait for these
+	}
 	c.replace.Do(func() { close(c.ready) })
 }
 

@@ -147,17 +147,18 @@ func TestLoopLogs(t *testing.T) {
 	}
 }
 
-// What an instance event tells before the fetch (churn: leave at once).
+// What an instance event tells before the fetch: only a deletion; the
+// fetch tells the state.
 func TestInstanceEvent(t *testing.T) {
 	for _, tt := range []struct {
 		action dicerpb.EventAction
 		want   follow.Event
 	}{
 		{dicerpb.EventAction_EVENT_ACTION_DELETED, follow.Event{ID: "i", Deleted: true}},
-		{dicerpb.EventAction_EVENT_ACTION_STOPPED, follow.Event{ID: "i", Stopping: true}},
-		{dicerpb.EventAction_EVENT_ACTION_EXITED, follow.Event{ID: "i", Stopping: true}},
-		{dicerpb.EventAction_EVENT_ACTION_DIED, follow.Event{ID: "i", Stopping: true}},
-		{dicerpb.EventAction_EVENT_ACTION_STARTED, follow.Event{ID: "i", Started: true}},
+		{dicerpb.EventAction_EVENT_ACTION_STOPPED, follow.Event{ID: "i"}},
+		{dicerpb.EventAction_EVENT_ACTION_EXITED, follow.Event{ID: "i"}},
+		{dicerpb.EventAction_EVENT_ACTION_DIED, follow.Event{ID: "i"}},
+		{dicerpb.EventAction_EVENT_ACTION_STARTED, follow.Event{ID: "i"}},
 		{dicerpb.EventAction_EVENT_ACTION_STANDBY, follow.Event{ID: "i"}},
 		{dicerpb.EventAction_EVENT_ACTION_PAUSED, follow.Event{ID: "i"}},
 		{dicerpb.EventAction_EVENT_ACTION_HEALTHY, follow.Event{ID: "i"}},

@@ -293,20 +293,12 @@ func (c *conn) listNetworks(ctx context.Context) error {
 	return nil
 }
 
-// instanceEvent is what an instance event tells before any fetch. Dicer
-// records STOPPED, EXITED and DIED once the guest is down (it has no event
-// for a stop in progress; a fetch meanwhile shows state STOPPING, which R1
-// keeps out of rotations), so these take the instance out at once; STARTED
-// (also a wake from standby) ends that.
+// instanceEvent is what an instance event tells before any fetch: only a
+// deletion. Dicer records STOPPED, EXITED and DIED once the guest is down,
+// and has no event for a stop in progress; the fetch each event brings
+// shows the state (STOPPING while a stop is in progress, which R1 keeps out
+// of rotations), at the cost of one GetInstance, so no event is read as
+// "stopping" ahead of it.
 func instanceEvent(ev *dicerpb.Event) follow.Event {
-	e := follow.Event{ID: ev.GetId()}
-	switch ev.GetAction() {
-	case dicerpb.EventAction_EVENT_ACTION_DELETED:
-		e.Deleted = true
-	case dicerpb.EventAction_EVENT_ACTION_STOPPED, dicerpb.EventAction_EVENT_ACTION_EXITED, dicerpb.EventAction_EVENT_ACTION_DIED:
-		e.Stopping = true
-	case dicerpb.EventAction_EVENT_ACTION_STARTED:
-		e.Started = true
-	}
-	return e
+	return follow.Event{ID: ev.GetId(), Deleted: ev.GetAction() == dicerpb.EventAction_EVENT_ACTION_DELETED}
 }

@@ -40,6 +40,7 @@ type Prober struct {
 
 	mu      sync.Mutex
 	running map[string]probe // by instance ID
+	idle    chan struct{}    // closed while no probe runs
 	wg      sync.WaitGroup
 }
 
@@ -61,7 +62,18 @@ func New(ctx context.Context, timeout, interval time.Duration, ready func(id str
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Prober{ctx: ctx, timeout: timeout, interval: interval, ready: ready, log: log, running: make(map[string]probe)}
+	idle := make(chan struct{})
+	close(idle)
+	return &Prober{ctx: ctx, timeout: timeout, interval: interval, ready: ready, log: log, running: make(map[string]probe), idle: idle}
+}
+
+// Idle returns a channel closed once no probe runs (at once if none does
+// now). The connection waits on it after its first listing, so that a
+// config loaded while instances run serves them from the first request.
+func (p *Prober) Idle() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.idle
 }
 
 // Probe starts probing r's instance, replacing an earlier probe of it. It
@@ -73,6 +85,9 @@ func (p *Prober) Probe(r catalog.ProbeRequest) {
 		old.cancel()
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, p.timeout)
+	if len(p.running) == 0 {
+		p.idle = make(chan struct{})
+	}
 	p.running[r.ID] = probe{gen: r.Gen, cancel: cancel}
 	p.wg.Add(1)
 	go func() {
@@ -91,6 +106,9 @@ func (p *Prober) done(r catalog.ProbeRequest, cancel context.CancelFunc) {
 	defer p.mu.Unlock()
 	if cur, ok := p.running[r.ID]; ok && cur.gen == r.Gen {
 		delete(p.running, r.ID)
+		if len(p.running) == 0 {
+			close(p.idle)
+		}
 	}
 }
 

@@ -117,3 +117,34 @@ func TestProbe_newer_request_replaces_older(t *testing.T) {
 	p.Wait()
 	noVerdict(t, ch, 50*time.Millisecond)
 }
+
+// Idle is closed while no probe runs, and open while one does.
+func TestProbe_idle(t *testing.T) {
+	ch, ready := recorder()
+	p := New(context.Background(), 10*time.Second, time.Millisecond, ready, nil)
+	select {
+	case <-p.Idle():
+	default:
+		t.Fatal("a new prober is not idle")
+	}
+	addr := closedPort(t)
+	p.Probe(catalog.ProbeRequest{ID: "id-e", Name: "e", Dials: []string{addr}, Gen: 1})
+	idle := p.Idle()
+	select {
+	case <-idle:
+		t.Fatal("idle while a probe runs")
+	default:
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	await(t, ch)
+	select {
+	case <-idle:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not idle after the only probe ended")
+	}
+	p.Wait()
+}
