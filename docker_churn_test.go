@@ -9,6 +9,7 @@ package caddydicer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,8 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
@@ -49,15 +52,18 @@ type load struct {
 	failed   map[string][]string // phase -> what failed (the first 10)
 	nfailed  map[string]int
 	bodies   map[string]int // answers by body
-	lastSeen map[string]time.Time
+	answers  map[string][]answer
 }
+
+// answer is when a request answered 200 by one app was sent and answered.
+type answer struct{ sent, answered time.Time }
 
 func startLoad(t *testing.T, host string, clients int) *load {
 	t.Helper()
 	l := &load{
 		host: host, quit: make(chan struct{}), phase: "start", phases: []string{"start"},
 		ok: map[string]int{}, failed: map[string][]string{}, nfailed: map[string]int{},
-		bodies: map[string]int{}, lastSeen: map[string]time.Time{},
+		bodies: map[string]int{}, answers: map[string][]answer{},
 	}
 	for range clients {
 		l.wg.Add(1)
@@ -79,6 +85,7 @@ func (l *load) run() {
 		}
 		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", httpPort), nil)
 		req.Host = l.host
+		sent := time.Now()
 		res, err := c.Do(req)
 		var body []byte
 		if err == nil {
@@ -88,17 +95,17 @@ func (l *load) run() {
 				err = errForeign
 			}
 		}
-		l.record(res, string(body), err)
+		l.record(res, string(body), err, sent)
 	}
 }
 
-func (l *load) record(res *http.Response, body string, err error) {
+func (l *load) record(res *http.Response, body string, err error, sent time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err == nil && res.StatusCode/100 == 2 {
 		l.ok[l.phase]++
 		l.bodies[body]++
-		l.lastSeen[body] = time.Now()
+		l.answers[body] = append(l.answers[body], answer{sent, time.Now()})
 		return
 	}
 	what := ""
@@ -147,6 +154,13 @@ func (l *load) served(name string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.bodies[hello(name)]
+}
+
+// answered returns the requests name answered 200, oldest first.
+func (l *load) answered(name string) []answer {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.answers[hello(name)])
 }
 
 // waitServed waits until name has answered at least once more than it had.
@@ -303,17 +317,29 @@ func TestDocker_churn_rolling_replacement_loses_no_request(t *testing.T) {
 }
 
 // 20 start/stop cycles of one container beside a stable one, under load:
-// no request fails.
+// no request fails. It also measures, from the Engine's own event times
+// and Caddy's log: start event to the first 200 from the container, kill
+// event (docker stop's SIGTERM) to the container leaving the rotation and
+// to the last request sent there, and die event to out of rotation. These
+// are reported, not asserted (timing on a shared machine).
 func TestDocker_churn_start_stop_cycles_lose_no_request(t *testing.T) {
 	cli := engine(t)
 	app := dockertest.Name("cycle")
-	churnSite(t, app)
+	_, logFile := dockerCaddy(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic docker app=%s 8080
+		lb_policy round_robin
+		%s
+	}
+}`, httpPort, app, zeroDowntime))
 	dockertest.Start(t, cli, dockertest.Options{Name: "cycle-stable", Labels: map[string]string{"app": app}, Env: appEnv})
 	l := startLoad(t, hostName("cycle"), 4)
 	l.waitServed(t, "cycle-stable", 20*time.Second)
 	c := dockertest.Start(t, cli, dockertest.Options{Name: "cycle-churn", Labels: map[string]string{"app": app}, Env: appEnv, NoStart: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	evs := engineEvents(ctx, cli, c.ID)
 	for i := 1; i <= 20; i++ {
 		l.setPhase("start")
 		if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
@@ -324,6 +350,118 @@ func TestDocker_churn_start_stop_cycles_lose_no_request(t *testing.T) {
 		stopContainer(t, cli, c)
 	}
 	l.expectNoFailure(t)
+	// The Engine's stream may trail the calls by a moment.
+	deadline := time.Now().Add(5 * time.Second)
+	for countAction(evs(), events.ActionDie) < 20 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // poll the condition
+	}
+	reportChurnTimes(t, evs(), l.answered("cycle-churn"), logTimes(t, logFile, "instance leaves rotation", c.Name))
+}
+
+// engineEvents collects the Engine's events about one container until ctx
+// ends; the function returned gives those seen so far.
+func engineEvents(ctx context.Context, cli *client.Client, id string) func() []events.Message {
+	var mu sync.Mutex
+	var seen []events.Message
+	msgs, _ := cli.Events(ctx, events.ListOptions{Filters: filters.NewArgs(filters.Arg("container", id))})
+	go func() {
+		for m := range msgs {
+			mu.Lock()
+			seen = append(seen, m)
+			mu.Unlock()
+		}
+	}()
+	return func() []events.Message {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+}
+
+// countAction counts the events of one action.
+func countAction(evs []events.Message, a events.Action) int {
+	n := 0
+	for _, m := range evs {
+		if m.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+// logTimes returns the times of Caddy's log entries msg about instance.
+func logTimes(t *testing.T, logFile, msg, instance string) []time.Time {
+	t.Helper()
+	var out []time.Time
+	for _, line := range logLines(t, logFile, `"msg":"`+msg+`"`, `"instance":"`+instance+`"`) {
+		var e struct{ TS float64 }
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		out = append(out, time.Unix(0, int64(e.TS*1e9)))
+	}
+	return out
+}
+
+// reportChurnTimes logs, per start/stop cycle, the delays described at
+// TestDocker_churn_start_stop_cycles_lose_no_request, as median and max.
+func reportChurnTimes(t *testing.T, evs []events.Message, answers []answer, leaves []time.Time) {
+	t.Helper()
+	at := func(m events.Message) time.Time { return time.Unix(0, m.TimeNano) }
+	after := func(ts []time.Time, t0 time.Time) (time.Time, bool) {
+		for _, x := range ts {
+			if !x.Before(t0) {
+				return x, true
+			}
+		}
+		return time.Time{}, false
+	}
+	var firstOK, killLeave, killLastSent, dieOut []time.Duration
+	var start, kill time.Time
+	for _, m := range evs {
+		switch m.Action {
+		case events.ActionStart:
+			start = at(m)
+			for _, a := range answers {
+				if a.answered.After(start) {
+					firstOK = append(firstOK, a.answered.Sub(start))
+					break
+				}
+			}
+		case events.ActionKill:
+			if kill.After(start) {
+				continue // a second signal in one stop
+			}
+			kill = at(m)
+			if leave, ok := after(leaves, start); ok {
+				killLeave = append(killLeave, leave.Sub(kill))
+			}
+			last := start
+			for _, a := range answers {
+				if a.sent.After(start) && a.sent.After(last) {
+					last = a.sent
+				}
+			}
+			killLastSent = append(killLastSent, last.Sub(kill))
+		case events.ActionDie:
+			if leave, ok := after(leaves, start); ok {
+				dieOut = append(dieOut, leave.Sub(at(m)))
+			}
+		}
+	}
+	stat := func(what string, ds []time.Duration) {
+		if len(ds) == 0 {
+			t.Logf("%-40s no sample", what)
+			return
+		}
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		t.Logf("%-40s median %9s  max %9s  (n=%d)", what, s[len(s)/2].Round(10*time.Microsecond), s[len(s)-1].Round(10*time.Microsecond), len(s))
+	}
+	stat("start event to first 200", firstOK)
+	stat("kill event to out of rotation", killLeave)
+	stat("kill event to last request sent there", killLastSent)
+	stat("die event to out of rotation (<0: before)", dieOut)
 }
 
 // A single-container site recreated (`docker rm -f`, then `docker run` with
