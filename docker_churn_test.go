@@ -436,16 +436,21 @@ func reportChurnTimes(t *testing.T, evs []events.Message, answers []answer, leav
 			if leave, ok := after(leaves, start); ok {
 				killLeave = append(killLeave, leave.Sub(kill))
 			}
+		case events.ActionDie:
+			die := at(m)
+			if leave, ok := after(leaves, start); ok {
+				dieOut = append(dieOut, leave.Sub(die))
+			}
+			// The last request of this run of the container: sent after
+			// its start, answered by it, so sent before it died.
 			last := start
 			for _, a := range answers {
-				if a.sent.After(start) && a.sent.After(last) {
+				if a.sent.After(last) && a.sent.Before(die) {
 					last = a.sent
 				}
 			}
-			killLastSent = append(killLastSent, last.Sub(kill))
-		case events.ActionDie:
-			if leave, ok := after(leaves, start); ok {
-				dieOut = append(dieOut, leave.Sub(at(m)))
+			if kill.After(start) {
+				killLastSent = append(killLastSent, last.Sub(kill))
 			}
 		}
 	}
