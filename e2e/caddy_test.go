@@ -176,8 +176,11 @@ func (r result) String() string {
 }
 
 // get sends GET http://<host>/ to Caddy's HTTP port.
-func (c *caddyProc) get(host string) result {
-	req, err := http.NewRequest(http.MethodGet, "http://"+host+"/", nil)
+func (c *caddyProc) get(host string) result { return c.getContext(context.Background(), host) }
+
+// getContext is get, given up when ctx ends.
+func (c *caddyProc) getContext(ctx context.Context, host string) result {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/", nil)
 	if err != nil {
 		return result{err: err}
 	}

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"slices"
 	"testing"
@@ -26,18 +25,7 @@ const requestTimeout = 5 * time.Second
 func (c *caddyProc) getWithin(host string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/", nil)
-	if err != nil {
-		return result{err: err}
-	}
-	start := time.Now()
-	res, err := c.client.Do(req)
-	if err != nil {
-		return result{err: err, took: time.Since(start)}
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	return result{status: res.StatusCode, body: string(body), err: err, took: time.Since(start)}
+	return c.getContext(ctx, host)
 }
 
 // report logs the median and max of the wake overheads (time to 200 minus
