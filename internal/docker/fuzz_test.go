@@ -64,8 +64,14 @@ func FuzzTranslate(f *testing.F) {
 		if strings.Contains(proto, "/") {
 			proto = "tcp" // the Engine's port keys are "<port>/<proto>"
 		}
+		// The fuzzed status text, else one for each verdict; the inspection
+		// reports the verdict the text tells.
 		summaryStatus, inspectHealthStatus := status, ""
-		switch health % 4 {
+		switch h, _ := healthFromStatus(status); health % 4 {
+		case 0:
+			inspectHealthStatus = map[catalog.Health]string{
+				catalog.HealthStarting: container.Starting, catalog.HealthHealthy: container.Healthy, catalog.HealthUnhealthy: container.Unhealthy,
+			}[h]
 		case 1:
 			summaryStatus, inspectHealthStatus = "Up 1 second (health: starting)", container.Starting
 		case 2:
