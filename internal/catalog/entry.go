@@ -250,8 +250,9 @@ func contains(list []string, s string) bool {
 }
 
 // NormalizeHost turns a request's Host (or a TLS server name) into the form
-// caddy.host names are indexed by: lower case, without a port, brackets or a
-// trailing dot. It does not allocate for a name already in that form.
+// caddy.host names are indexed by: ASCII letters in lower case, without a
+// port, the brackets of an IPv6 literal or trailing dots. It is idempotent,
+// and does not allocate for a name already in that form.
 func NormalizeHost(host string) string {
 	if i := strings.LastIndexByte(host, ':'); i >= 0 {
 		// An IPv6 literal has two colons or more, so that what is left of a
