@@ -4,10 +4,21 @@ CADDY_VERSION ?= v2.11.9
 XCADDY_VERSION ?= v0.4.5
 GOLANGCI_VERSION ?= v2.15.0
 MODULE := github.com/caddy-dicer/caddy-dicer
+# make fuzz runs each fuzz target for FUZZTIME; FUZZFLAGS adds go test flags
+# (e.g. -parallel=1).
+FUZZTIME ?= 30s
+FUZZFLAGS ?=
+FUZZ_TARGETS := \
+	FuzzParse:./selector \
+	FuzzHost:./internal/catalog \
+	FuzzParseToken:./internal/dicer \
+	FuzzTranslate:./internal/docker \
+	FuzzUpstreamsCaddyfile:. \
+	FuzzPermissionCaddyfile:.
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: help test test-short lint fmt build bench load example test-e2e generate
+.PHONY: help test test-short lint fmt build bench load example test-e2e generate fuzz
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -35,6 +46,12 @@ build: ## build bin/caddy (Caddy with the plugin) with xcaddy, as users do
 	go run github.com/caddyserver/xcaddy/cmd/xcaddy@$(XCADDY_VERSION) build $(CADDY_VERSION) \
 		--with $(LOCAL_MODULE) --output bin/caddy
 	go build -o bin/dicer-testd ./cmd/dicer-testd
+
+fuzz: ## run every fuzz target for FUZZTIME each (default 30s), one after the other
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "== $${t%%:*} ($${t#*:})"; \
+		go test -run='^$$' -fuzz="^$${t%%:*}\$$" -fuzztime=$(FUZZTIME) $(FUZZFLAGS) $${t#*:}; \
+	done
 
 bench: ## run the benchmarks
 	go test -run='^$$' -bench=. -benchmem ./...

@@ -37,9 +37,10 @@ func runTests(m *testing.M) int {
 	// caddytest sends every config to whatever Caddy answers on its fixed
 	// admin port, even one in another test process, and Caddy's listeners
 	// share ports: test processes of this package take turns. Under -short
-	// no test starts Caddy, so the hermetic run neither takes nor waits for
-	// the lock.
-	if !testing.Short() {
+	// no test starts Caddy, and neither does a fuzzing run (go test -fuzz),
+	// whose worker is a child process that would wait forever for its
+	// parent's lock: neither takes it.
+	if !testing.Short() && !fuzzing() {
 		lock, err := os.OpenFile(filepath.Join(os.TempDir(), "caddy-dicer-caddytest.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 		if err != nil {
 			panic(err)

@@ -284,25 +284,40 @@ func contains(list []string, s string) bool {
 }
 
 // NormalizeHost turns a request's Host (or a TLS server name) into the form
-// caddy.host names are indexed by: lower case, without a port, brackets or a
-// trailing dot. It does not allocate for a name already in that form.
+// caddy.host names are indexed by: ASCII letters in lower case, without a
+// port, the brackets of an IPv6 literal or trailing dots. It is idempotent,
+// and does not allocate for a name already in that form.
 func NormalizeHost(host string) string {
 	if i := strings.LastIndexByte(host, ':'); i >= 0 {
-		if strings.HasPrefix(host, "[") {
-			if j := strings.IndexByte(host, ']'); j > 0 {
-				host = host[1:j]
-			}
+		// An IPv6 literal has two colons or more, so that what is left of a
+		// bracketed one is not taken for host:port when normalised again.
+		if j := strings.IndexByte(host, ']'); strings.HasPrefix(host, "[") && j > 0 && strings.Count(host[:j], ":") >= 2 {
+			host = host[1:j]
 		} else if strings.IndexByte(host[:i], ':') < 0 {
 			host = host[:i] // host:port; a bare IPv6 literal has more colons
 		}
 	}
-	host = strings.TrimSuffix(host, ".")
+	host = strings.TrimRight(host, ".") // every trailing dot, so that "a.." normalises in one go
 	for i := 0; i < len(host); i++ {
 		if c := host[i]; c >= 'A' && c <= 'Z' {
-			return strings.ToLower(host)
+			return asciiLower(host, i)
 		}
 	}
 	return host
+}
+
+// asciiLower lower-cases the ASCII letters of s from index i on. Host names
+// are case-insensitive in ASCII only (RFC 4343); strings.ToLower would also
+// change other letters and invalid UTF-8, but only when an ASCII upper case
+// letter is present, so that "aÄ" and "AÄ" normalised differently.
+func asciiLower(s string, i int) string {
+	b := []byte(s)
+	for ; i < len(b); i++ {
+		if c := b[i]; c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 // unsafeString turns a byte slice that is never written again into a string

@@ -1,0 +1,169 @@
+package catalog_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/selector"
+)
+
+// FuzzHost checks the caddy.host label and request-host normalisation
+// (R2, R7) on any label value and any request host:
+//   - NormalizeHost is idempotent, and its result has no ASCII upper case
+//     letter and no trailing dot;
+//   - each host the label lists is claimed, and so is each request form of
+//     it (upper case, a port, a trailing dot);
+//   - the request host is claimed exactly when its normalised form is one
+//     the label lists, and a host route sends it to the instance exactly
+//     then;
+//   - on a selector route, an instance whose label names hosts serves only
+//     those (R2); one whose label names none serves every host.
+func FuzzHost(f *testing.F) {
+	for _, s := range [][2]string{
+		{"shop.example.com", "shop.example.com"},
+		{"Shop.Example.com, www.shop.example.com.:443", "WWW.Shop.Example.Com.:8443"},
+		{"shop.example.com,,blog.example.com", "blog.example.com."},
+		{" , ", "shop.example.com"},
+		{"", ""},
+		{"[fd00::1]:443", "[FD00::1]"},
+		{"fd00::1", "[fd00::1]:443"},
+		{"192.0.2.1", "192.0.2.1:80"},
+		{"bücher.example", "BÜCHER.example"},
+		{"a..", "a."},
+		{"[a:b]", "a:b"},
+		{"shop.example.com", "evil.example.com"},
+	} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, hostLabel, request string) {
+		norm := catalog.NormalizeHost(request)
+		if again := catalog.NormalizeHost(norm); again != norm {
+			t.Fatalf("NormalizeHost(%q) = %q, but NormalizeHost(%q) = %q", request, norm, norm, again)
+		}
+		if strings.ContainsFunc(norm, func(r rune) bool { return r >= 'A' && r <= 'Z' }) || strings.HasSuffix(norm, ".") {
+			t.Fatalf("NormalizeHost(%q) = %q: not lower case without a trailing dot", request, norm)
+		}
+
+		// listed are the names the label lists, as the catalog must index
+		// them: each comma-separated item, trimmed and normalised.
+		var listed []string
+		for _, h := range strings.Split(hostLabel, ",") {
+			if n := catalog.NormalizeHost(strings.TrimSpace(h)); n != "" {
+				listed = append(listed, n)
+			}
+		}
+		isListed := func(h string) bool {
+			for _, l := range listed {
+				if l == h {
+					return true
+				}
+			}
+			return false
+		}
+
+		c := catalog.New(catalog.Options{})
+		sel, err := selector.Parse("app=web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		view := c.Watch(sel)
+		c.Put(inst("web", label(catalog.LabelHost, hostLabel, "app", "web")))
+		snap := c.Snapshot()
+		served := func(route catalog.Route, host string) bool {
+			ts := snap.Targets(nil, route, host)
+			if len(ts) > 1 || len(ts) == 1 && ts[0] != (catalog.Target{Instance: "web", Dial: "10.0.0.2:8080"}) {
+				t.Fatalf("label %q, host %q: Targets = %v, want at most web at 10.0.0.2:8080", hostLabel, host, ts)
+			}
+			return len(ts) == 1
+		}
+		hostRoute := catalog.Route{Port: 8080}
+		selRoute := catalog.Route{View: view, Port: 8080}
+
+		for _, l := range listed {
+			for _, form := range requestForms(l) {
+				h := catalog.NormalizeHost(form)
+				if !snap.Claimed(h) || !served(hostRoute, h) || !served(selRoute, h) {
+					t.Fatalf("label %q lists %q, but the request host %q (normalised %q) is not claimed and served", hostLabel, l, form, h)
+				}
+			}
+		}
+
+		want := isListed(norm)
+		if got := snap.Claimed(norm); got != want {
+			t.Fatalf("label %q: Claimed(NormalizeHost(%q) = %q) = %v, want %v (listed: %q)", hostLabel, request, norm, got, want, listed)
+		}
+		if got := served(hostRoute, norm); got != want {
+			t.Fatalf("label %q: host route serves %q = %v, want %v (listed: %q)", hostLabel, norm, got, want, listed)
+		}
+		if got, want := served(selRoute, norm), len(listed) == 0 || want; got != want {
+			t.Fatalf("label %q: selector route serves %q = %v, want %v (listed: %q)", hostLabel, norm, got, want, listed)
+		}
+	})
+}
+
+// requestForms are the ways a request (Host header or TLS server name) may
+// spell the normalised host h: in upper case, with a port, with a trailing
+// dot. Forms that only make sense for a name or an IP literal are limited
+// to hosts made of the characters such names have.
+func requestForms(h string) []string {
+	forms := []string{h, asciiUpper(h), h + "."}
+	if strings.ContainsFunc(h, func(r rune) bool { return r == '[' || r == ']' || r == ' ' || r == '\t' }) {
+		return forms
+	}
+	if strings.Contains(h, ":") {
+		return append(forms, "["+h+"]", "["+asciiUpper(h)+"]:443")
+	}
+	return append(forms, h+":443", asciiUpper(h)+".:8443", h+":")
+}
+
+// asciiUpper upper-cases the ASCII letters of s only, as a client may; DNS
+// names are case-insensitive in ASCII only (RFC 4343).
+func asciiUpper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// TestNormalizeHostFuzzFindings holds what FuzzHost found, each also in
+// testdata/fuzz/FuzzHost.
+func TestNormalizeHostFuzzFindings(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		// ASCII letters only change case: "a\xbd" and "A\xbd" were told
+		// apart since strings.ToLower also rewrote the invalid byte.
+		{"R2_invalid_utf8_keeps_bytes", "A\xbd", "a\xbd"},
+		{"R2_non_ascii_letter_kept", "AÄ", "aÄ"},
+		{"R2_non_ascii_letter_alone_kept", "Ä", "Ä"},
+		// Idempotent: what is left of brackets is not read as host:port.
+		{"R2_bracketed_single_colon", "[:]", "["},
+		{"R2_bracketed_name_and_colon", "[a:b]", "[a"},
+		{"R2_bracketed_ipv6_port", "[FD00::1]:443", "fd00::1"},
+		{"R2_every_trailing_dot", "a..", "a"},
+		{"R2_trailing_dots_and_port", "Shop.Example.com..:443", "shop.example.com"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := catalog.NormalizeHost(tc.in)
+			if got != tc.want {
+				t.Errorf("NormalizeHost(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+			if again := catalog.NormalizeHost(got); again != got {
+				t.Errorf("NormalizeHost(%q) = %q: not idempotent", got, again)
+			}
+		})
+	}
+
+	// A label and a request host that differ only in ASCII case match.
+	c := catalog.New(catalog.Options{})
+	c.Put(inst("web", host("bÜcher.example, a\xbd, a..")))
+	for _, h := range []string{"BÜCHER.EXAMPLE", "A\xbd", "a.", "A"} {
+		if !c.Snapshot().Claimed(catalog.NormalizeHost(h)) {
+			t.Errorf("R7: %q not claimed by the label %q", h, "bÜcher.example, a\xbd, a..")
+		}
+	}
+}
