@@ -53,12 +53,12 @@ func FuzzParseToken(f *testing.F) {
 		if s := tok.String(); strings.Contains(s, tok.Secret) && !strings.Contains(tok.Fingerprint, tok.Secret) {
 			t.Fatalf("ParseToken(%q).String() = %q holds the secret", in, s)
 		}
-		err = Config{Address: "192.0.2.10:7443", Token: in, ServerName: "dicer.example"}.Validate()
+		err = Config{Address: "192.0.2.10:7443", Token: in, ServerName: "dicer.example"}.Check()
 		if (err != nil) != (tok.Fingerprint != "") {
-			t.Fatalf("Validate with token %q and a server name: %v", in, err)
+			t.Fatalf("Check with token %q and a server name: %v", in, err)
 		}
 		if err != nil && strings.Contains(err.Error(), tok.Secret) {
-			t.Fatalf("Validate with token %q: error %q holds the secret", in, err)
+			t.Fatalf("Check with token %q: error %q holds the secret", in, err)
 		}
 	})
 }
