@@ -194,10 +194,12 @@ func (c *Catalog) Replace(instances []Instance) {
 	next := make(map[string]*entry, len(instances))
 	var probes []ProbeRequest
 	for _, inst := range instances {
+		// A re-listing ends a Stopping: a start missed while the daemon was
+		// out of reach must not keep an instance out for good. One still
+		// draining is running again here, so it is probed (R1a), and an
+		// app that closed its port on SIGTERM stays out until it dies.
 		old := c.byID[inst.ID]
-		stopping := holdStopping(old, &inst)
 		e := newEntry(inst)
-		e.stopping = stopping
 		e.countSleeps(old)
 		if r := c.admit(old, e); r.Gen != 0 {
 			probes = append(probes, r)
@@ -363,7 +365,8 @@ func (h *hasher) Hash(key string) uint32 { return uint32(maphash.String(h.seed, 
 func (h *hasher) Equal(a, b string) bool { return a == b }
 
 // Stopping implements Sink: the instance leaves its rotations at once, and
-// stays out while later Puts still say it runs, until Started.
+// stays out while later Puts still say it runs, until Started or a
+// re-listing (Replace).
 func (c *Catalog) Stopping(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -691,27 +691,36 @@ func TestIncrementalMatchesRebuild(t *testing.T) {
 
 // Leave on stop (churn): Stopping takes an instance out at once; while its
 // daemon still reports it running (an app draining after SIGTERM) it stays
-// out, also across a re-listing, until Started or a state that is not
-// running.
+// out until Started, a state that is not running, or a re-listing (which
+// probes it again, R1a: a start missed during an outage must not keep it
+// out for good).
 func TestStoppingAndStarted(t *testing.T) {
 	logger, logs := observed()
-	c := catalog.New(catalog.Options{Logger: logger})
+	var probes []catalog.ProbeRequest
+	c := catalog.New(catalog.Options{Logger: logger, Probe: func(r catalog.ProbeRequest) { probes = append(probes, r) }})
+	c.AddRoutePort(8080)
 	v := watch(c, "app=web")
 	web := func(opts ...opt) catalog.Instance {
 		return inst("web-1", append([]opt{label("app", "web")}, opts...)...)
 	}
 	in := []string{"web-1 10.0.0.2:8080"}
+	// ready answers the latest probe: the port accepts.
+	ready := func() {
+		r := probes[len(probes)-1]
+		c.MarkReady(r.ID, r.Gen, true)
+	}
 	c.Put(web())
+	ready()
 	mustEqual(t, "running", request(c, v, 8080, "x"), in)
 
 	c.Stopping("id-web-1")
 	mustEqual(t, "stopping", request(c, v, 8080, "x"), nil)
 	c.Put(web()) // the inspection after the kill: still running, draining
 	mustEqual(t, "draining", request(c, v, 8080, "x"), nil)
-	c.Replace([]catalog.Instance{web()})
-	mustEqual(t, "re-listed while draining", request(c, v, 8080, "x"), nil)
 	c.Put(web(state(catalog.StateStopped)))
 	c.Put(web())
+	mustEqual(t, "started, port not accepting yet", request(c, v, 8080, "x"), nil)
+	ready()
 	mustEqual(t, "stopped, then started", request(c, v, 8080, "x"), in)
 
 	// docker restart: kill, die, stop, start; the start ends it.
@@ -720,7 +729,19 @@ func TestStoppingAndStarted(t *testing.T) {
 	c.Started("id-web-1")
 	mustEqual(t, "started, not yet inspected", request(c, v, 8080, "x"), nil)
 	c.Put(web())
+	ready()
 	mustEqual(t, "restarted", request(c, v, 8080, "x"), in)
+
+	// A re-listing ends the hold, and probes the instance again.
+	c.Stopping("id-web-1")
+	n := len(probes)
+	c.Replace([]catalog.Instance{web()})
+	if len(probes) != n+1 {
+		t.Fatalf("a re-listing of an instance held as stopping sent %d probes, want 1", len(probes)-n)
+	}
+	mustEqual(t, "re-listed, until its port accepts", request(c, v, 8080, "x"), nil)
+	ready()
+	mustEqual(t, "re-listed and accepting", request(c, v, 8080, "x"), in)
 
 	// Nothing to do for an instance that is not running, or unknown.
 	c.Put(web(state(catalog.StatePaused)))
@@ -728,11 +749,12 @@ func TestStoppingAndStarted(t *testing.T) {
 	c.Stopping("id-nobody")
 	c.Started("id-nobody")
 	c.Put(web())
+	ready()
 	mustEqual(t, "unpaused", unspelt(request(c, v, 8080, "x")), in) // spelt anew after the pause (R5a)
 
 	var whys []string
 	for _, e := range logs.FilterMessage("instance leaves rotation").All() {
 		whys = append(whys, fmt.Sprint(e.ContextMap()["why"]))
 	}
-	mustEqual(t, "leave reasons", whys, []string{"stopping", "stopping", "paused"})
+	mustEqual(t, "leave reasons", whys, []string{"stopping", "stopping", "stopping", "paused"})
 }

@@ -12,9 +12,9 @@ type Sink interface {
 	// Delete removes the instance with this ID, if known.
 	Delete(id string)
 	// Stopping takes the instance out of its rotations at once: an event
-	// says it is stopping. Until Started, or a Put that shows it no longer
-	// running, it stays out even if a Put still says it runs (an app
-	// draining on SIGTERM runs on for a while).
+	// says it is stopping. Until Started, a Put that shows it no longer
+	// running, or a Replace, it stays out even if a Put still says it runs
+	// (an app draining on SIGTERM runs on for a while).
 	Stopping(id string)
 	// Started ends a Stopping: the instance (re)started, and the next Put
 	// says how it is now.
