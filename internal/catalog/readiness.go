@@ -73,13 +73,13 @@ func (c *Catalog) admit(old, e *entry) ProbeRequest {
 	if c.probe == nil || e.inst.State != StateRunning || e.inst.Health != HealthNone {
 		return ProbeRequest{}
 	}
+	if old != nil && old.inst.State == StateRunning && old.inst.Health == HealthNone && samePlace(old, e) {
+		e.listening, e.probeGen, e.probeDials, e.unverified = old.listening, old.probeGen, old.probeDials, old.unverified
+		return ProbeRequest{}
+	}
 	dials := c.probeDials(e)
 	if len(dials) == 0 {
 		return ProbeRequest{} // no port or address: R3 and R1 keep it out anyway
-	}
-	if old != nil && old.inst.State == StateRunning && old.inst.Health == HealthNone && slices.Equal(old.probeDials, dials) {
-		e.listening, e.probeGen, e.probeDials, e.unverified = old.listening, old.probeGen, old.probeDials, old.unverified
-		return ProbeRequest{}
 	}
 	c.probeGen++
 	e.listening, e.probeGen, e.probeDials = false, c.probeGen, dials
@@ -114,4 +114,14 @@ func (c *Catalog) probeDials(e *entry) []string {
 		}
 	}
 	return dials
+}
+
+// samePlace reports whether requests for e go where they went for old:
+// same caddy.port, networks (and addresses) and published ports. A
+// re-listing that finds a running instance where it was keeps its verdict.
+func samePlace(old, e *entry) bool {
+	return old.inst.Labels[LabelPort] == e.inst.Labels[LabelPort] &&
+		old.inst.Labels[LabelNetwork] == e.inst.Labels[LabelNetwork] &&
+		slices.Equal(old.inst.Networks, e.inst.Networks) &&
+		slices.Equal(old.inst.Ports, e.inst.Ports)
 }

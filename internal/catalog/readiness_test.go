@@ -119,3 +119,25 @@ func TestReadiness_R5_woken_instance_stays_the_fallback(t *testing.T) {
 	got := unspelt(request(c, v, 8080, "x"))
 	mustEqual(t, "while sb-a is not yet accepting", got, []string{"sb-a 10.0.0.1:32000"})
 }
+
+// An instance admitted at a first listing that had nothing to probe (no
+// route port known yet) keeps its place when a re-listing finds it running
+// where it was, though the routes' ports are known by then: a daemon
+// restart must not take every instance out at once.
+func TestReadiness_R1a_relisting_keeps_verdicts(t *testing.T) {
+	c, reqs := probed(t)
+	v := watch(c, "app=web")
+	web := inst("web-1", label("app", "web"))
+	c.Replace([]catalog.Instance{web})
+	c.AddRoutePort(8080)
+	mustEqual(t, "first listing", request(c, v, 8080, "x"), []string{"web-1 10.0.0.2:8080"})
+	c.Replace([]catalog.Instance{web})
+	mustEqual(t, "re-listed", request(c, v, 8080, "x"), []string{"web-1 10.0.0.2:8080"})
+	if len(*reqs) != 0 {
+		t.Fatalf("probe requests %+v, want none", *reqs)
+	}
+	c.Replace([]catalog.Instance{inst("web-1", label("app", "web"), addr("10.0.0.7"))})
+	if len(*reqs) != 1 {
+		t.Fatalf("a re-listing that moved the instance sent %d probes, want 1", len(*reqs))
+	}
+}
