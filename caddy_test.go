@@ -138,8 +138,9 @@ func instance(t *testing.T, d *dicertest.Daemon, name, ip string, labels map[str
 	})
 }
 
-// caddyConfig is a Caddyfile with the caddytest globals, a log file, and
-// the given global options and sites.
+// caddyConfig is a Caddyfile with the caddytest globals, a log file (never
+// rolled: a test under load writes more than the 100 MiB at which Caddy
+// would move its start aside), and the given global options and sites.
 func caddyConfig(t *testing.T, globals, sites string) (config, logFile string) {
 	logFile = filepath.Join(t.TempDir(), "caddy.log")
 	return fmt.Sprintf(`{
@@ -149,7 +150,9 @@ func caddyConfig(t *testing.T, globals, sites string) (config, logFile string) {
 	grace_period 1ns
 	skip_install_trust
 	log {
-		output file %s
+		output file %s {
+			roll_disabled
+		}
 		level DEBUG
 	}
 	%s

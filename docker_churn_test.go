@@ -1,7 +1,7 @@
 package caddydicer
 
 // Churn without a lost request (R1a, R6): containers come and go under a
-// constant load through a real Caddy, against the real Engine, and every
+// constant load (about 400 requests a second) through a real Caddy, against the real Engine, and every
 // request is answered 200. The test app drains on SIGTERM as real apps do:
 // it stops accepting at once, finishes the requests in flight, and exits a
 // second later (EXIT_DELAY); it binds its port a moment after it starts
@@ -37,22 +37,22 @@ var appEnv = []string{"LISTEN_DELAY=300ms", "EXIT_DELAY=1s"}
 const zeroDowntime = `lb_try_duration 5s
 		lb_try_interval 50ms`
 
-// load sends GET requests for one host to Caddy from several clients, back
-// to back, and counts the answers by phase: every non-2xx and every error
-// is a failure.
+// load sends GET requests for one host to Caddy from several clients, each
+// bounded to one request per clientRate, and counts the answers by phase:
+// every non-2xx and every error is a failure.
 type load struct {
 	host string
 	quit chan struct{}
 	wg   sync.WaitGroup
 
-	mu       sync.Mutex
-	phase    string
-	phases   []string
-	ok       map[string]int
-	failed   map[string][]string // phase -> what failed (the first 10)
-	nfailed  map[string]int
-	bodies   map[string]int // answers by body
-	answers  map[string][]answer
+	mu      sync.Mutex
+	phase   string
+	phases  []string
+	ok      map[string]int
+	failed  map[string][]string // phase -> what failed (the first 10)
+	nfailed map[string]int
+	bodies  map[string]int // answers by body
+	answers map[string][]answer
 }
 
 // answer is when a request answered 200 by one app was sent and answered.
@@ -73,15 +73,22 @@ func startLoad(t *testing.T, host string, clients int) *load {
 	return l
 }
 
+// clientRate bounds each load client: at most one request per tick, so
+// that four clients send about 400 requests a second (and Caddy's debug
+// log stays small enough to read).
+const clientRate = 10 * time.Millisecond
+
 func (l *load) run() {
 	defer l.wg.Done()
 	c := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	defer c.CloseIdleConnections()
+	tick := time.NewTicker(clientRate)
+	defer tick.Stop()
 	for {
 		select {
 		case <-l.quit:
 			return
-		default:
+		case <-tick.C:
 		}
 		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", httpPort), nil)
 		req.Host = l.host
@@ -408,9 +415,24 @@ func logTimes(t *testing.T, logFile, msg, instance string) []time.Time {
 func reportChurnTimes(t *testing.T, evs []events.Message, answers []answer, leaves []time.Time) {
 	t.Helper()
 	at := func(m events.Message) time.Time { return time.Unix(0, m.TimeNano) }
+	// next start event after each start: a cycle's leave lies before it.
+	var starts []time.Time
+	for _, m := range evs {
+		if m.Action == events.ActionStart {
+			starts = append(starts, at(m))
+		}
+	}
+	cycleEnd := func(start time.Time) time.Time {
+		for _, s := range starts {
+			if s.After(start) {
+				return s
+			}
+		}
+		return time.Now()
+	}
 	after := func(ts []time.Time, t0 time.Time) (time.Time, bool) {
 		for _, x := range ts {
-			if !x.Before(t0) {
+			if !x.Before(t0) && x.Before(cycleEnd(t0)) {
 				return x, true
 			}
 		}
