@@ -87,7 +87,7 @@ func New(opts Options) *Catalog {
 		routePorts: make(map[int]int),
 	}
 	c.current.Store(&Snapshot{
-		reach: &c.reach,
+		reach:     &c.reach,
 		hosts:     immutable.NewMap[string, []*entry](newHasher()),
 		wildcards: immutable.NewMap[string, []*entry](newHasher()),
 		views:     map[*View][]*entry{},
