@@ -54,7 +54,7 @@ type hostPermission struct {
 // name.
 var (
 	errNotUnderSuffix = fmt.Errorf("%w: name is not under any allow_suffix domain", caddytls.ErrPermissionDenied)
-	errNotClaimed     = fmt.Errorf("%w: no instance that may claim names lists it in its caddy.host label", caddytls.ErrPermissionDenied)
+	errNotClaimed     = fmt.Errorf("%w: no instance lists the name in its caddy.host label (none the selector matches, with one)", caddytls.ErrPermissionDenied)
 	errOnlyWildcard   = fmt.Errorf("%w: only a caddy.host wildcard claims the name, and wildcards are refused (wildcards allow grants them)", caddytls.ErrPermissionDenied)
 )
 
