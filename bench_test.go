@@ -7,18 +7,24 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"go.uber.org/zap"
+
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
 // benchCatalog holds n instances of which exactly three (web-a..web-c, app=web,
 // host shop.example.com) serve the benchmarked route, so a request's cost can
-// be compared across catalog sizes.
+// be compared across catalog sizes. Half the others claim a wildcard
+// (*.wN.example.com), the rest an exact name (hN.example.com).
 func benchCatalog(n int) *catalog.Catalog {
 	c := catalog.New(catalog.Options{})
 	var all []catalog.Instance
 	for i := range n {
 		name, labels := fmt.Sprintf("other-%05d", i), map[string]string{"app": fmt.Sprintf("app-%d", i%50), "caddy.host": fmt.Sprintf("h%d.example.com", i)}
+		if i%2 == 1 {
+			labels["caddy.host"] = fmt.Sprintf("*.w%d.example.com", i)
+		}
 		if i < 3 {
 			name, labels = "web-"+string(rune('a'+i)), map[string]string{"app": "web", "caddy.host": "shop.example.com"}
 		}
@@ -55,12 +61,29 @@ func BenchmarkGetUpstreams(b *testing.B) {
 				}
 			})
 		}
+		// R2a: a name only a wildcard claims, one index lookup away.
+		u := &DicerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
+		req := httptest.NewRequest(http.MethodGet, "http://tenant.w5.example.com/", nil)
+		b.Run(fmt.Sprintf("by_wildcard/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ups, _ := u.GetUpstreams(req)
+				if len(ups) != 1 {
+					b.Fatalf("got %d upstreams, want 1", len(ups))
+				}
+			}
+		})
 	}
 }
 
+// BenchmarkCertificateAllowed is the on-demand TLS permission (R7, R7a):
+// a claimed name, a scanner's name nobody claims, a name only a wildcard
+// claims (allowed with `wildcards allow`, refused without), and a name
+// outside allow_suffix. Refusals must cost no allocation.
 func BenchmarkCertificateAllowed(b *testing.B) {
 	for _, n := range []int{10, 10000} {
-		p := &DicerPermission{hostPermission: hostPermission{conn: &connection{catalog: benchCatalog(n)}}}
+		c := benchCatalog(n)
+		p := &DicerPermission{hostPermission: hostPermission{conn: &connection{catalog: c}, logger: zap.NewNop()}}
 		ctx := context.Background()
 		b.Run(fmt.Sprintf("allowed/n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
@@ -75,6 +98,35 @@ func BenchmarkCertificateAllowed(b *testing.B) {
 			for b.Loop() {
 				if err := p.CertificateAllowed(ctx, "scanner.example.net"); err == nil {
 					b.Fatal("allowed an unclaimed host")
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("wildcard_refused/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := p.CertificateAllowed(ctx, "tenant.w5.example.com"); err == nil {
+					b.Fatal("allowed a wildcard name without wildcards allow")
+				}
+			}
+		})
+		wild := &DicerPermission{hostPermission: hostPermission{conn: &connection{catalog: c}, logger: zap.NewNop(),
+			Wildcards: "allow", AllowSuffix: []string{"example.com"}, Selector: "app"}}
+		if err := wild.settle(); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("wildcard_allowed/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := wild.CertificateAllowed(ctx, "tenant.w5.example.com"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("denied_by_allow_suffix/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := wild.CertificateAllowed(ctx, "scanner.example.net"); err == nil {
+					b.Fatal("allowed a name outside allow_suffix")
 				}
 			}
 		})

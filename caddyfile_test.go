@@ -302,9 +302,20 @@ func TestCaddyfileErrors(t *testing.T) {
 			want: []string{"unrecognized", "'frobnicate'"},
 		},
 		{
-			name: "permission_refuses_selector", module: "permission", input: "dicer {\n selector app=web\n}",
-			want: []string{"unrecognized", "'selector'"},
+			name: "permission_bad_selector", module: "permission", input: "dicer {\n selector \"tier in (a\"\n}",
+			want: []string{"selector", "offset 10"},
 		},
+		{name: "permission_selector_twice", module: "permission", input: "dicer {\n selector a\n selector b\n}", want: []string{"selector has already been specified"}},
+		{name: "permission_selector_two_values", module: "permission", input: "dicer {\n selector a b\n}", want: []string{"wrong argument count"}},
+		{name: "permission_allow_suffix_without_domain", module: "permission", input: "dicer {\n allow_suffix\n}", want: []string{"allow_suffix", "one or more domains"}},
+		{name: "permission_allow_suffix_wildcard", module: "permission", input: "dicer {\n allow_suffix example.com *.example.net\n}", want: []string{"allow_suffix", `"*.example.net"`, "not a domain name"}},
+		{name: "permission_allow_suffix_with_port", module: "permission", input: "dicer {\n allow_suffix example.com:443\n}", want: []string{"allow_suffix", `"example.com:443"`}},
+		{name: "permission_allow_suffix_leading_dot", module: "permission", input: "dicer {\n allow_suffix .example.com\n}", want: []string{"allow_suffix", `".example.com"`}},
+		{name: "permission_allow_suffix_twice", module: "permission", input: "dicer {\n allow_suffix a.example\n allow_suffix b.example\n}", want: []string{"allow_suffix has already been specified"}},
+		{name: "permission_wildcards_bad_value", module: "permission", input: "dicer {\n wildcards yes\n}", want: []string{"wildcards", `"yes"`, "allow nor refuse"}},
+		{name: "permission_wildcards_without_value", module: "permission", input: "dicer {\n wildcards\n}", want: []string{"wrong argument count"}},
+		{name: "permission_wildcards_twice", module: "permission", input: "dicer {\n wildcards allow\n wildcards refuse\n}", want: []string{"wildcards has already been specified"}},
+		{name: "docker_permission_wildcards_bad_value", module: "docker_permission", input: "docker {\n wildcards on\n}", want: []string{"wildcards", `"on"`}},
 		{
 			name: "permission_refuses_port", module: "permission", input: "dicer {\n port 8080\n}",
 			want: []string{"unrecognized", "'port'"},
@@ -510,8 +521,12 @@ func TestCaddyfileErrors(t *testing.T) {
 			want: []string{"token", "unix socket", "Caddyfile:"}, never: []string{cfSecret},
 		},
 		{
-			name: "adapt_permission_unknown_setting", module: "adapt", input: "{\n\ton_demand_tls {\n\t\tpermission dicer {\n\t\t\tselector app=web\n\t\t}\n\t}\n}\n\nhttps:// {\n\ttls {\n\t\ton_demand\n\t}\n\trespond ok\n}\n",
-			want: []string{"unrecognized", "'selector'", "Caddyfile:4"},
+			name: "adapt_permission_unknown_setting", module: "adapt", input: "{\n\ton_demand_tls {\n\t\tpermission dicer {\n\t\t\tallow_sufix example.com\n\t\t}\n\t}\n}\n\nhttps:// {\n\ttls {\n\t\ton_demand\n\t}\n\trespond ok\n}\n",
+			want: []string{"unrecognized", "'allow_sufix'", "Caddyfile:4"},
+		},
+		{
+			name: "adapt_permission_bad_wildcards", module: "adapt", input: "{\n\ton_demand_tls {\n\t\tpermission docker {\n\t\t\tallow_suffix example.com\n\t\t\twildcards true\n\t\t}\n\t}\n}\n\nhttps:// {\n\ttls {\n\t\ton_demand\n\t}\n\trespond ok\n}\n",
+			want: []string{"wildcards", `"true"`, "Caddyfile:5"},
 		},
 	}
 	for _, tc := range tests {
@@ -597,6 +612,14 @@ func TestCaddyfileUnmarshal(t *testing.T) {
 			wantPm: DicerPermission{Daemon: Daemon{Address: "192.0.2.10:7443", Token: cfToken, PublishedPortHost: "192.0.2.10"}},
 		},
 		{name: "permission_empty", input: "dicer", perm: true, wantPm: DicerPermission{}},
+		{
+			name:  "permission_hosts_settings",
+			input: "dicer {\n allow_suffix apps.example.com Example.NET.\n selector \"tenant in (a,b)\"\n wildcards allow\n}",
+			perm:  true,
+			wantPm: DicerPermission{hostPermission: hostPermission{
+				AllowSuffix: []string{"apps.example.com", "Example.NET."}, Selector: "tenant in (a,b)", Wildcards: "allow",
+			}},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -653,6 +676,18 @@ func TestCaddyfileJSONValidation(t *testing.T) {
 		{
 			name: "bad_selector_operator", module: "upstreams", json: `{"selector":"app==="}`,
 			want: []string{"selector", "offset"},
+		},
+		{
+			name: "permission_bad_selector", module: "permission", json: `{"selector":"tier in (a"}`,
+			want: []string{"selector", "offset 10"},
+		},
+		{
+			name: "permission_allow_suffix_not_a_domain", module: "permission", json: `{"allow_suffix":["example.com",""]}`,
+			want: []string{"allow_suffix", `""`, "not a domain name"},
+		},
+		{
+			name: "permission_wildcards_bad_value", module: "permission", json: `{"wildcards":"yes"}`,
+			want: []string{"wildcards", `"yes"`, "allow nor refuse"},
 		},
 		{
 			name: "port_too_big", module: "upstreams", json: `{"port":70000}`,

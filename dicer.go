@@ -113,9 +113,12 @@ func (u *DicerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // DicerPermission allows an on-demand TLS certificate only for a name that
 // some instance of a Dicer daemon lists in its `caddy.host` label, whatever
-// state that instance is in. The answer comes from the in-memory catalog,
-// so a scanner's handshakes never reach the daemon. Each host must still
-// resolve to Caddy for the CA to validate it.
+// state that instance is in. A name that only a wildcard pattern
+// (`*.example.com`) matches is refused unless `wildcards` is `allow`;
+// `allow_suffix` and `selector` narrow who gets what. The answer comes
+// from the in-memory catalog, so a scanner's handshakes never reach the
+// daemon, and a refusal costs no allocation. Each host must still resolve
+// to Caddy for the CA to validate it.
 type DicerPermission struct {
 	Daemon
 	hostPermission
@@ -137,6 +140,9 @@ func (p *DicerPermission) Provision(ctx caddy.Context) error {
 // UnmarshalCaddyfile sets up the permission from Caddyfile tokens:
 //
 //	permission dicer {
+//		allow_suffix        <domain>...
+//		selector            <selector>
+//		wildcards           allow|refuse
 //		address             <target>
 //		token               <token>
 //		published_port_host <host>
@@ -146,6 +152,10 @@ func (p *DicerPermission) Provision(ctx caddy.Context) error {
 //			server_name <name>
 //		}
 //	}
+//
+// For several tenants on one daemon: `allow_suffix apps.example.com` and
+// `selector caddy.tenant=trusted` give certificates only for names under
+// apps.example.com that instances labelled caddy.tenant=trusted claim.
 func (p *DicerPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return p.unmarshal(d, "dicer", &p.Daemon)
 }

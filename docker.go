@@ -117,7 +117,8 @@ func (u *DockerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // DockerPermission allows an on-demand TLS certificate only for a name that
 // some container of a Docker Engine lists in its `caddy.host` label,
-// whatever state that container is in; see DicerPermission.
+// whatever state that container is in, narrowed by `allow_suffix`,
+// `selector` and `wildcards`; see DicerPermission.
 type DockerPermission struct {
 	DockerEngine
 	hostPermission
@@ -139,6 +140,9 @@ func (p *DockerPermission) Provision(ctx caddy.Context) error {
 // UnmarshalCaddyfile sets up the permission from Caddyfile tokens:
 //
 //	permission docker {
+//		allow_suffix        <domain>...
+//		selector            <selector>
+//		wildcards           allow|refuse
 //		address             <endpoint>
 //		published_port_host <host>
 //		readiness_timeout   <duration>

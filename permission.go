@@ -3,23 +3,67 @@ package caddydicer
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
 // hostPermission is R7 whatever the daemon: a certificate only for a host
-// that some instance claims.
+// that some instance claims, narrowed by the settings below (R7a).
 type hostPermission struct {
-	key  string
-	conn *connection
+	// AllowSuffix limits certificates to names under these domains,
+	// whatever the instances' labels claim. A domain counts as under
+	// itself: `example.com` allows `example.com`, `shop.example.com` and
+	// `a.b.example.com`, not `badexample.com`. Example: `["apps.example.com",
+	// "example.net"]`. Default: none, any name an instance claims.
+	AllowSuffix []string `json:"allow_suffix,omitempty"`
+
+	// Selector limits the instances that can claim names to those whose
+	// labels match it, in the syntax of the upstream source's selector: an
+	// instance outside it gets no certificate, and a name it lists exactly
+	// is refused even to wildcards inside it, since requests for that name
+	// go to it (R2a). Example: `caddy.tenant=trusted`. Default: none, every
+	// instance may claim names.
+	Selector string `json:"selector,omitempty"`
+
+	// Wildcards says whether a name that only a wildcard `caddy.host`
+	// pattern (`*.example.com`) claims gets a certificate: `allow` or
+	// `refuse`. A wildcard matches any name a scanner sends, and each
+	// would be a certificate, counted against the CA's rate limit for the
+	// registered domain. Default: `refuse`.
+	Wildcards string `json:"wildcards,omitempty"`
+
+	key            string
+	conn           *connection
+	logger         *zap.Logger
+	suffixes       []string
+	sel            *selector.Selector
+	allowWildcards bool
 }
 
-// provision joins the daemon's shared connection.
+// The refusals, made once: a scanner's flood of handshakes for names
+// nobody claims must cost no allocation. Each wraps
+// caddytls.ErrPermissionDenied, so Caddy logs it at debug level with the
+// name.
+var (
+	errNotUnderSuffix = fmt.Errorf("%w: name is not under any allow_suffix domain", caddytls.ErrPermissionDenied)
+	errNotClaimed     = fmt.Errorf("%w: no instance lists the name in its caddy.host label (none the selector matches, with one)", caddytls.ErrPermissionDenied)
+	errOnlyWildcard   = fmt.Errorf("%w: only a caddy.host wildcard claims the name, and wildcards are refused (wildcards allow grants them)", caddytls.ErrPermissionDenied)
+)
+
+// provision checks the settings and joins the daemon's shared connection.
 func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) error {
+	if err := p.settle(); err != nil {
+		return err
+	}
+	p.logger = ctx.Logger()
 	var err error
 	if p.conn, p.key, err = open(ctx, daemon); err != nil {
 		return err
@@ -27,14 +71,85 @@ func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) err
 	return nil
 }
 
-// CertificateAllowed implements caddytls.OnDemandPermission: allowed only
-// when an instance claims the name (R7). An allowed name costs a map lookup
-// and no allocation.
-func (p *hostPermission) CertificateAllowed(_ context.Context, name string) error {
-	if p.conn.catalog.Snapshot().Claimed(catalog.NormalizeHost(name)) {
-		return nil
+// settle checks the permission's own settings and works out what
+// CertificateAllowed needs from them.
+func (p *hostPermission) settle() error {
+	p.suffixes = p.suffixes[:0]
+	for _, s := range p.AllowSuffix {
+		d, err := allowedSuffix(s)
+		if err != nil {
+			return err
+		}
+		p.suffixes = append(p.suffixes, d)
 	}
-	return fmt.Errorf("%w: no instance lists %q in its caddy.host label", caddytls.ErrPermissionDenied, name)
+	sel, err := selector.Parse(p.Selector)
+	if err != nil {
+		return err // a SyntaxError names the selector
+	}
+	p.sel = nil
+	if !sel.Empty() {
+		p.sel = &sel
+	}
+	switch p.Wildcards {
+	case "", "refuse":
+		p.allowWildcards = false
+	case "allow":
+		p.allowWildcards = true
+	default:
+		return fmt.Errorf("wildcards: %q is neither allow nor refuse", p.Wildcards)
+	}
+	return nil
+}
+
+// allowedSuffix checks and normalizes an allow_suffix domain.
+func allowedSuffix(raw string) (string, error) {
+	d := catalog.NormalizeHost(strings.TrimSpace(raw))
+	if d == "" || d != strings.ToLower(strings.TrimSuffix(strings.TrimSpace(raw), ".")) ||
+		strings.ContainsAny(d, "*/ ,[]") || strings.HasPrefix(d, ".") || strings.Contains(d, "..") {
+		return "", fmt.Errorf("allow_suffix: %q is not a domain name (e.g. example.com)", raw)
+	}
+	return d, nil
+}
+
+// CertificateAllowed implements caddytls.OnDemandPermission: allowed only
+// for a name under allow_suffix (if set) that an instance matching
+// selector (if set) claims (R7), through a wildcard only with `wildcards
+// allow` (R7a). An allowed or refused name costs index lookups and no
+// allocation.
+func (p *hostPermission) CertificateAllowed(_ context.Context, name string) error {
+	host := catalog.NormalizeHost(name)
+	if len(p.suffixes) > 0 && !underAny(host, p.suffixes) {
+		return p.refuse(host, errNotUnderSuffix)
+	}
+	switch p.conn.catalog.Snapshot().ClaimOf(host, p.sel) {
+	case catalog.ClaimedExactly:
+		return nil
+	case catalog.ClaimedByWildcard:
+		if p.allowWildcards {
+			return nil
+		}
+		return p.refuse(host, errOnlyWildcard)
+	}
+	return p.refuse(host, errNotClaimed)
+}
+
+// refuse returns err, logging the name at debug level only: at info, a
+// scanner would write a line per handshake.
+func (p *hostPermission) refuse(host string, err error) error {
+	if ce := p.logger.Check(zapcore.DebugLevel, "on-demand certificate refused"); ce != nil {
+		ce.Write(zap.String("name", host), zap.Error(err))
+	}
+	return err
+}
+
+// underAny reports whether host is one of domains or ends in "." plus one.
+func underAny(host string, domains []string) bool {
+	for _, d := range domains {
+		if host == d || len(host) > len(d) && host[len(host)-len(d)-1] == '.' && host[len(host)-len(d):] == d {
+			return true
+		}
+	}
+	return false
 }
 
 // Cleanup releases the shared connection.
@@ -52,6 +167,9 @@ func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 	seen := map[string]bool{}
 	for d.NextBlock(0) {
 		ok, err := unmarshalDaemonSetting(d, daemon, seen)
+		if !ok && err == nil {
+			ok, err = p.unmarshalSetting(d, seen)
+		}
 		if err != nil {
 			return err
 		}
@@ -59,8 +177,47 @@ func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 			return d.Errf("unrecognized %s permission setting '%s'", name, d.Val())
 		}
 	}
+	if err := p.settle(); err != nil {
+		return d.Errf("%v", err)
+	}
 	if err := daemon.validateStatic(); err != nil {
 		return d.Errf("%v", err)
 	}
 	return nil
+}
+
+// unmarshalSetting parses one of the permission's own settings, if the
+// dispenser is at one.
+func (p *hostPermission) unmarshalSetting(d *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
+	setting, ok, err := settingAt(d, seen, "allow_suffix", "selector", "wildcards")
+	if !ok || err != nil {
+		return ok, err
+	}
+	switch setting {
+	case "allow_suffix":
+		p.AllowSuffix = d.RemainingArgs()
+		if len(p.AllowSuffix) == 0 {
+			return true, d.Err("allow_suffix: wants one or more domains")
+		}
+		for _, s := range p.AllowSuffix {
+			if _, err := allowedSuffix(s); err != nil {
+				return true, d.Errf("%v", err)
+			}
+		}
+	case "selector":
+		if err := oneValue(d, &p.Selector); err != nil {
+			return true, err
+		}
+		if _, err := selector.Parse(p.Selector); err != nil {
+			return true, d.Errf("%v", err) // a SyntaxError names the selector
+		}
+	default:
+		if err := oneValue(d, &p.Wildcards); err != nil {
+			return true, err
+		}
+		if p.Wildcards != "allow" && p.Wildcards != "refuse" {
+			return true, d.Errf("wildcards: %q is neither allow nor refuse", p.Wildcards)
+		}
+	}
+	return true, nil
 }

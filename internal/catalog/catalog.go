@@ -53,12 +53,14 @@ type Catalog struct {
 	routePorts map[int]int // route port -> routes using it
 }
 
-// Snapshot is the catalog at one moment: the index by host and the
-// instances each watched selector matches, both sorted by instance name.
+// Snapshot is the catalog at one moment: the index by exact host, the
+// index by wildcard suffix ("example.com" for "*.example.com", R2a) and the
+// instances each watched selector matches, all sorted by instance name.
 type Snapshot struct {
-	reach *reach
-	hosts *immutable.Map[string, []*entry]
-	views map[*View][]*entry
+	reach     *reach
+	hosts     *immutable.Map[string, []*entry]
+	wildcards *immutable.Map[string, []*entry]
+	views     map[*View][]*entry
 }
 
 // View is a selector the catalog keeps the matching instances of, so a
@@ -85,9 +87,10 @@ func New(opts Options) *Catalog {
 		routePorts: make(map[int]int),
 	}
 	c.current.Store(&Snapshot{
-		reach: &c.reach,
-		hosts: immutable.NewMap[string, []*entry](newHasher()),
-		views: map[*View][]*entry{},
+		reach:     &c.reach,
+		hosts:     immutable.NewMap[string, []*entry](newHasher()),
+		wildcards: immutable.NewMap[string, []*entry](newHasher()),
+		views:     map[*View][]*entry{},
 	})
 	return c
 }
@@ -124,7 +127,7 @@ func (c *Catalog) Watch(sel selector.Selector) *View {
 		views[k] = es
 	}
 	views[v] = matched
-	c.current.Store(&Snapshot{reach: old.reach, hosts: old.hosts, views: views})
+	c.current.Store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
 	return v
 }
 
@@ -148,7 +151,7 @@ func (c *Catalog) Unwatch(v *View) {
 			views[k] = es
 		}
 	}
-	c.current.Store(&Snapshot{reach: old.reach, hosts: old.hosts, views: views})
+	c.current.Store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
 }
 
 // Put implements Sink.
@@ -223,10 +226,15 @@ func (c *Catalog) Replace(instances []Instance) {
 	}
 	slices.SortFunc(all, byName)
 	hosts := immutable.NewMapBuilder[string, []*entry](newHasher())
+	wildcards := immutable.NewMapBuilder[string, []*entry](newHasher())
 	for _, e := range all {
 		for _, h := range e.hosts {
 			list, _ := hosts.Get(h)
 			hosts.Set(h, append(list, e))
+		}
+		for _, w := range e.wildcards {
+			list, _ := wildcards.Get(w)
+			wildcards.Set(w, append(list, e))
 		}
 	}
 	views := make(map[*View][]*entry, len(c.views))
@@ -239,7 +247,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		}
 		views[v] = matched
 	}
-	c.current.Store(&Snapshot{reach: &c.reach, hosts: hosts.Map(), views: views})
+	c.current.Store(&Snapshot{reach: &c.reach, hosts: hosts.Map(), wildcards: wildcards.Map(), views: views})
 	for _, r := range probes {
 		c.sendProbe(r) // before Ready: whoever waits for it may wait for these
 	}
@@ -247,18 +255,13 @@ func (c *Catalog) Replace(instances []Instance) {
 }
 
 // publish swaps in a snapshot where old (nil: none) is replaced by e (nil:
-// deleted). Only the hosts the two claim and the views they match change.
+// deleted). Only the hosts and wildcard suffixes the two claim and the
+// views they match change.
 func (c *Catalog) publish(snap *Snapshot, old, e *entry) {
-	hosts := snap.hosts
-	for _, h := range hostsOf(old, e) {
-		list, _ := hosts.Get(h)
-		list = swap(list, old, e, e != nil && slices.Contains(e.hosts, h))
-		if len(list) == 0 {
-			hosts = hosts.Delete(h)
-		} else {
-			hosts = hosts.Set(h, list)
-		}
-	}
+	byHost := func(e *entry) []string { return e.hosts }
+	byWildcard := func(e *entry) []string { return e.wildcards }
+	hosts := reindex(snap.hosts, old, e, byHost)
+	wildcards := reindex(snap.wildcards, old, e, byWildcard)
 	views := snap.views
 	copied := false
 	for v, list := range snap.views {
@@ -276,7 +279,22 @@ func (c *Catalog) publish(snap *Snapshot, old, e *entry) {
 		}
 		views[v] = swap(list, old, e, is)
 	}
-	c.current.Store(&Snapshot{reach: snap.reach, hosts: hosts, views: views})
+	c.current.Store(&Snapshot{reach: snap.reach, hosts: hosts, wildcards: wildcards, views: views})
+}
+
+// reindex returns index with old replaced by e under the keys keys gives
+// for either of them.
+func reindex(index *immutable.Map[string, []*entry], old, e *entry, keys func(*entry) []string) *immutable.Map[string, []*entry] {
+	for _, k := range keysOf(old, e, keys) {
+		list, _ := index.Get(k)
+		list = swap(list, old, e, e != nil && slices.Contains(keys(e), k))
+		if len(list) == 0 {
+			index = index.Delete(k)
+		} else {
+			index = index.Set(k, list)
+		}
+	}
+	return index
 }
 
 // swap returns a copy of the name-sorted list without old and, if keep,
@@ -295,19 +313,20 @@ func swap(list []*entry, old, e *entry, keep bool) []*entry {
 	return out
 }
 
-func hostsOf(old, e *entry) []string {
-	var hosts []string
+// keysOf is the union of keys(old) and keys(e), nil entries having none.
+func keysOf(old, e *entry, keys func(*entry) []string) []string {
+	var all []string
 	if old != nil {
-		hosts = append(hosts, old.hosts...)
+		all = append(all, keys(old)...)
 	}
 	if e != nil {
-		for _, h := range e.hosts {
-			if !slices.Contains(hosts, h) {
-				hosts = append(hosts, h)
+		for _, k := range keys(e) {
+			if !slices.Contains(all, k) {
+				all = append(all, k)
 			}
 		}
 	}
-	return hosts
+	return all
 }
 
 func byName(a, b *entry) int {

@@ -583,8 +583,9 @@ func TestConcurrentReadersAndWriter(t *testing.T) {
 // sequence of Puts, Deletes and re-listings over many hosts, and after each
 // write compares it with a catalog rebuilt from scratch by Replace from the
 // same instances: every view, every host route and Claimed for every host
-// must agree. It checks the incremental index maintenance of Put and Delete
-// (renames, host changes, label changes) against the full rebuild.
+// must agree, for exact hosts and names only wildcards claim (R2a). It
+// checks the incremental index maintenance of Put and Delete (renames, host
+// changes, wildcard changes, label changes) against the full rebuild.
 func TestIncrementalMatchesRebuild(t *testing.T) {
 	const (
 		ops       = 1500
@@ -594,6 +595,14 @@ func TestIncrementalMatchesRebuild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	sels := []string{"app=web", "app=api", "tier in (edge,frontend)", "app=web,tier!=canary", "!internal"}
 	hostName := func() string { return fmt.Sprintf("h%03d.example.com", rng.IntN(hosts)) }
+	// Wildcards cover h*.example.com (as *.example.com) and the second
+	// level names below (*.hNNN.example.com).
+	wildcard := func() string {
+		if rng.IntN(4) == 0 {
+			return "*.example.com"
+		}
+		return fmt.Sprintf("*.h%03d.example.com", rng.IntN(hosts))
+	}
 	states := []catalog.State{catalog.StateRunning, catalog.StateRunning, catalog.StatePaused, catalog.StateStandby, catalog.StateStopped}
 	random := func(n int) catalog.Instance {
 		opts := []opt{
@@ -608,12 +617,16 @@ func TestIncrementalMatchesRebuild(t *testing.T) {
 		if rng.IntN(2) == 0 {
 			opts = append(opts, wake(), publish("", uint16(30000+n), 8080))
 		}
-		switch rng.IntN(3) {
+		switch rng.IntN(5) {
 		case 0: // no caddy.host
 		case 1:
 			opts = append(opts, host(hostName()))
 		case 2:
 			opts = append(opts, host(hostName()+", "+strings.ToUpper(hostName())))
+		case 3: // R2a: a wildcard over some of the hosts
+			opts = append(opts, host(wildcard()))
+		case 4:
+			opts = append(opts, host(strings.ToUpper(wildcard())+", "+hostName()))
 		}
 		// The name is random too: Puts rename instances.
 		return inst(fmt.Sprintf("i-%03d", rng.IntN(1000)), append(opts, id(fmt.Sprintf("id-%d", n)))...)
@@ -660,11 +673,18 @@ func TestIncrementalMatchesRebuild(t *testing.T) {
 		rebuilt.Replace(list)
 
 		got, want := c.Snapshot(), rebuilt.Snapshot()
-		if got.Hosts() != want.Hosts() {
-			t.Fatalf("op %d: Hosts() = %d, rebuilt %d", op, got.Hosts(), want.Hosts())
+		if got.Hosts() != want.Hosts() || got.Wildcards() != want.Wildcards() {
+			t.Fatalf("op %d: Hosts(), Wildcards() = %d, %d, rebuilt %d, %d", op, got.Hosts(), got.Wildcards(), want.Hosts(), want.Wildcards())
 		}
-		for h := range hosts + 1 { // one more: a host nobody lists
+		for n := range 2 * (hosts + 1) { // one more: a host nobody lists
+			h := n / 2
 			name := fmt.Sprintf("h%03d.example.com", h)
+			if n%2 == 1 {
+				name = "www." + name // only wildcards claim these
+			}
+			if g, w := got.ClaimOf(name, nil), want.ClaimOf(name, nil); g != w {
+				t.Fatalf("op %d: ClaimOf(%q) = %v, rebuilt %v", op, name, g, w)
+			}
 			if got.Claimed(name) != want.Claimed(name) {
 				t.Fatalf("op %d: Claimed(%q) = %v, rebuilt %v", op, name, got.Claimed(name), want.Claimed(name))
 			}
@@ -675,7 +695,7 @@ func TestIncrementalMatchesRebuild(t *testing.T) {
 			if !equal(g, w) {
 				t.Fatalf("op %d: host route %s:\n got     %q\n rebuilt %q", op, name, g, w)
 			}
-			if h%10 != 0 {
+			if h%10 != 0 && h%10 != 1 {
 				continue
 			}
 			for v := range views {

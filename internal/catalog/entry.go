@@ -12,8 +12,13 @@ import (
 // published in a Snapshot.
 type entry struct {
 	inst Instance
-	// hosts are the normalized names of the caddy.host label; nil without it.
-	hosts []string
+	// hosts are the normalized exact names of the caddy.host label, and
+	// wildcards the suffixes of its wildcard patterns ("example.com" for
+	// "*.example.com", R2a); restricted is set when the label is there at
+	// all, so the instance serves only what it lists (R2).
+	hosts      []string
+	wildcards  []string
+	restricted bool
 	// port is the parsed caddy.port label: 0 when absent, -1 when invalid.
 	port int
 	// onlyPort is the guest port of the only TCP port the instance publishes,
@@ -45,7 +50,8 @@ type entry struct {
 }
 
 func newEntry(inst Instance) *entry {
-	e := &entry{inst: inst, hosts: parseHosts(inst.Labels[LabelHost]), listening: true}
+	e := &entry{inst: inst, listening: true}
+	e.hosts, e.wildcards, e.restricted = parseHosts(inst.Labels[LabelHost])
 	if raw, ok := inst.Labels[LabelPort]; ok {
 		e.port = parsePort(raw)
 	}
@@ -147,17 +153,21 @@ func (e *entry) awaitingVerdict() bool {
 }
 
 // servesHost reports whether the instance may take requests for host (R2):
-// an instance with a caddy.host label only serves the hosts it lists.
-func (e *entry) servesHost(host string) bool {
-	if e.hosts == nil {
+// an instance with a caddy.host label only serves the hosts it lists,
+// exactly or through a wildcard; a wildcard serves only a host that no
+// instance lists exactly (R2a), which claimedExactly says.
+func (e *entry) servesHost(host string, claimedExactly bool) bool {
+	if !e.restricted {
 		return true
 	}
-	for _, h := range e.hosts {
-		if h == host {
-			return true
-		}
+	if contains(e.hosts, host) {
+		return true
 	}
-	return false
+	if claimedExactly || len(e.wildcards) == 0 {
+		return false
+	}
+	suffix, ok := WildcardSuffix(host)
+	return ok && contains(e.wildcards, suffix)
 }
 
 // guestPort picks the port requests go to (R3): caddy.port, else the
@@ -260,18 +270,47 @@ func parsePort(raw string) int {
 	return n
 }
 
-// parseHosts splits and normalizes a caddy.host label.
-func parseHosts(raw string) []string {
+// parseHosts splits and normalizes a caddy.host label into its exact names
+// and the suffixes of its wildcard patterns (R2a); restricted reports a
+// label that is there at all. A name with a `*` anywhere but as a whole
+// first label (`a.*.example.com`, `*example.com`, a lone `*`) matches no
+// request and is dropped.
+func parseHosts(raw string) (hosts, wildcards []string, restricted bool) {
 	if strings.TrimSpace(raw) == "" {
-		return nil
+		return nil, nil, false
 	}
-	var hosts []string
 	for _, h := range strings.Split(raw, ",") {
-		if h = NormalizeHost(strings.TrimSpace(h)); h != "" && !contains(hosts, h) {
+		h = NormalizeHost(strings.TrimSpace(h))
+		if suffix, ok := strings.CutPrefix(h, "*."); ok {
+			if validSuffix(suffix) && !contains(wildcards, suffix) {
+				wildcards = append(wildcards, suffix)
+			}
+			continue
+		}
+		if h != "" && strings.IndexByte(h, '*') < 0 && !contains(hosts, h) {
 			hosts = append(hosts, h)
 		}
 	}
-	return hosts
+	return hosts, wildcards, true
+}
+
+// validSuffix reports a wildcard pattern's suffix that a host can match:
+// labels that are not empty and hold no `*`.
+func validSuffix(s string) bool {
+	return s != "" && s[0] != '.' && s[len(s)-1] != '.' &&
+		!strings.Contains(s, "..") && strings.IndexByte(s, '*') < 0
+}
+
+// WildcardSuffix is what a wildcard pattern must have after its `*.` to
+// match host (R2a): host without its first label, which must be neither
+// empty nor hold a `*`; ok is false for a host of one label.
+// "a.example.com" gives "example.com", so `*.example.com` matches it.
+func WildcardSuffix(host string) (suffix string, ok bool) {
+	i := strings.IndexByte(host, '.')
+	if i <= 0 || i == len(host)-1 || strings.IndexByte(host[:i], '*') >= 0 {
+		return "", false
+	}
+	return host[i+1:], true
 }
 
 func contains(list []string, s string) bool {

@@ -1,5 +1,7 @@
 package catalog
 
+import "github.com/caddy-dicer/caddy-dicer/selector"
+
 // Route is what one reverse_proxy route asks of the catalog.
 type Route struct {
 	// View holds the instances the route's selector matches; nil routes by
@@ -24,15 +26,15 @@ type Target struct {
 // NormalizeHost) may go on route, in instance-name order: every routable
 // instance (R1-R4), else at most one instance to wake (R5), else nothing.
 func (s *Snapshot) Targets(dst []Target, route Route, host string) []Target {
-	var candidates []*entry
+	candidates, exact := s.hosts.Get(host)
 	if route.View != nil {
 		candidates = s.views[route.View]
-	} else {
-		candidates, _ = s.hosts.Get(host)
+	} else if !exact {
+		candidates = s.byWildcard(host) // R2a: only a host nobody lists exactly
 	}
 	n := len(dst)
 	for _, e := range candidates {
-		if !e.routable(route.Network) || !e.servesHost(host) {
+		if !e.routable(route.Network) || !e.servesHost(host, exact) {
 			continue
 		}
 		if ep := e.resolve(route, s.reach); ep.dial != "" {
@@ -42,7 +44,7 @@ func (s *Snapshot) Targets(dst []Target, route Route, host string) []Target {
 	if len(dst) > n {
 		return dst
 	}
-	if e, ep := s.fallback(candidates, route, host); e != nil {
+	if e, ep := s.fallback(candidates, route, host, exact); e != nil {
 		dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial})
 	}
 	return dst
@@ -52,16 +54,16 @@ func (s *Snapshot) Targets(dst []Target, route Route, host string) []Target {
 // that runs but awaits its first health verdict (just woken), else the first
 // on standby whose requests go to a published port, the connection to which
 // makes the daemon wake it.
-func (s *Snapshot) fallback(candidates []*entry, route Route, host string) (*entry, endpoint) {
+func (s *Snapshot) fallback(candidates []*entry, route Route, host string, exact bool) (*entry, endpoint) {
 	for _, e := range candidates {
-		if e.awaitingVerdict() && e.servesHost(host) {
+		if e.awaitingVerdict() && e.servesHost(host, exact) {
 			if ep := e.resolve(route, s.reach); ep.dial != "" {
 				return e, ep
 			}
 		}
 	}
 	for _, e := range candidates {
-		if e.inst.WakeOnConnect && e.inst.State == StateStandby && e.servesHost(host) {
+		if e.inst.WakeOnConnect && e.inst.State == StateStandby && e.servesHost(host, exact) {
 			if ep := e.resolve(route, s.reach); ep.published {
 				return e, ep
 			}
@@ -70,12 +72,71 @@ func (s *Snapshot) fallback(candidates []*entry, route Route, host string) (*ent
 	return nil, endpoint{}
 }
 
-// Claimed reports whether some instance, in any state, lists host (from
-// NormalizeHost) in its caddy.host label (R7).
-func (s *Snapshot) Claimed(host string) bool {
-	_, ok := s.hosts.Get(host)
-	return ok
+// byWildcard is the instances whose caddy.host has a wildcard pattern
+// matching host (R2a): one index lookup, whatever the number of instances.
+func (s *Snapshot) byWildcard(host string) []*entry {
+	suffix, ok := WildcardSuffix(host)
+	if !ok {
+		return nil
+	}
+	list, _ := s.wildcards.Get(suffix)
+	return list
 }
 
-// Hosts is the number of distinct hosts claimed; for tests and logs.
+// Claim says how a host is claimed (R7, R2a).
+type Claim uint8
+
+const (
+	// Unclaimed: no instance (that counts) lists the host.
+	Unclaimed Claim = iota
+	// ClaimedExactly: an instance lists the host by name.
+	ClaimedExactly
+	// ClaimedByWildcard: no instance lists the host by name, and one has a
+	// wildcard pattern that matches it.
+	ClaimedByWildcard
+)
+
+// Claimed reports whether some instance, in any state, claims host (from
+// NormalizeHost) in its caddy.host label, exactly or through a wildcard
+// (R7).
+func (s *Snapshot) Claimed(host string) bool { return s.ClaimOf(host, nil) != Unclaimed }
+
+// ClaimOf says how host (from NormalizeHost) is claimed by the instances,
+// in any state, that R2a gives it to: those listing it exactly if any,
+// else those with a matching wildcard. With sel, only those of them that
+// sel matches count: an instance outside sel neither claims a host nor
+// lets a wildcard inside sel claim it. It costs index lookups and, with
+// sel, a selector match per claimant; no allocation.
+func (s *Snapshot) ClaimOf(host string, sel *selector.Selector) Claim {
+	if list, ok := s.hosts.Get(host); ok {
+		if anyMatches(list, sel) {
+			return ClaimedExactly
+		}
+		return Unclaimed
+	}
+	if anyMatches(s.byWildcard(host), sel) {
+		return ClaimedByWildcard
+	}
+	return Unclaimed
+}
+
+// anyMatches reports whether sel (nil: any) matches one of list.
+func anyMatches(list []*entry, sel *selector.Selector) bool {
+	if sel == nil {
+		return len(list) > 0
+	}
+	for _, e := range list {
+		if sel.Matches(e.inst.Labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// Hosts is the number of distinct hosts claimed exactly; for tests and
+// logs.
 func (s *Snapshot) Hosts() int { return s.hosts.Len() }
+
+// Wildcards is the number of distinct wildcard suffixes claimed; for tests
+// and logs.
+func (s *Snapshot) Wildcards() int { return s.wildcards.Len() }
