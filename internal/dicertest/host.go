@@ -3,13 +3,16 @@
 package dicertest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -416,7 +419,39 @@ func (h *Host) signalLocked(inst *hostInstance, sig syscall.Signal) error {
 	if err := inst.proc.cmd.Process.Signal(sig); err != nil {
 		return fmt.Errorf("dicertest: instance %q: %v: %w", inst.spec.Name, sig, err)
 	}
+	if sig == syscall.SIGSTOP {
+		// A signal is delivered asynchronously: wait until every thread
+		// is stopped, so that a frozen instance answers nothing from the
+		// moment its state says so, as a daemon's does.
+		return waitStopped(inst.proc.cmd.Process.Pid)
+	}
 	return nil
+}
+
+// waitStopped waits until every thread of process pid is stopped (state T
+// in /proc), for at most 5 s.
+func waitStopped(pid int) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+		stopped := len(tasks) > 0
+		for _, task := range tasks {
+			b, err := os.ReadFile(task)
+			// pid (comm) S ...: the state follows the last ')'.
+			i := bytes.LastIndexByte(b, ')')
+			if err == nil && (i < 0 || i+2 >= len(b) || b[i+2] != 'T' && b[i+2] != 't') {
+				stopped = false
+				break
+			}
+		}
+		if stopped {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dicertest: process %d not stopped 5s after SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond) // poll /proc: no notification exists for this
+	}
 }
 
 // spawnLocked starts the instance's process and waits until it accepts
