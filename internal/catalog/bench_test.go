@@ -110,3 +110,21 @@ func BenchmarkReplace(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStopping is the catalog's share of leaving on a stop event:
+// Stopping takes the instance out, and a start (Started, then the Put of
+// the inspection) brings it back, so each loop is one leave and one join.
+func BenchmarkStopping(b *testing.B) {
+	for _, n := range []int{10, 10000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			c, _ := benchCatalog(n)
+			running := benchInstances(3)[1]
+			b.ReportAllocs()
+			for b.Loop() {
+				c.Stopping(running.ID)
+				c.Started(running.ID)
+				c.Put(running)
+			}
+		})
+	}
+}
