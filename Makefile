@@ -11,6 +11,7 @@ FUZZFLAGS ?=
 FUZZ_TARGETS := \
 	FuzzParse:./selector \
 	FuzzHost:./internal/catalog \
+	FuzzWildcardMatch:./internal/catalog \
 	FuzzParseToken:./internal/dicer \
 	FuzzTranslate:./internal/docker \
 	FuzzUpstreamsCaddyfile:. \
