@@ -41,11 +41,29 @@ lint: ## golangci-lint with the committed .golangci.yml
 fmt: ## format the code (gofmt -s)
 	gofmt -s -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
 
-build: ## build bin/caddy (Caddy with the plugin) with xcaddy, as users do
-	mkdir -p bin
+build: bin/caddy bin/dicer-testd ## build bin/caddy (Caddy with the plugin) with xcaddy, as users do; only when something changed
+
+# What the binaries are built from: a change to any of these (or to the
+# versions in bin/.versions) rebuilds them, nothing else does.
+GO_SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './bin/*' -not -path './.git/*')
+VERSIONS_STAMP := bin/.versions
+
+# The stamp is rewritten only when the versions differ from those it holds,
+# so that its date says when they last changed.
+$(VERSIONS_STAMP): FORCE
+	@mkdir -p bin
+	@echo 'CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION)' | cmp -s - $@ || \
+		echo 'CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION)' >$@
+
+bin/caddy: $(GO_SOURCES) go.mod go.sum $(VERSIONS_STAMP)
 	go run github.com/caddyserver/xcaddy/cmd/xcaddy@$(XCADDY_VERSION) build $(CADDY_VERSION) \
 		--with $(LOCAL_MODULE) --output bin/caddy
+
+bin/dicer-testd: $(GO_SOURCES) go.mod go.sum
 	go build -o bin/dicer-testd ./cmd/dicer-testd
+
+.PHONY: FORCE
+FORCE:
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s), one after the other
 	@set -e; for t in $(FUZZ_TARGETS); do \
