@@ -60,7 +60,7 @@ func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 		}
 	}
 	if err := daemon.validateStatic(); err != nil {
-		return d.Errf("%v", err)
+		return staticErr(d, err)
 	}
 	return nil
 }
