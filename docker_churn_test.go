@@ -45,14 +45,14 @@ type load struct {
 	quit chan struct{}
 	wg   sync.WaitGroup
 
-	mu       sync.Mutex
-	phase    string
-	phases   []string
-	ok       map[string]int
-	failed   map[string][]string // phase -> what failed (the first 10)
-	nfailed  map[string]int
-	bodies   map[string]int // answers by body
-	answers  map[string][]answer
+	mu      sync.Mutex
+	phase   string
+	phases  []string
+	ok      map[string]int
+	failed  map[string][]string // phase -> what failed (the first 10)
+	nfailed map[string]int
+	bodies  map[string]int // answers by body
+	answers map[string][]answer
 }
 
 // answer is when a request answered 200 by one app was sent and answered.
