@@ -261,15 +261,15 @@ func TestCaddyfileErrors(t *testing.T) {
 		},
 		{
 			name: "selector_inline_and_block", module: "upstreams", input: "dicer app=web {\n selector app=api\n}",
-			want: []string{"selector has already been specified"},
+			want: []string{"selector has already been specified", "shorthand `dicer app=web`", "not both", "Testfile:2"},
 		},
 		{
 			name: "selector_twice_in_block", module: "upstreams", input: "dicer {\n selector app=web\n selector app=api\n}",
-			want: []string{"selector has already been specified"},
+			want: []string{"selector has already been specified", "Testfile:3"}, never: []string{"shorthand"},
 		},
 		{
 			name: "port_inline_and_block", module: "upstreams", input: "dicer app=web 8080 {\n port 9090\n}",
-			want: []string{"port has already been specified"},
+			want: []string{"port has already been specified", "not both", "Testfile:2"},
 		},
 		{
 			name: "tls_twice", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  ca /a.pem\n }\n tls {\n  ca /b.pem\n }\n}",

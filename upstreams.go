@@ -100,19 +100,20 @@ func (s *upstreamSource) Cleanup() error {
 func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon daemonSettings, extra func(*caddyfile.Dispenser, map[string]bool) (bool, error)) error {
 	d.Next() // module name
 	seen := map[string]bool{}
-	if args := d.RemainingArgs(); len(args) > 0 {
-		if sel := spacedSelector(args, true); sel != "" {
+	shorthand := d.RemainingArgs()
+	if len(shorthand) > 0 {
+		if sel := spacedSelector(shorthand, true); sel != "" {
 			return d.Errf("selector: quote a selector that has spaces: %q", sel)
 		}
-		if len(args) > 2 {
+		if len(shorthand) > 2 {
 			return d.ArgErr()
 		}
-		if err := s.setSelector(d, args[0]); err != nil {
+		if err := s.setSelector(d, shorthand[0]); err != nil {
 			return err
 		}
 		seen["selector"] = true
-		if len(args) == 2 {
-			if err := s.setPort(d, args[1]); err != nil {
+		if len(shorthand) == 2 {
+			if err := s.setPort(d, shorthand[1]); err != nil {
 				return err
 			}
 			seen["port"] = true
@@ -130,6 +131,11 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 			continue
 		}
 		setting, ok, err := settingAt(d, seen, "selector", "port")
+		inShorthand := setting == "selector" && len(shorthand) > 0 || setting == "port" && len(shorthand) == 2
+		if err != nil && inShorthand {
+			return d.Errf("%s has already been specified, in the shorthand `%s %s`: give the shorthand or the block, not both",
+				setting, name, strings.Join(shorthand, " "))
+		}
 		if err != nil {
 			return err
 		}
