@@ -19,10 +19,10 @@ FUZZ_TARGETS := \
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: help test test-short lint fmt build bench load example test-e2e generate fuzz
+.PHONY: help test test-short lint fmt build bench load example test-e2e generate fuzz image test-compose
 
 help: ## list the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 test: ## vet and run every test with the race detector
 	go vet ./...
@@ -42,11 +42,56 @@ lint: ## golangci-lint with the committed .golangci.yml
 fmt: ## format the code (gofmt -s)
 	gofmt -s -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
 
-build: ## build bin/caddy (Caddy with the plugin) with xcaddy, as users do
-	mkdir -p bin
+build: bin/caddy bin/dicer-testd ## build bin/caddy (Caddy with the plugin) with xcaddy, as users do; only when something changed
+
+# What the binaries are built from: a change to any of these (or to the
+# versions in bin/.versions) rebuilds them, nothing else does.
+GO_SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './bin/*' -not -path './.git/*')
+VERSIONS_STAMP := bin/.versions
+
+# The stamp is rewritten only when the versions differ from those it holds,
+# so that its date says when they last changed.
+$(VERSIONS_STAMP): FORCE
+	@mkdir -p bin
+	@echo 'CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION)' | cmp -s - $@ || \
+		echo 'CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION)' >$@
+
+bin/caddy: $(GO_SOURCES) go.mod go.sum $(VERSIONS_STAMP)
 	go run github.com/caddyserver/xcaddy/cmd/xcaddy@$(XCADDY_VERSION) build $(CADDY_VERSION) \
 		--with $(LOCAL_MODULE) --output bin/caddy
+
+bin/dicer-testd: $(GO_SOURCES) go.mod go.sum
 	go build -o bin/dicer-testd ./cmd/dicer-testd
+
+.PHONY: FORCE
+FORCE:
+
+# The Docker-only quick start's images, built from what is here: no base
+# image is pulled.
+IMAGE ?= caddy-dicer:local
+DEMO_IMAGE ?= caddy-dicer-demo:local
+CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
+
+image: bin/image/caddy/caddy bin/image/demo/hello ## build the images of example/compose: Caddy with the plugin (static, FROM scratch, CA certificates) and the demo service
+	@[ -r $(CA_CERTS) ] || { echo "no CA certificates at $(CA_CERTS); set CA_CERTS" >&2; exit 1; }
+	cp $(CA_CERTS) bin/image/caddy/ca-certificates.crt
+	cp example/compose/caddy.Dockerfile bin/image/caddy/Dockerfile
+	cp example/compose/Caddyfile bin/image/caddy/Caddyfile
+	docker build -q -t $(IMAGE) bin/image/caddy
+	cp example/compose/demo.Dockerfile bin/image/demo/Dockerfile
+	docker build -q -t $(DEMO_IMAGE) bin/image/demo
+
+bin/image/caddy/caddy: $(GO_SOURCES) go.mod go.sum $(VERSIONS_STAMP)
+	mkdir -p $(@D)
+	CGO_ENABLED=0 go run github.com/caddyserver/xcaddy/cmd/xcaddy@$(XCADDY_VERSION) build $(CADDY_VERSION) \
+		--with $(LOCAL_MODULE) --output $@
+
+bin/image/demo/hello: $(GO_SOURCES) go.mod go.sum
+	mkdir -p $(@D)
+	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $@ ./internal/dockertest/helloserver
+
+test-compose: image ## the Docker-only quick start with docker-compose: up, routed, scaled to 2, down, nothing left
+	./example/compose/test.sh
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s), one after the other
 	@set -e; for t in $(FUZZ_TARGETS); do \

@@ -2,6 +2,7 @@ package caddydicer
 
 import (
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -53,4 +54,74 @@ func unmarshalBlock(d *caddyfile.Dispenser, block string, fields map[string]*str
 		}
 	}
 	return nil
+}
+
+// settingTokens walks again the segment d holds, a module's, and returns
+// the token that names each setting of its block; the shorthand's
+// arguments count as selector and port, and "" is the module's name. It is
+// for errors that are found once the whole block is read, so it leaves d
+// at the end of the segment.
+func settingTokens(d *caddyfile.Dispenser) map[string]caddyfile.Token {
+	at := map[string]caddyfile.Token{}
+	d.Reset()
+	if !d.Next() {
+		return at
+	}
+	at[""] = d.Token()
+	for i, tok := range d.RemainingArgsAsTokens() {
+		if i < 2 {
+			at[[]string{"selector", "port"}[i]] = tok
+		}
+	}
+	last := d.Token()
+	for d.NextBlock(0) {
+		tok := d.Token()
+		if d.Nesting() == 1 && (tok.Line != last.Line || tok.File != last.File) {
+			at[tok.Text] = tok // the first token of a line in the block
+		}
+		last = tok
+	}
+	return at
+}
+
+// errAt returns err with the file and line of tok, as d.Errf would at it.
+func errAt(tok caddyfile.Token, err error) error {
+	d := caddyfile.NewDispenser([]caddyfile.Token{tok})
+	d.Next()
+	return d.WrapErr(err)
+}
+
+// quoted matches the values an error quotes, which may hold any word.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// staticErr points an error of validateStatic at the line of the settings
+// it is about: the one it names first ("token: ..."), and those of address,
+// token and tls its text mentions, the latest of them in the block. So a
+// token refused with a unix address points at whichever of the two comes
+// last, and a TCP address without a token at the address.
+func staticErr(d *caddyfile.Dispenser, err error) error {
+	at := settingTokens(d)
+	msg := err.Error()
+	name, rest, _ := strings.Cut(msg, ":")
+	rest = quoted.ReplaceAllString(rest, `""`)
+	tok, found := at[""]
+	blamed := false
+	consider := func(setting string) {
+		if t, ok := at[setting]; ok && (!blamed || t.Line > tok.Line) {
+			tok, blamed = t, true
+		}
+	}
+	consider(name)
+	if first, _, ok := strings.Cut(name, " "); ok {
+		consider(first) // "tls cert: ..." is about tls
+	}
+	for _, setting := range []string{"address", "token", "tls"} {
+		if strings.Contains(rest, setting) {
+			consider(setting)
+		}
+	}
+	if !found {
+		return d.Errf("%v", err)
+	}
+	return errAt(tok, err)
 }

@@ -261,15 +261,15 @@ func TestCaddyfileErrors(t *testing.T) {
 		},
 		{
 			name: "selector_inline_and_block", module: "upstreams", input: "dicer app=web {\n selector app=api\n}",
-			want: []string{"selector has already been specified"},
+			want: []string{"selector has already been specified", "shorthand `dicer app=web`", "not both", "Testfile:2"},
 		},
 		{
 			name: "selector_twice_in_block", module: "upstreams", input: "dicer {\n selector app=web\n selector app=api\n}",
-			want: []string{"selector has already been specified"},
+			want: []string{"selector has already been specified", "Testfile:3"}, never: []string{"shorthand"},
 		},
 		{
 			name: "port_inline_and_block", module: "upstreams", input: "dicer app=web 8080 {\n port 9090\n}",
-			want: []string{"port has already been specified"},
+			want: []string{"port has already been specified", "not both", "Testfile:2"},
 		},
 		{
 			name: "tls_twice", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfTokenNoFP + "\n tls {\n  ca /a.pem\n }\n tls {\n  ca /b.pem\n }\n}",
@@ -498,6 +498,64 @@ func TestCaddyfileErrors(t *testing.T) {
 		{name: "docker_cert_without_key", module: "docker", input: "docker {\n address tcp://127.0.0.1:2376\n tls {\n  cert /a.pem\n }\n}", want: []string{"tls", "key"}},
 		{name: "docker_permission_refuses_network", module: "docker_permission", input: "docker {\n network a\n}", want: []string{"unrecognized docker permission setting 'network'"}},
 
+		// The line of the setting at fault (Testfile:N), also for errors
+		// found once the block is read: a combination points at the later
+		// of its settings.
+		{
+			name: "line_selector_in_block", module: "upstreams", input: "dicer {\n port 8080\n selector \"app in (a,b\"\n\n}",
+			want: []string{"selector", "offset", "Testfile:3"},
+		},
+		{
+			name: "line_port_in_block", module: "upstreams", input: "dicer {\n selector app=web\n port http\n}",
+			want: []string{"port", `"http"`, "Testfile:3"},
+		},
+		{
+			name: "line_token_after_unix_address", module: "upstreams", input: "dicer {\n address unix:///var/run/dicer.sock\n port 8080\n token " + cfToken + "\n readiness_timeout 5s\n}",
+			want: []string{"token", "unix socket", "Testfile:4"}, never: []string{cfSecret},
+		},
+		{
+			name: "line_unix_address_after_token", module: "upstreams", input: "dicer {\n token " + cfToken + "\n port 8080\n address unix:///var/run/dicer.sock\n}",
+			want: []string{"token", "unix socket", "Testfile:4"}, never: []string{cfSecret},
+		},
+		{
+			name: "line_token_with_default_address", module: "permission", input: "dicer {\n published_port_host 10.0.0.5\n token " + cfToken + "\n readiness_timeout 5s\n}",
+			want: []string{"token", "unix socket", "Testfile:3"}, never: []string{cfSecret},
+		},
+		{
+			name: "line_tcp_address_without_token", module: "permission", input: "dicer {\n readiness_timeout 5s\n address 192.0.2.10:7443\n published_port_host 10.0.0.5\n}",
+			want: []string{"token", "required", "Testfile:3"},
+		},
+		{
+			name: "line_malformed_token", module: "upstreams", input: "dicer {\n token dicer_tooshort\n address 192.0.2.10:7443\n port 8080\n}",
+			want: []string{"token", "malformed", "Testfile:"}, never: []string{"tooshort"},
+		},
+		{
+			name: "line_tls_after_fingerprint_token", module: "upstreams", input: "dicer {\n address 192.0.2.10:7443\n token " + cfToken + "\n tls {\n  ca /etc/caddy/dicer-ca.pem\n }\n port 8080\n}",
+			want: []string{"tls", "fingerprint", "Testfile:4"}, never: []string{cfSecret},
+		},
+		{
+			name: "line_docker_cert_without_key", module: "docker", input: "docker {\n address tcp://127.0.0.1:2376\n tls {\n  cert /a.pem\n }\n network web\n}",
+			want: []string{"tls", "key", "Testfile:3"},
+		},
+		{
+			name: "line_docker_tls_with_unix_address", module: "docker_permission", input: "docker {\n tls {\n  ca /a.pem\n }\n address unix:///var/run/docker.sock\n}",
+			want: []string{"tls", "unix socket", "Testfile:5"},
+		},
+
+		// A selector with spaces, unquoted.
+		{
+			name: "unquoted_selector_with_port", module: "upstreams", input: "dicer app in (a,b) 8080",
+			want: []string{"quote a selector that has spaces", `"app in (a,b)"`, "Testfile:1"},
+		},
+		{
+			name: "unquoted_selector_without_port", module: "docker", input: "docker tier notin (canary, beta)",
+			want: []string{"quote a selector that has spaces", `"tier notin (canary, beta)"`},
+		},
+		{
+			name: "unquoted_selector_in_block", module: "upstreams", input: "dicer {\n port 8080\n selector app in (a,b)\n}",
+			want: []string{"quote a selector that has spaces", `"app in (a,b)"`, "Testfile:3"},
+		},
+
 		// Through the whole caddyfile adapter, so that the error carries the
 		// Caddyfile's name and line.
 		{
@@ -519,6 +577,22 @@ func TestCaddyfileErrors(t *testing.T) {
 		{
 			name: "adapt_permission_token_with_unix", module: "adapt", input: "{\n\ton_demand_tls {\n\t\tpermission dicer {\n\t\t\ttoken " + cfToken + "\n\t\t}\n\t}\n}\n\nhttps:// {\n\ttls {\n\t\ton_demand\n\t}\n\trespond ok\n}\n",
 			want: []string{"token", "unix socket", "Caddyfile:"}, never: []string{cfSecret},
+		},
+		{
+			name: "adapt_selector_in_block", module: "adapt", input: ":8884 {\n\treverse_proxy {\n\t\tdynamic dicer {\n\t\t\tselector \"app in (a,b\"\n\t\t\tport 8080\n\t\t}\n\t}\n}\n",
+			want: []string{"selector", "offset", "Caddyfile:4"},
+		},
+		{
+			name: "adapt_unquoted_selector", module: "adapt", input: ":8884 {\n\treverse_proxy {\n\t\tdynamic dicer app in (a,b) 8080\n\t}\n}\n",
+			want: []string{"quote a selector that has spaces", "Caddyfile:3"},
+		},
+		{
+			name: "adapt_token_with_unix_address", module: "adapt", input: ":8884 {\n\treverse_proxy {\n\t\tdynamic dicer {\n\t\t\taddress unix:///run/dicer.sock\n\t\t\ttoken " + cfToken + "\n\t\t\tport 8080\n\t\t}\n\t}\n}\n",
+			want: []string{"token", "unix socket", "Caddyfile:5"}, never: []string{cfSecret},
+		},
+		{
+			name: "adapt_permission_token_line", module: "adapt", input: "{\n\ton_demand_tls {\n\t\tpermission dicer {\n\t\t\ttoken " + cfToken + "\n\t\t}\n\t}\n}\n\nhttps:// {\n\ttls {\n\t\ton_demand\n\t}\n\trespond ok\n}\n",
+			want: []string{"token", "unix socket", "Caddyfile:4"}, never: []string{cfSecret},
 		},
 		{
 			name: "adapt_permission_unknown_setting", module: "adapt", input: "{\n\ton_demand_tls {\n\t\tpermission dicer {\n\t\t\tallow_sufix example.com\n\t\t}\n\t}\n}\n\nhttps:// {\n\ttls {\n\t\ton_demand\n\t}\n\trespond ok\n}\n",

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -108,9 +109,34 @@ func open(ctx context.Context, daemon daemonSettings) (*connection, string, erro
 	return c, spec.key, nil
 }
 
-// startupWait bounds how long Provision waits for a daemon's first listing,
-// so that a daemon which is down never stops Caddy from starting (R9).
+// startupWait bounds how long a config load waits for its daemons' first
+// listings, so that a daemon which is down never stops Caddy from starting
+// (R9). A load waits it at most once, however many of its daemons are down:
+// see loadDeadline.
 const startupWait = 3 * time.Second
+
+// loadDeadlines holds, for each config load being provisioned, the time
+// until which its modules wait for their connections to settle: startupWait
+// after the first of them began to wait. Modules are provisioned one after
+// the other, so without it each daemon that is down would add its own
+// startupWait. A load is known by its context's Done channel, which all its
+// modules share (Caddy hands them contexts derived with values, such as the
+// http app's per server, but cancelled only with the load).
+var loadDeadlines sync.Map // <-chan struct{} -> time.Time
+
+// loadDeadline returns the deadline of the config load ctx belongs to,
+// fixing it at the first call of the load.
+func loadDeadline(ctx context.Context) time.Time {
+	load := ctx.Done()
+	if load == nil {
+		return time.Now().Add(startupWait) // no load to share a deadline with
+	}
+	v, loaded := loadDeadlines.LoadOrStore(load, time.Now().Add(startupWait))
+	if !loaded {
+		context.AfterFunc(ctx, func() { loadDeadlines.Delete(load) })
+	}
+	return v.(time.Time)
+}
 
 // connections holds the shared daemon connections across config reloads,
 // keyed by connSpec.key.
@@ -173,9 +199,11 @@ func newConnSpec(backend, address, publishedPortHost, daemonHost string, keyPart
 }
 
 // dial returns the shared connection for spec, starting it if needed, once
-// it has settled: listed, or given startupWait to (R9). ctx ending stops the
-// wait, not the connection.
+// it has settled (listed, or given startupWait to), or once the deadline of
+// the config load ctx belongs to has passed (R9). ctx ending stops the wait,
+// not the connection.
 func dial(ctx context.Context, spec connSpec) (*connection, error) {
+	deadline := loadDeadline(ctx)
 	v, _, err := connections.LoadOrNew(spec.key, func() (caddy.Destructor, error) {
 		runCtx, cancel := context.WithCancel(context.Background())
 		c := &connection{
@@ -191,26 +219,37 @@ func dial(ctx context.Context, spec connSpec) (*connection, error) {
 			defer close(c.done)
 			spec.run(runCtx, c.catalog)
 		}()
-		go c.settle(runCtx, spec.opts.Logger)
+		go c.settle(runCtx, spec.opts.Logger, deadline)
 		return c, nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	c := v.(*connection)
+	wait := time.NewTimer(time.Until(deadline))
+	defer wait.Stop()
 	select {
 	case <-c.settled:
+	case <-wait.C:
 	case <-ctx.Done():
 	}
 	return c, nil
 }
 
+// settleGrace is the least time a connection is given to settle, even when
+// the config load that opened it has no time left to wait, so that a daemon
+// that answers at once is not reported as not listed.
+const settleGrace = 500 * time.Millisecond
+
 // settle closes settled once the first listing and its readiness probes
-// are through, or after startupWait, saying
-// once that the daemon has not been listed yet.
-func (c *connection) settle(ctx context.Context, logger *zap.Logger) {
+// are through, or at the deadline of the config load that opened the
+// connection (at least settleGrace from now), saying once that the daemon
+// has not been listed yet. A later load then finds it settled and does not
+// wait for it again.
+func (c *connection) settle(ctx context.Context, logger *zap.Logger, deadline time.Time) {
 	defer close(c.settled)
-	timer := time.NewTimer(startupWait)
+	start := time.Now()
+	timer := time.NewTimer(max(time.Until(deadline), settleGrace))
 	defer timer.Stop()
 	select {
 	case <-c.catalog.Ready():
@@ -224,7 +263,7 @@ func (c *connection) settle(ctx context.Context, logger *zap.Logger) {
 		}
 	case <-timer.C:
 		logger.Warn("daemon not listed yet; its routes answer 503 and its permission refuses until it is reached",
-			zap.Duration("waited", startupWait))
+			zap.Duration("waited", time.Since(start).Round(time.Millisecond)))
 	case <-ctx.Done():
 	}
 }

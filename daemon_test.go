@@ -116,3 +116,44 @@ func TestSharedConnection_R9_down_daemon_waited_for_once(t *testing.T) {
 		t.Errorf("later modules waited again: %s and %s", second, third)
 	}
 }
+
+// TestSharedConnection_R9_down_daemons_waited_for_once_per_load: a config
+// naming two daemons that are both down waits for their first listings
+// once, not once per daemon, so that `caddy validate` or a start with N
+// daemons down takes one startupWait, not N; a second load of the same
+// daemons waits no more.
+func TestSharedConnection_R9_down_daemons_waited_for_once_per_load(t *testing.T) {
+	dir := t.TempDir()
+	load := func() time.Duration {
+		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		t.Cleanup(cancel)
+		start := time.Now()
+		for i, m := range []interface {
+			Provision(caddy.Context) error
+			Cleanup() error
+		}{
+			&DicerUpstreams{Daemon: Daemon{Address: "unix:" + filepath.Join(dir, "a.sock")}},
+			&DicerPermission{Daemon: Daemon{Address: "unix:" + filepath.Join(dir, "b.sock")}},
+			&DicerUpstreams{Daemon: Daemon{Address: "unix:" + filepath.Join(dir, "b.sock")}, upstreamSource: upstreamSource{Selector: "app=web"}},
+		} {
+			// As the http app does for each server: a context of the same
+			// load, with a value.
+			mctx := ctx
+			mctx.Context = context.WithValue(ctx.Context, testServerKey{}, i)
+			if err := m.Provision(mctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = m.Cleanup() })
+		}
+		return time.Since(start)
+	}
+	// Two waits would take 2*startupWait; the slack is for a loaded machine.
+	if took := load(); took < startupWait || took > startupWait*3/2 {
+		t.Errorf("the load took %s with two daemons down, want one startupWait (%s), not one per daemon", took, startupWait)
+	}
+	if took := load(); took > startupWait/2 {
+		t.Errorf("a second load of the same daemons took %s, want no wait: they were given theirs", took)
+	}
+}
+
+type testServerKey struct{}

@@ -91,17 +91,22 @@ func (u *DicerUpstreams) Provision(ctx caddy.Context) error {
 	return u.provision(ctx, &u.Daemon, "")
 }
 
-// UnmarshalCaddyfile sets up the source from Caddyfile tokens:
+// UnmarshalCaddyfile sets up the source from Caddyfile tokens, either
+// the shorthand:
 //
-//	dynamic dicer [<selector> [<port>]] {
-//		address             <target>
-//		token               <token>
-//		selector            <selector>
-//		port                <port>
+//	dynamic dicer [<selector> [<port>]]
+//
+// or a block with any of the settings:
+//
+//	dynamic dicer {
+//		address <target>
+//		token <token>
+//		selector <selector>
+//		port <port>
 //		published_port_host <host>
-//		readiness_timeout   <duration>
+//		readiness_timeout <duration>
 //		tls {
-//			ca          <file>
+//			ca <file>
 //			server_name <name>
 //		}
 //	}

@@ -91,21 +91,28 @@ func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 	return u.provision(ctx, &u.DockerEngine, u.Network)
 }
 
-// UnmarshalCaddyfile sets up the source from Caddyfile tokens:
+// UnmarshalCaddyfile sets up the source from Caddyfile tokens, either
+// the shorthand:
 //
-//	dynamic docker [<selector> [<port>]] {
-//		address             <endpoint>
-//		selector            <selector>
-//		port                <port>
-//		network             <network>
+//	dynamic docker [<selector> [<port>]]
+//
+// or a block with any of the settings:
+//
+//	dynamic docker {
+//		address <endpoint>
+//		selector <selector>
+//		port <port>
+//		network <network>
 //		published_port_host <host>
-//		readiness_timeout   <duration>
+//		readiness_timeout <duration>
 //		tls {
-//			ca   <file>
+//			ca <file>
 //			cert <file>
-//			key  <file>
+//			key <file>
 //		}
 //	}
+//
+// A selector with spaces is quoted: `dynamic docker "tier in (web,edge)" 8080`.
 func (u *DockerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return u.unmarshal(d, "docker", &u.DockerEngine, func(d *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
 		if _, ok, err := settingAt(d, seen, "network"); !ok || err != nil {

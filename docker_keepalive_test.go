@@ -43,11 +43,11 @@ func TestDocker_R5_no_connection_kept_alive_across_a_pause(t *testing.T) {
 		if err := cli.ContainerPause(ctx, c.ID); err != nil {
 			t.Fatal(err)
 		}
-		answersWithin(t, tester, host, http.StatusServiceUnavailable, "", changeWithin)
+		answersWithin(t, tester, host, http.StatusServiceUnavailable, "", waitFor)
 		if err := cli.ContainerUnpause(ctx, c.ID); err != nil {
 			t.Fatal(err)
 		}
-		r, took := answersWithin(t, tester, host, http.StatusOK, hello("r5-keep"), changeWithin)
+		r, took := answersWithin(t, tester, host, http.StatusOK, hello("r5-keep"), waitFor)
 		t.Logf("round %d: answered 200 %s after the unpause call, dialled %s", round, took.Round(time.Millisecond), r.upstream)
 		ap, err := netip.ParseAddrPort(r.upstream)
 		if err != nil || netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()) != want {

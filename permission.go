@@ -181,7 +181,7 @@ func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 		return d.Errf("%v", err)
 	}
 	if err := daemon.validateStatic(); err != nil {
-		return d.Errf("%v", err)
+		return staticErr(d, err)
 	}
 	return nil
 }

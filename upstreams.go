@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -93,22 +94,29 @@ func (s *upstreamSource) Cleanup() error {
 	return nil
 }
 
-// unmarshal parses `<name> [<selector> [<port>]] { ... }`: the route's
-// settings, the daemon's, and those extra takes (nil: none).
+// unmarshal parses `<name> [<selector> [<port>]]` or `<name> { ... }`: the
+// route's settings, the daemon's, and those extra takes (nil: none). Each
+// error names the line of the setting at fault.
 func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon daemonSettings, extra func(*caddyfile.Dispenser, map[string]bool) (bool, error)) error {
 	d.Next() // module name
 	seen := map[string]bool{}
-	if d.NextArg() {
-		s.Selector = d.Val()
+	shorthand := d.RemainingArgs()
+	if len(shorthand) > 0 {
+		if sel := spacedSelector(shorthand, true); sel != "" {
+			return d.Errf("selector: quote a selector that has spaces: %q", sel)
+		}
+		if len(shorthand) > 2 {
+			return d.ArgErr()
+		}
+		if err := s.setSelector(d, shorthand[0]); err != nil {
+			return err
+		}
 		seen["selector"] = true
-		if d.NextArg() {
-			if err := s.setPort(d); err != nil {
+		if len(shorthand) == 2 {
+			if err := s.setPort(d, shorthand[1]); err != nil {
 				return err
 			}
 			seen["port"] = true
-		}
-		if d.NextArg() {
-			return d.ArgErr()
 		}
 	}
 	for d.NextBlock(0) {
@@ -123,40 +131,76 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 			continue
 		}
 		setting, ok, err := settingAt(d, seen, "selector", "port")
+		inShorthand := setting == "selector" && len(shorthand) > 0 || setting == "port" && len(shorthand) == 2
+		if err != nil && inShorthand {
+			return d.Errf("%s has already been specified, in the shorthand `%s %s`: give the shorthand or the block, not both",
+				setting, name, strings.Join(shorthand, " "))
+		}
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return d.Errf("unrecognized %s setting '%s'", name, d.Val())
 		}
-		if !d.NextArg() {
+		args := d.RemainingArgs()
+		if sel := spacedSelector(args, false); setting == "selector" && sel != "" {
+			return d.Errf("selector: quote a selector that has spaces: %q", sel)
+		}
+		if len(args) != 1 {
 			return d.ArgErr()
 		}
 		if setting == "selector" {
-			s.Selector = d.Val()
-		} else if err := s.setPort(d); err != nil {
+			err = s.setSelector(d, args[0])
+		} else {
+			err = s.setPort(d, args[0])
+		}
+		if err != nil {
 			return err
 		}
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-	}
-	if _, err := selector.Parse(s.Selector); err != nil {
-		return d.Errf("%v", err) // a SyntaxError names the selector
 	}
 	if err := daemon.validateStatic(); err != nil {
-		return d.Errf("%v", err)
+		return staticErr(d, err)
 	}
 	return nil
 }
 
-func (s *upstreamSource) setPort(d *caddyfile.Dispenser) error {
-	port, err := strconv.Atoi(d.Val())
+func (s *upstreamSource) setSelector(d *caddyfile.Dispenser, value string) error {
+	if _, err := selector.Parse(value); err != nil {
+		return d.Errf("%v", err) // a SyntaxError names the selector
+	}
+	s.Selector = value
+	return nil
+}
+
+func (s *upstreamSource) setPort(d *caddyfile.Dispenser, value string) error {
+	port, err := strconv.Atoi(value)
 	if err != nil || port < 1 || port > 65535 {
-		return d.Errf("port: %q is not a port number (1-65535)", d.Val())
+		return d.Errf("port: %q is not a port number (1-65535)", value)
 	}
 	s.Port = port
 	return nil
+}
+
+// spacedSelector returns the selector that args, the words after a module
+// name or a selector setting, spell when they were meant as one selector
+// with spaces left unquoted, such as `app in (a,b) 8080`; else "". With
+// port, a last word that is a number is the port.
+func spacedSelector(args []string, port bool) string {
+	if len(args) == 0 {
+		return ""
+	}
+	words := args
+	if _, err := strconv.Atoi(args[len(args)-1]); port && err == nil && len(args) > 1 {
+		words = args[:len(args)-1]
+	}
+	if len(words) < 2 {
+		return ""
+	}
+	joined := strings.Join(words, " ")
+	if _, err := selector.Parse(joined); err != nil {
+		return ""
+	}
+	return joined
 }
 
 // parseRoute checks a route's selector and port settings.
