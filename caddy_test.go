@@ -264,19 +264,25 @@ func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
 	}
 }
 
-func TestCaddy_R2_host_route(t *testing.T) {
-	needsCaddy(t)
-	d, sock := testDaemon(t)
-	instance(t, d, "shop", "127.0.0.31", map[string]string{"caddy.host": "shop.example.com, www.shop.example.com"})
-	instance(t, d, "blog", "127.0.0.32", map[string]string{"caddy.host": "blog.example.com"})
-	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+// hostSite is a site on httpPort that routes by the caddy.host label to
+// the instances of the daemon on the unix socket sock.
+func hostSite(sock string) string {
+	return fmt.Sprintf(`
 :%d {
 	reverse_proxy {
 		dynamic dicer {
 			address unix:%s
 		}
 	}
-}`, httpPort, sock))
+}`, httpPort, sock)
+}
+
+func TestCaddy_R2_host_route(t *testing.T) {
+	needsCaddy(t)
+	d, sock := testDaemon(t)
+	instance(t, d, "shop", "127.0.0.31", map[string]string{"caddy.host": "shop.example.com, www.shop.example.com"})
+	instance(t, d, "blog", "127.0.0.32", map[string]string{"caddy.host": "blog.example.com"})
+	config, _ := caddyConfig(t, "", hostSite(sock))
 	tester := caddytest.NewTester(t)
 	tester.InitServer(config, "caddyfile")
 

@@ -115,14 +115,7 @@ func TestCaddy_R2a_wildcard_route_and_exact_takeover(t *testing.T) {
 	needsCaddy(t)
 	d, sock := testDaemon(t)
 	instance(t, d, "wild", "127.0.0.121", map[string]string{"caddy.host": "*.example.com"})
-	config, _ := caddyConfig(t, "", fmt.Sprintf(`
-:%d {
-	reverse_proxy {
-		dynamic dicer {
-			address unix:%s
-		}
-	}
-}`, httpPort, sock))
+	config, _ := caddyConfig(t, "", hostSite(sock))
 	tester := caddytest.NewTester(t)
 	tester.InitServer(config, "caddyfile")
 
