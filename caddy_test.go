@@ -264,6 +264,19 @@ func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
 	}
 }
 
+// tlsHandshake completes a TLS handshake with Caddy's HTTPS port for the
+// server name name (R7): nil if Caddy had, or got, a certificate for it.
+func tlsHandshake(name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	dialer := tls.Dialer{Config: &tls.Config{ServerName: name, InsecureSkipVerify: true}} //nolint:gosec // Caddy's internal CA
+	conn, err := dialer.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort))
+	if err == nil {
+		conn.Close()
+	}
+	return err
+}
+
 // hostSite is a site on httpPort that routes by the caddy.host label to
 // the instances of the daemon on the unix socket sock.
 func hostSite(sock string) string {
@@ -537,23 +550,13 @@ https:// {
 	tester := caddytest.NewTester(t)
 	tester.InitServer(config, "caddyfile")
 
-	handshake := func(name string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		defer cancel()
-		dialer := tls.Dialer{Config: &tls.Config{ServerName: name, InsecureSkipVerify: true}}
-		conn, err := dialer.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort))
-		if err == nil {
-			conn.Close()
-		}
-		return err
-	}
 	for _, name := range []string{"shop.example.com", "SHOP.example.com", "old.example.com"} {
-		if err := handshake(name); err != nil {
+		if err := tlsHandshake(name); err != nil {
 			t.Errorf("claimed host %s: handshake failed: %v", name, err)
 		}
 	}
 	for _, name := range []string{"evil.example.com", "example.com"} {
-		if err := handshake(name); err == nil {
+		if err := tlsHandshake(name); err == nil {
 			t.Errorf("unclaimed host %s: handshake succeeded", name)
 		}
 	}

@@ -517,16 +517,6 @@ https:// {
 }`)
 
 	httpsAddr := fmt.Sprintf("127.0.0.1:%d", httpsPort)
-	handshake := func(name string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		defer cancel()
-		dialer := tls.Dialer{Config: &tls.Config{ServerName: name, InsecureSkipVerify: true}} //nolint:gosec // Caddy's internal CA
-		conn, err := dialer.DialContext(ctx, "tcp", httpsAddr)
-		if err == nil {
-			conn.Close()
-		}
-		return err
-	}
 	// HTTPS through the on-demand certificate to the containers.
 	client := &http.Client{
 		Timeout: waitFor,
@@ -562,19 +552,19 @@ https:// {
 		}
 		time.Sleep(20 * time.Millisecond) // poll the condition
 	}
-	if err := handshake(strings.ToUpper(shop)); err != nil {
+	if err := tlsHandshake(strings.ToUpper(shop)); err != nil {
 		t.Errorf("claimed host %s in upper case: handshake failed: %v", strings.ToUpper(shop), err)
 	}
 	// A stopped container's host gets its certificate; requests then find
 	// no routable container.
-	if err := handshake(old); err != nil {
+	if err := tlsHandshake(old); err != nil {
 		t.Errorf("host %s of a stopped container: handshake failed: %v", old, err)
 	}
 	if status, _, err := getTLS(old); err != nil || status != http.StatusServiceUnavailable {
 		t.Errorf("HTTPS to %s (stopped container): %d %v, want 503", old, status, err)
 	}
 	for _, name := range []string{evil, "example.com", "r7-shop.example.com"} {
-		if err := handshake(name); err == nil {
+		if err := tlsHandshake(name); err == nil {
 			t.Errorf("unclaimed host %s: handshake succeeded", name)
 		}
 	}

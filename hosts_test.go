@@ -2,7 +2,6 @@ package caddydicer
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -179,16 +178,6 @@ on_demand_tls {
 	}
 }`, sock, wildcards)
 	}
-	handshake := func(name string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), waitFor)
-		defer cancel()
-		dialer := tls.Dialer{Config: &tls.Config{ServerName: name, InsecureSkipVerify: true}}
-		conn, err := dialer.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort))
-		if err == nil {
-			conn.Close()
-		}
-		return err
-	}
 
 	// Certificates outlive a config (Caddy's cache and storage, across
 	// tests and -count): the wildcard name is new to each run.
@@ -197,7 +186,7 @@ on_demand_tls {
 	config, logFile := caddyConfig(t, permission("refuse"), site)
 	tester := caddytest.NewTester(t)
 	tester.InitServer(config, "caddyfile")
-	if err := handshake("shop.example.com"); err != nil {
+	if err := tlsHandshake("shop.example.com"); err != nil {
 		t.Errorf("shop.example.com (tenant, under allow_suffix): handshake failed: %v", err)
 	}
 	for name, why := range map[string]string{
@@ -205,7 +194,7 @@ on_demand_tls {
 		"evil.example.com": "claimed outside the selector",
 		wildName:           "only a wildcard claims it, wildcards refuse",
 	} {
-		if err := handshake(name); err == nil {
+		if err := tlsHandshake(name); err == nil {
 			t.Errorf("%s (%s): handshake succeeded", name, why)
 		}
 	}
@@ -215,10 +204,10 @@ on_demand_tls {
 
 	config, _ = caddyConfig(t, permission("allow"), site)
 	tester.InitServer(config, "caddyfile")
-	if err := handshake(wildName); err != nil {
+	if err := tlsHandshake(wildName); err != nil {
 		t.Errorf("%s with wildcards allow: handshake failed: %v", wildName, err)
 	}
-	if err := handshake("a.b.w.example.com"); err == nil {
+	if err := tlsHandshake("a.b.w.example.com"); err == nil {
 		t.Error("a.b.w.example.com: handshake succeeded, but a wildcard matches one label")
 	}
 }

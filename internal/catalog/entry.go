@@ -38,10 +38,9 @@ type entry struct {
 	sleeps uint32
 	// listening is false while a running instance without a health check
 	// has not yet accepted a connection where requests would go (R1a);
-	// probeGen names the ProbeRequest that decides it, sent for probeDials.
-	listening  bool
-	probeGen   uint64
-	probeDials []string
+	// probeGen names the ProbeRequest that decides it.
+	listening bool
+	probeGen  uint64
 	// unverified is set when the prober gave up and let it join anyway.
 	unverified bool
 	// stopping is set from Sink.Stopping until Started or a Put that shows

@@ -74,7 +74,7 @@ func (c *Catalog) admit(old, e *entry) ProbeRequest {
 		return ProbeRequest{}
 	}
 	if old != nil && old.inst.State == StateRunning && old.inst.Health == HealthNone && samePlace(old, e) {
-		e.listening, e.probeGen, e.probeDials, e.unverified = old.listening, old.probeGen, old.probeDials, old.unverified
+		e.listening, e.probeGen, e.unverified = old.listening, old.probeGen, old.unverified
 		return ProbeRequest{}
 	}
 	dials := c.probeDials(e)
@@ -82,7 +82,7 @@ func (c *Catalog) admit(old, e *entry) ProbeRequest {
 		return ProbeRequest{} // no port or address: R3 and R1 keep it out anyway
 	}
 	c.probeGen++
-	e.listening, e.probeGen, e.probeDials = false, c.probeGen, dials
+	e.listening, e.probeGen = false, c.probeGen
 	return ProbeRequest{ID: e.inst.ID, Name: e.inst.Name, Dials: dials, Gen: e.probeGen}
 }
 
