@@ -113,13 +113,14 @@ func (c *Catalog) Watch(sel selector.Selector) *View {
 		return v
 	}
 	v := &View{sel: sel, refs: 1}
-	c.views[key] = v
 	var matched []*entry
 	for _, e := range c.byID {
 		if sel.Matches(e.inst.Labels) {
 			matched = append(matched, e)
+			c.logNewRoute(v, e)
 		}
 	}
+	c.views[key] = v
 	slices.SortFunc(matched, byName)
 	old := c.current.Load()
 	views := make(map[*View][]*entry, len(old.views)+1)
@@ -129,6 +130,21 @@ func (c *Catalog) Watch(sel selector.Selector) *View {
 	views[v] = matched
 	c.current.Store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
 	return v
+}
+
+// logNewRoute logs what a new selector view v, which matches e, changes
+// for e: it joins a rotation if no route could use it before, and v's
+// route sends it requests only for the hosts it lists, if it lists any
+// (R2). c.mu is held; v is not in c.views yet.
+func (c *Catalog) logNewRoute(v *View, e *entry) {
+	wasRelevant := c.relevant(e)
+	if e.restricted {
+		c.warnHostOnSelector(v, e)
+	}
+	if !wasRelevant && c.inRotation(e) {
+		c.logger.Info("instance joins rotation", zap.String("instance", e.inst.Name),
+			zap.String("why", "running, and a route's selector "+v.sel.String()+" matches it"))
+	}
 }
 
 // Unwatch releases a view from Watch.
@@ -337,23 +353,22 @@ func byName(a, b *entry) int {
 }
 
 // logChange logs an instance joining or leaving the rotation, once per
-// change (R6), and a bad caddy.port once per new value (R3).
+// change (R6), and once each reason why a running instance gets no
+// requests: a bad caddy.port (R3, once per value), no port at all, several
+// networks and no choice (R11), a caddy.host label on a selector route
+// (R2), unhealthy from its start. Only instances that a route or the
+// permission could use (see relevant) are logged at info level and warned
+// about; the others, at debug level.
 func (c *Catalog) logChange(old, e *entry, gone string) {
-	if e != nil && e.port < 0 && (old == nil || old.inst.Labels[LabelPort] != e.inst.Labels[LabelPort]) {
-		c.logger.Warn("instance gets no requests: label caddy.port is not a port number (1-65535)",
-			zap.String("instance", e.inst.Name), zap.String("caddy.port", e.inst.Labels[LabelPort]))
+	if e != nil && c.relevant(e) {
+		c.warnNoRequests(old, e)
 	}
-	if e != nil && e.ambiguous && (old == nil || !old.ambiguous) {
-		nets := make([]string, len(e.inst.Networks))
-		for i, n := range e.inst.Networks {
-			nets[i] = n.Network
-		}
-		c.logger.Warn("instance is on several networks and has no caddy.network label: "+
-			"routes without a network setting send it no requests",
-			zap.String("instance", e.inst.Name), zap.Strings("networks", nets))
+	relevant := e != nil && c.relevant(e) || old != nil && c.relevant(old)
+	log := c.logger.Info
+	if !relevant {
+		log = c.logger.Debug
 	}
-	wasIn := old != nil && old.routable("")
-	isIn := e != nil && e.routable("")
+	wasIn, isIn := c.inRotation(old), c.inRotation(e)
 	switch {
 	case isIn && !wasIn:
 		why := "running"
@@ -365,14 +380,84 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 		case e.probeGen != 0:
 			why = "running and accepting connections"
 		}
-		c.logger.Info("instance joins rotation", zap.String("instance", e.inst.Name), zap.String("why", why))
+		log("instance joins rotation", zap.String("instance", e.inst.Name), zap.String("why", why))
 	case wasIn && !isIn:
 		why := gone
 		if e != nil {
-			why = e.notRoutable("")
+			why = c.verdict(e)
 		}
-		c.logger.Info("instance leaves rotation", zap.String("instance", old.inst.Name), zap.String("why", why))
+		log("instance leaves rotation", zap.String("instance", old.inst.Name), zap.String("why", why))
+	case e != nil && !isIn && e.inst.State == StateRunning && e.inst.Health == HealthUnhealthy &&
+		(old == nil || old.inst.State != StateRunning || old.inst.Health != HealthUnhealthy):
+		// Never in, so never left: said once, or it would go unnoticed.
+		log("instance stays out of rotation", zap.String("instance", e.inst.Name), zap.String("why", "unhealthy"))
 	}
+}
+
+// warnNoRequests warns, once per cause, that e (which replaces old, nil:
+// none) can get no requests, or fewer than its labels suggest.
+func (c *Catalog) warnNoRequests(old, e *entry) {
+	name := zap.String("instance", e.inst.Name)
+	if e.port < 0 && (old == nil || old.inst.Labels[LabelPort] != e.inst.Labels[LabelPort]) {
+		c.logger.Warn("instance gets no requests: label caddy.port is not a port number (1-65535)",
+			name, zap.String("caddy.port", e.inst.Labels[LabelPort]))
+	}
+	if e.ambiguous && (old == nil || !old.ambiguous) {
+		c.logger.Warn("instance is on several networks and has no caddy.network label: "+
+			"routes without a network setting send it no requests",
+			name, zap.Strings("networks", e.networkNames()))
+	}
+	noPort := func(x *entry) bool {
+		return x.inst.State == StateRunning && x.port == 0 && x.onlyPort == 0 && len(c.routePorts) == 0
+	}
+	if noPort(e) && (old == nil || !noPort(old)) {
+		c.logger.Warn("instance gets no requests: "+e.noPort(0)+
+			" (give it a caddy.port label, or the route a port)", name)
+	}
+	if !e.restricted {
+		return
+	}
+	for _, v := range c.views {
+		if v.sel.Matches(e.inst.Labels) && (old == nil || !v.sel.Matches(old.inst.Labels) ||
+			old.inst.Labels[LabelHost] != e.inst.Labels[LabelHost]) {
+			c.warnHostOnSelector(v, e)
+		}
+	}
+}
+
+// warnHostOnSelector says that the selector route of v sends e requests
+// only for the hosts its caddy.host label lists (R2): a request for any
+// other host finds it excluded.
+func (c *Catalog) warnHostOnSelector(v *View, e *entry) {
+	c.logger.Warn("instance has a caddy.host label: on a selector route it gets requests only for the hosts it lists",
+		zap.String("instance", e.inst.Name), zap.String("selector", v.sel.String()),
+		zap.String("caddy.host", e.inst.Labels[LabelHost]))
+}
+
+// relevant reports whether a route or the permission could ever use e: it
+// has a caddy.* label, or a watched selector matches it. The others (every
+// other container on an Engine, say) are logged at debug level only. c.mu
+// is held.
+func (c *Catalog) relevant(e *entry) bool {
+	for k := range e.inst.Labels {
+		if strings.HasPrefix(k, "caddy.") {
+			return true
+		}
+	}
+	for _, v := range c.views {
+		if v.sel.Matches(e.inst.Labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// inRotation reports whether e (nil: none) gets requests, whatever the
+// route, as far as the catalog can tell: routable (R1) with a port (R3),
+// its own or, if it names none, some route's. It is verdict(e) == "",
+// without building the reason. c.mu is held.
+func (c *Catalog) inRotation(e *entry) bool {
+	return e != nil && e.routable("") && e.port >= 0 && (e.port > 0 || e.onlyPort > 0 || len(c.routePorts) > 0)
 }
 
 type hasher struct{ seed maphash.Seed }

@@ -307,11 +307,12 @@ func checkRotationLog(t *testing.T, step string, logs *observer.ObservedLogs, wa
 }
 
 // TestRotationLog is R6: each instance that joins or leaves the rotation is
-// logged once, at info level, with its name and why; nothing else is.
+// logged once, at info level, with its name and why; nothing else is. The
+// instances name their port: one without gets no requests (R3).
 func TestRotationLog(t *testing.T) {
 	logger, logs := observed()
 	c := catalog.New(catalog.Options{Logger: logger})
-	web := label("app", "web")
+	web := label("app", "web", catalog.LabelPort, "8080")
 
 	steps := []struct {
 		name  string
@@ -366,8 +367,8 @@ func TestRotationLog(t *testing.T) {
 func TestRotationLogNamesInstance(t *testing.T) {
 	logger, logs := observed()
 	c := catalog.New(catalog.Options{Logger: logger})
-	c.Put(inst("web-1"))
-	c.Put(inst("web-renamed", id("id-web-1"), state(catalog.StatePaused)))
+	c.Put(inst("web-1", port("8080")))
+	c.Put(inst("web-renamed", id("id-web-1"), port("8080"), state(catalog.StatePaused)))
 	c.Delete("id-web-1")
 	// Leaving names the old instance name or the new: accept either, but the
 	// line must name one of them.

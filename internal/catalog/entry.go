@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -41,6 +42,8 @@ type entry struct {
 	// probeGen names the ProbeRequest that decides it.
 	listening bool
 	probeGen  uint64
+	// probeDials are where the probe that decides listening tries.
+	probeDials []string
 	// unverified is set when the prober gave up and let it join anyway.
 	unverified bool
 	// stopping is set from Sink.Stopping until Started or a Put that shows
@@ -117,19 +120,25 @@ func (e *entry) network(routeNetwork string) *Attachment {
 }
 
 // notRoutable says why the instance takes no requests (R1) on a route with
-// the given network setting, or "" when it is routable.
+// the given network setting, or "" when it is routable. It builds its
+// answer, so only logs and the admin API call it; routable is the request
+// path's check.
 func (e *entry) notRoutable(routeNetwork string) string {
 	switch net := e.network(routeNetwork); {
+	case e.inst.State == StateStandby:
+		return "on standby"
 	case e.inst.State != StateRunning:
 		return e.inst.State.String()
 	case net == nil && e.ambiguous && routeNetwork == "":
-		return "on several networks without a caddy.network label"
+		return "on networks " + andList(e.networkNames()) + ", none chosen"
 	case net == nil && routeNetwork != "":
 		return "not on network " + routeNetwork
+	case net == nil && e.inst.Labels[LabelNetwork] != "":
+		return "not on network " + strings.TrimSpace(e.inst.Labels[LabelNetwork]) + " (its caddy.network label)"
 	case net == nil || net.Address == "":
 		return "no address on its network"
 	case !e.listening:
-		return "not accepting connections yet"
+		return e.notReady()
 	case e.inst.Health == HealthStarting:
 		return "health check has no verdict yet"
 	case e.inst.Health == HealthUnhealthy:
@@ -138,7 +147,87 @@ func (e *entry) notRoutable(routeNetwork string) string {
 	return ""
 }
 
-func (e *entry) routable(routeNetwork string) bool { return e.notRoutable(routeNetwork) == "" }
+// routable reports whether notRoutable(routeNetwork) is "", without
+// building a reason: it runs per candidate on every request.
+func (e *entry) routable(routeNetwork string) bool {
+	net := e.network(routeNetwork)
+	return e.inst.State == StateRunning && net != nil && net.Address != "" && e.listening &&
+		e.inst.Health != HealthStarting && e.inst.Health != HealthUnhealthy
+}
+
+// notReady is why a running instance without a health check is held out
+// (R1a): the ports its probe tries have not accepted a connection yet.
+func (e *entry) notReady() string {
+	var ports []string
+	for _, d := range e.probeDials {
+		if _, p, err := net.SplitHostPort(d); err == nil && !slices.Contains(ports, p) {
+			ports = append(ports, p)
+		}
+	}
+	switch len(ports) {
+	case 0:
+		return "not ready: its port refuses"
+	case 1:
+		return "not ready: port " + ports[0] + " refuses"
+	}
+	return "not ready: ports " + andList(ports) + " refuse"
+}
+
+// noPort says why the instance has no port on a route with the given port
+// setting (R3), or "" when it has one.
+func (e *entry) noPort(routePort int) string {
+	switch {
+	case e.port < 0:
+		return "caddy.port " + strconv.Quote(e.inst.Labels[LabelPort]) + " is not a port"
+	case e.guestPort(routePort) != 0:
+		return ""
+	}
+	var tcp []string
+	for _, p := range e.inst.Ports {
+		if g := strconv.Itoa(int(p.GuestPort)); p.Protocol == TCP && !slices.Contains(tcp, g) {
+			tcp = append(tcp, g)
+		}
+	}
+	if len(tcp) == 0 {
+		return "no port: publishes none and the route sets none"
+	}
+	return "no port: publishes several (" + strings.Join(tcp, ", ") + ") and the route sets none"
+}
+
+// why says why the instance gets no requests on route (R1, R3, R4), or ""
+// when it gets them; for logs and the admin API.
+func (e *entry) why(route Route, at *reach) string {
+	if e.inst.State == StateRunning && e.port < 0 {
+		return e.noPort(route.Port) // R3: said before any later trouble
+	}
+	if w := e.notRoutable(route.Network); w != "" {
+		return w
+	}
+	if w := e.noPort(route.Port); w != "" {
+		return w
+	}
+	if e.resolve(route, at).dial == "" {
+		return "no address on its network"
+	}
+	return ""
+}
+
+// networkNames are the names of the networks the instance is on.
+func (e *entry) networkNames() []string {
+	names := make([]string, len(e.inst.Networks))
+	for i, n := range e.inst.Networks {
+		names[i] = n.Network
+	}
+	return names
+}
+
+// andList joins words as "a", "a and b", "a, b and c".
+func andList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+}
 
 // awaitingVerdict reports a wakeable instance on its way up: starting, or
 // running while its health check has no verdict yet. Most likely it was just

@@ -48,6 +48,7 @@ func TestTargets_R11_network_rule(t *testing.T) {
 func TestCatalog_R11_ambiguous_network_warned_once(t *testing.T) {
 	logger, logs := observed()
 	c := catalog.New(catalog.Options{Logger: logger})
+	watch(c, "app=web") // a route that could use it: others are not warned about
 	amb := inst("web", label("app", "web"), networks(front, back))
 	c.Put(amb)
 	c.Put(amb)

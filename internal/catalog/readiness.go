@@ -1,6 +1,11 @@
 package catalog
 
-import "slices"
+import (
+	"slices"
+	"strconv"
+
+	"go.uber.org/zap"
+)
 
 // Readiness (R1a): a running instance without a health check joins
 // rotations only once its port accepts a TCP connection, not as soon as
@@ -32,7 +37,25 @@ func (c *Catalog) AddRoutePort(port int) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.routePorts) > 0 {
+		c.routePorts[port]++
+		return
+	}
+	// The first route port gives a port to the instances that had none
+	// (R3): they join their rotations now.
+	var had []*entry
+	for _, e := range c.byID {
+		if !c.inRotation(e) {
+			had = append(had, e)
+		}
+	}
 	c.routePorts[port]++
+	for _, e := range had {
+		if c.inRotation(e) && c.relevant(e) {
+			c.logger.Info("instance joins rotation", zap.String("instance", e.inst.Name),
+				zap.String("why", "running, on a route's port "+strconv.Itoa(port)))
+		}
+	}
 }
 
 // RemoveRoutePort releases a port from AddRoutePort.
@@ -74,7 +97,7 @@ func (c *Catalog) admit(old, e *entry) ProbeRequest {
 		return ProbeRequest{}
 	}
 	if old != nil && old.inst.State == StateRunning && old.inst.Health == HealthNone && samePlace(old, e) {
-		e.listening, e.probeGen, e.unverified = old.listening, old.probeGen, old.unverified
+		e.listening, e.probeGen, e.unverified, e.probeDials = old.listening, old.probeGen, old.unverified, old.probeDials
 		return ProbeRequest{}
 	}
 	dials := c.probeDials(e)
@@ -82,7 +105,7 @@ func (c *Catalog) admit(old, e *entry) ProbeRequest {
 		return ProbeRequest{} // no port or address: R3 and R1 keep it out anyway
 	}
 	c.probeGen++
-	e.listening, e.probeGen = false, c.probeGen
+	e.listening, e.probeGen, e.probeDials = false, c.probeGen, dials
 	return ProbeRequest{ID: e.inst.ID, Name: e.inst.Name, Dials: dials, Gen: e.probeGen}
 }
 

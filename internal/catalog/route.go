@@ -20,18 +20,16 @@ type Target struct {
 	Instance string
 	// Dial is host:port, never localhost (R4).
 	Dial string
+	// Wakes is set on the fallback to an instance on standby (R5): the
+	// connection to Dial wakes it.
+	Wakes bool
 }
 
 // Targets appends to dst where a request for host (normalized with
 // NormalizeHost) may go on route, in instance-name order: every routable
 // instance (R1-R4), else at most one instance to wake (R5), else nothing.
 func (s *Snapshot) Targets(dst []Target, route Route, host string) []Target {
-	candidates, exact := s.hosts.Get(host)
-	if route.View != nil {
-		candidates = s.views[route.View]
-	} else if !exact {
-		candidates = s.byWildcard(host) // R2a: only a host nobody lists exactly
-	}
+	candidates, exact := s.candidates(route, host) // R2a: a wildcard only for a host nobody lists exactly
 	n := len(dst)
 	for _, e := range candidates {
 		if !e.routable(route.Network) || !e.servesHost(host, exact) {
@@ -45,9 +43,21 @@ func (s *Snapshot) Targets(dst []Target, route Route, host string) []Target {
 		return dst
 	}
 	if e, ep := s.fallback(candidates, route, host, exact); e != nil {
-		dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial})
+		dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial, Wakes: e.inst.State == StateStandby})
 	}
 	return dst
+}
+
+// candidates are the instances route considers for host (R2, R2a), and
+// whether some instance lists host exactly.
+func (s *Snapshot) candidates(route Route, host string) ([]*entry, bool) {
+	candidates, exact := s.hosts.Get(host)
+	if route.View != nil {
+		candidates = s.views[route.View]
+	} else if !exact {
+		candidates = s.byWildcard(host)
+	}
+	return candidates, exact
 }
 
 // fallback picks the one instance to wake when none is routable (R5): one

@@ -1,0 +1,157 @@
+package catalog
+
+import (
+	"maps"
+	"slices"
+	"strings"
+)
+
+// What the catalog tells about itself, for metrics and the admin API: read
+// only, copied out, never on a request's path.
+
+// InstanceStatus is one instance as the catalog knows it, and its verdict.
+type InstanceStatus struct {
+	ID       string            `json:"id"`
+	Name     string            `json:"name"`
+	State    string            `json:"state"`
+	Health   string            `json:"health"`
+	Labels   map[string]string `json:"labels"`
+	Networks []Attachment      `json:"networks"`
+	Ports    []PublishedPort   `json:"published_ports"`
+	// Routable is set when the instance gets requests (R1-R4) on a route
+	// without network or port settings, or, for an instance that names no
+	// port of its own, on one of the routes' port settings.
+	Routable bool `json:"routable"`
+	// Verdict is "routable", or why the instance gets no requests:
+	// `unhealthy`, `caddy.port "abc" is not a port`, `on networks a and b,
+	// none chosen`, `no port: publishes none and the route sets none`,
+	// `not ready: port 8080 refuses`, `on standby`, ...
+	Verdict string `json:"verdict"`
+}
+
+// Counts are the instances of a catalog by state, and how many are
+// routable (as InstanceStatus.Routable).
+type Counts struct {
+	ByState  map[string]int
+	Routable int
+}
+
+// Instances returns every instance the catalog holds, in name order, with
+// its verdict; with sel (nil: all), only those it matches.
+func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]InstanceStatus, 0, len(c.byID))
+	for _, e := range c.byID {
+		if sel != nil && !sel(e.inst.Labels) {
+			continue
+		}
+		why := c.verdict(e)
+		st := InstanceStatus{
+			ID: e.inst.ID, Name: e.inst.Name, State: e.inst.State.String(), Health: e.inst.Health.String(),
+			Labels:   maps.Clone(e.inst.Labels),
+			Networks: slices.Clone(e.inst.Networks),
+			Ports:    slices.Clone(e.inst.Ports),
+			Routable: why == "",
+			Verdict:  why,
+		}
+		if st.Labels == nil {
+			st.Labels = map[string]string{}
+		}
+		if st.Verdict == "" {
+			st.Verdict = "routable"
+		}
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b InstanceStatus) int {
+		return cmpOr(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+// Counts counts the instances by state, and the routable ones.
+func (c *Catalog) Counts() Counts {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := Counts{ByState: make(map[string]int, len(stateNames))}
+	for _, s := range stateNames {
+		n.ByState[s] = 0
+	}
+	for _, e := range c.byID {
+		n.ByState[e.inst.State.String()]++
+		if c.verdict(e) == "" {
+			n.Routable++
+		}
+	}
+	return n
+}
+
+// verdict is why e gets no requests whatever the route (R1-R4), or "":
+// on a route without settings, or, when e names no port of its own and
+// some route sets one, on such a route. c.mu is held.
+func (c *Catalog) verdict(e *entry) string {
+	route := Route{}
+	if e.port == 0 && e.onlyPort == 0 {
+		route.Port = c.anyRoutePort()
+	}
+	return e.why(route, &c.reach)
+}
+
+// anyRoutePort is the smallest port a route sets, 0 if none does. c.mu is
+// held.
+func (c *Catalog) anyRoutePort() int {
+	least := 0
+	for p := range c.routePorts {
+		if least == 0 || p < least {
+			least = p
+		}
+	}
+	return least
+}
+
+func cmpOr(a, b int) int {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// Candidate is one instance a route considered for a host, and what became
+// of it.
+type Candidate struct {
+	Instance string `json:"instance"`
+	// Target is set when requests go to the instance now, at Dial.
+	Target bool   `json:"target"`
+	Dial   string `json:"dial,omitempty"`
+	// Why says why requests go there ("routable", or the scale-to-zero
+	// fallback, R5) or why not (an InstanceStatus verdict, or "caddy.host
+	// lists only other hosts: ...").
+	Why string `json:"why"`
+}
+
+// Explain says, for each instance route considers for host (from
+// NormalizeHost), in name order, whether requests go to it now and why
+// (not): what Targets answers, with its reasons.
+func (s *Snapshot) Explain(route Route, host string) []Candidate {
+	list, exact := s.candidates(route, host)
+	targets := s.Targets(nil, route, host)
+	out := make([]Candidate, 0, len(list))
+	for _, e := range list {
+		c := Candidate{Instance: e.inst.Name}
+		if i := slices.IndexFunc(targets, func(t Target) bool { return t.Instance == e.inst.Name }); i >= 0 {
+			c.Target, c.Dial, c.Why = true, targets[i].Dial, "routable"
+			if !e.routable(route.Network) {
+				c.Why = "no instance is routable: " + e.notRoutable(route.Network) + ", woken by the requests (scale to zero)"
+				if targets[i].Wakes {
+					c.Why = "no instance is routable: on standby, woken by the requests (scale to zero)"
+				}
+			}
+		} else if !e.servesHost(host, exact) {
+			c.Why = "caddy.host lists only other hosts: " + strings.TrimSpace(e.inst.Labels[LabelHost])
+		} else if c.Why = e.why(route, s.reach); c.Why == "" {
+			c.Why = "another instance is the scale-to-zero fallback"
+		}
+		out = append(out, c)
+	}
+	return out
+}
