@@ -66,11 +66,11 @@ func TestPendingCoalesces(t *testing.T) {
 	p.Add("c", true) // deleted
 	p.Flag()
 	expectOneNotify(t, p)
-	ids, flagged := p.Take()
-	if len(ids) != 3 || ids["a"] || ids["b"] || !ids["c"] || !flagged {
+	ids, flagged, _ := p.Take()
+	if len(ids) != 3 || ids["a"].Deleted || ids["b"].Deleted || !ids["c"].Deleted || !flagged {
 		t.Fatalf("take = %v, %v", ids, flagged)
 	}
-	if ids, flagged := p.Take(); len(ids) != 0 || flagged {
+	if ids, flagged, _ := p.Take(); len(ids) != 0 || flagged {
 		t.Fatalf("second take = %v, %v, want empty", ids, flagged)
 	}
 }
@@ -86,16 +86,16 @@ func TestPendingDeletedSticks(t *testing.T) {
 	p.Add("c", true)
 	p.Add("c", false) // a disconnect after the destroy: still destroyed
 	expectOneNotify(t, p)
-	ids, flagged := p.Take()
-	if len(ids) != 3 || ids["a"] || ids["b"] || !ids["c"] || flagged {
+	ids, flagged, _ := p.Take()
+	if len(ids) != 3 || ids["a"].Deleted || ids["b"].Deleted || !ids["c"].Deleted || flagged {
 		t.Fatalf("take = %v, %v", ids, flagged)
 	}
-	if ids, _ := p.Take(); len(ids) != 0 {
+	if ids, _, _ := p.Take(); len(ids) != 0 {
 		t.Fatalf("second take = %v, want empty", ids)
 	}
 	// Once taken, the ID starts afresh.
 	p.Add("c", false)
-	if ids, _ := p.Take(); len(ids) != 1 || ids["c"] {
+	if ids, _, _ := p.Take(); len(ids) != 1 || ids["c"].Deleted {
 		t.Fatalf("take after the deletion was taken = %v", ids)
 	}
 }
@@ -106,7 +106,7 @@ func TestPendingFlagNotifies(t *testing.T) {
 	p := NewPending()
 	p.Flag()
 	expectOneNotify(t, p)
-	if ids, flagged := p.Take(); len(ids) != 0 || !flagged {
+	if ids, flagged, _ := p.Take(); len(ids) != 0 || !flagged {
 		t.Fatalf("take = %v, %v", ids, flagged)
 	}
 	p.Add("a", false)
@@ -134,9 +134,9 @@ func TestPendingConcurrent(t *testing.T) {
 		case <-done:
 			finished = true
 		}
-		ids, _ := p.Take()
-		for id, deleted := range ids {
-			seen[id] = deleted
+		ids, _, _ := p.Take()
+		for id, ev := range ids {
+			seen[id] = ev.Deleted
 		}
 	}
 	if len(seen) != n {

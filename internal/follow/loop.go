@@ -141,13 +141,17 @@ func (l *Loop) Run(ctx context.Context, sink catalog.Sink, log *zap.Logger) {
 	relist := NewBackoff(p.Min, p.Max)
 	connect := NewBackoff(p.Min, p.ConnectMax)
 	o := outage{logged: make(map[string]bool)}
+	trace := traceFrom(ctx)
 	for {
-		listedAt, err := l.runSession(ctx, sink, o.everListed)
+		listedAt, err := l.runSession(ctx, sink, o.everListed, trace, o.lostCause)
 		if ctx.Err() != nil {
 			return
 		}
 		e := l.Daemon.Explain(err)
 		listed := !listedAt.IsZero()
+		if listed {
+			o.lostCause = RelistCause(e)
+		}
 		var delay time.Duration
 		switch {
 		case listed:
@@ -167,6 +171,7 @@ func (l *Loop) Run(ctx context.Context, sink catalog.Sink, log *zap.Logger) {
 			delay = relist.Next()
 		}
 		l.logEnd(e, listed, delay, &o)
+		trace.ended(e, listed, delay)
 		if !l.wait(ctx, delay) {
 			return
 		}
@@ -179,6 +184,8 @@ type outage struct {
 	// last listing.
 	logged     map[string]bool
 	everListed bool
+	// lostCause is why the last session that had listed ended.
+	lostCause string
 	// cuts counts the sessions in a row that ended sooner than Stable
 	// after their listing.
 	cuts int

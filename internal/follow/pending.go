@@ -1,28 +1,46 @@
 package follow
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // Pending is the coalescing set of IDs an event stream leaves to fetch: a
 // burst of events for one ID costs one fetch. Add and Flag may be called
 // from one goroutine while another waits on Notify and Takes.
 type Pending struct {
-	mu      sync.Mutex
-	ids     map[string]bool // ID -> deleted
-	flagged bool
-	notify  chan struct{} // capacity 1: "there is work"
+	mu        sync.Mutex
+	ids       map[string]PendingEvent
+	flagged   bool
+	flaggedAt time.Time
+	notify    chan struct{} // capacity 1: "there is work"
+}
+
+// PendingEvent is what the events about one ID since the last Take said.
+type PendingEvent struct {
+	// Deleted is set once an event said the instance is gone.
+	Deleted bool
+	// Received is when the first of them arrived.
+	Received time.Time
 }
 
 // NewPending returns an empty set.
 func NewPending() *Pending {
-	return &Pending{ids: make(map[string]bool), notify: make(chan struct{}, 1)}
+	return &Pending{ids: make(map[string]PendingEvent), notify: make(chan struct{}, 1)}
 }
 
 // Add records an event for id. deleted sticks until the next Take: a
 // daemon never reuses an ID, and a later event (a network disconnect after
 // a destroy, say) does not bring it back.
 func (p *Pending) Add(id string, deleted bool) {
+	now := time.Now()
 	p.mu.Lock()
-	p.ids[id] = p.ids[id] || deleted
+	ev, ok := p.ids[id]
+	if !ok {
+		ev.Received = now
+	}
+	ev.Deleted = ev.Deleted || deleted
+	p.ids[id] = ev
 	p.mu.Unlock()
 	p.signal()
 }
@@ -30,8 +48,11 @@ func (p *Pending) Add(id string, deleted bool) {
 // Flag records an event that is about no one ID (the daemon's networks
 // changed, say).
 func (p *Pending) Flag() {
+	now := time.Now()
 	p.mu.Lock()
-	p.flagged = true
+	if !p.flagged {
+		p.flagged, p.flaggedAt = true, now
+	}
 	p.mu.Unlock()
 	p.signal()
 }
@@ -47,12 +68,12 @@ func (p *Pending) signal() {
 // any number of Adds and Flags).
 func (p *Pending) Notify() <-chan struct{} { return p.notify }
 
-// Take empties the set: the IDs, each with whether it was deleted, and
-// whether Flag was called.
-func (p *Pending) Take() (ids map[string]bool, flagged bool) {
+// Take empties the set: the IDs, each with what its events said, and
+// whether Flag was called, and when first.
+func (p *Pending) Take() (ids map[string]PendingEvent, flagged bool, flaggedAt time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ids, flagged = p.ids, p.flagged
-	p.ids, p.flagged = make(map[string]bool, len(ids)), false
-	return ids, flagged
+	ids, flagged, flaggedAt = p.ids, p.flagged, p.flaggedAt
+	p.ids, p.flagged = make(map[string]PendingEvent, len(ids)), false
+	return ids, flagged, flaggedAt
 }

@@ -17,6 +17,7 @@ type session struct {
 	loop  *Loop
 	conn  Conn
 	sink  catalog.Sink
+	trace *Trace
 	known map[string]catalog.Instance // what the sink was fed, by ID
 }
 
@@ -24,7 +25,7 @@ type session struct {
 // contents, then apply each event by fetching the one instance it names.
 // It returns when the listing was fed to the sink (zero if it never was)
 // and the error that ended the session.
-func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool) (listedAt time.Time, err error) {
+func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool, trace *Trace, lostCause string) (listedAt time.Time, err error) {
 	conn, err := l.Daemon.Connect(ctx, l.log())
 	if err != nil {
 		if call, _ := Call(err); call == "" {
@@ -48,6 +49,7 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 	go func() {
 		defer wg.Done()
 		streamErr <- stream(func(e Event) {
+			trace.eventReceived()
 			switch {
 			case e.DaemonWide:
 				pending.Flag()
@@ -82,7 +84,7 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 		return time.Time{}, err
 	}
 
-	s := &session{loop: l, conn: conn, sink: sink, known: make(map[string]catalog.Instance, len(listing.Instances))}
+	s := &session{loop: l, conn: conn, sink: sink, trace: trace, known: make(map[string]catalog.Instance, len(listing.Instances))}
 	for _, in := range listing.Instances {
 		s.known[in.ID] = in
 	}
@@ -93,6 +95,7 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 		msg = "reconnected to the " + l.Name
 	}
 	l.log().Info(msg, append([]zap.Field{zap.Int(l.Things, len(listing.Instances))}, listing.Fields...)...)
+	trace.listed(len(listing.Instances), reconnect, lostCause)
 
 	for {
 		select {
@@ -102,16 +105,18 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 			return listedAt, err
 		case <-pending.Notify():
 		}
-		ids, daemonWide := pending.Take()
+		ids, daemonWide, flaggedAt := pending.Take()
 		if daemonWide {
 			if err := s.refresh(sctx); err != nil {
 				return listedAt, err
 			}
+			trace.eventApplied(flaggedAt)
 		}
-		for id, deleted := range ids {
-			if err := s.apply(sctx, id, deleted); err != nil {
+		for id, ev := range ids {
+			if err := s.apply(sctx, id, ev.Deleted); err != nil {
 				return listedAt, err
 			}
+			trace.eventApplied(ev.Received)
 		}
 	}
 }
