@@ -38,6 +38,14 @@ func benchCatalog(n int) *catalog.Catalog {
 	return c
 }
 
+// benchSource is a route on port 8080 of conn, its counters resolved as
+// provision resolves them.
+func benchSource(conn *connection) upstreamSource {
+	return upstreamSource{conn: conn, route: catalog.Route{Port: 8080},
+		noUpstream: metrics.noUpstream.WithLabelValues("dicer", "unix:///bench.sock", "bench"),
+		wakes:      metrics.wakes.WithLabelValues("dicer", "unix:///bench.sock", wakeRequested)}
+}
+
 func BenchmarkGetUpstreams(b *testing.B) {
 	for _, n := range []int{10, 1000, 10000} {
 		c := benchCatalog(n)
@@ -46,7 +54,7 @@ func BenchmarkGetUpstreams(b *testing.B) {
 			name string
 			sel  string
 		}{{"by_host", ""}, {"by_selector", "app=web"}} {
-			u := &DicerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
+			u := &DicerUpstreams{upstreamSource: benchSource(conn)}
 			if route.sel != "" {
 				u.route.View = c.Watch(selector.MustParse(route.sel))
 			}
@@ -62,7 +70,7 @@ func BenchmarkGetUpstreams(b *testing.B) {
 			})
 		}
 		// R2a: a name only a wildcard claims, one index lookup away.
-		u := &DicerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
+		u := &DicerUpstreams{upstreamSource: benchSource(conn)}
 		req := httptest.NewRequest(http.MethodGet, "http://tenant.w5.example.com/", nil)
 		b.Run(fmt.Sprintf("by_wildcard/n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
@@ -83,7 +91,8 @@ func BenchmarkGetUpstreams(b *testing.B) {
 func BenchmarkCertificateAllowed(b *testing.B) {
 	for _, n := range []int{10, 10000} {
 		c := benchCatalog(n)
-		p := &DicerPermission{hostPermission: hostPermission{conn: &connection{catalog: c}, logger: zap.NewNop()}}
+		conn := &connection{kind: "dicer", address: "unix:///bench.sock", catalog: c}
+		p := &DicerPermission{hostPermission: hostPermission{conn: conn, logger: zap.NewNop(), decisions: newDecisionCounters(conn)}}
 		ctx := context.Background()
 		b.Run(fmt.Sprintf("allowed/n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
@@ -109,7 +118,7 @@ func BenchmarkCertificateAllowed(b *testing.B) {
 				}
 			}
 		})
-		wild := &DicerPermission{hostPermission: hostPermission{conn: &connection{catalog: c}, logger: zap.NewNop(),
+		wild := &DicerPermission{hostPermission: hostPermission{conn: conn, logger: zap.NewNop(), decisions: newDecisionCounters(conn),
 			Wildcards: "allow", AllowSuffix: []string{"example.com"}, Selector: "app"}}
 		if err := wild.settle(); err != nil {
 			b.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/readiness"
 )
 
@@ -87,8 +88,9 @@ func unmarshalDaemonSetting(d *caddyfile.Dispenser, daemon daemonSettings, seen 
 }
 
 // open resolves daemon's settings and returns its shared connection (see
-// dial) and the connection's key, for release.
-func open(ctx context.Context, daemon daemonSettings) (*connection, string, error) {
+// dial) and the connection's key, for release. The caller tells the
+// catalog what its route needs, then calls await.
+func open(daemon daemonSettings) (*connection, string, error) {
 	r := daemon.readiness()
 	if err := r.validate(); err != nil {
 		return nil, "", err
@@ -102,7 +104,7 @@ func open(ctx context.Context, daemon daemonSettings) (*connection, string, erro
 		sum := sha256.Sum256([]byte(spec.key + "\x00readiness_timeout=" + spec.readinessTimeout.String()))
 		spec.key = hex.EncodeToString(sum[:])
 	}
-	c, err := dial(ctx, spec)
+	c, err := dial(spec)
 	if err != nil {
 		return nil, "", err
 	}
@@ -145,8 +147,26 @@ var connections = caddy.NewUsagePool()
 // connection is one followed daemon: its catalog, fed by a background
 // adapter whose lifetime belongs to the pool entry, not to any module.
 type connection struct {
+	// kind is the backend ("dicer", "docker") and address the daemon's
+	// address: together they name the daemon in metrics, the admin API
+	// and logs. Never a token.
+	kind, address string
+
 	catalog *catalog.Catalog
 	prober  *readiness.Prober
+	status  *followStatus
+	metrics connMetrics
+	// routes are the upstream sources on this connection, for the admin
+	// API's explain.
+	routes      routeSet
+	permissions permissionSet
+
+	// started guards the start of the adapter and of settle, at the first
+	// await (after the first module told the catalog its views and route
+	// ports, so that the first listing is logged knowing them), or their
+	// never starting, at a Destruct before any await.
+	started sync.Once
+	start   func(deadline time.Time)
 	// settled is closed once the first listing and the readiness probes
 	// it started are through, or after startupWait without
 	// one: modules wait for it once per connection, not once each.
@@ -158,6 +178,10 @@ type connection struct {
 // Destruct stops following the daemon; the pool calls it when the last
 // module using the connection is cleaned up.
 func (c *connection) Destruct() error {
+	c.started.Do(func() { // never started
+		close(c.done)
+		close(c.settled)
+	})
 	c.cancel()
 	<-c.done
 	c.prober.Wait()
@@ -169,9 +193,11 @@ func (c *connection) Destruct() error {
 type connSpec struct {
 	// key identifies the daemon and every setting that shapes the
 	// connection; modules with equal keys share it.
-	key  string
-	opts catalog.Options
-	run  func(ctx context.Context, sink catalog.Sink)
+	key string
+	// kind and address name the daemon (see connection).
+	kind, address string
+	opts          catalog.Options
+	run           func(ctx context.Context, sink catalog.Sink)
 	// readinessTimeout is the ReadinessTimeout setting (0: the default).
 	readinessTimeout time.Duration
 }
@@ -188,7 +214,9 @@ func newConnSpec(backend, address, publishedPortHost, daemonHost string, keyPart
 	key := append([]string{backend, address, publishedPortHost}, keyParts...)
 	sum := sha256.Sum256([]byte(strings.Join(key, "\x00")))
 	return connSpec{
-		key: hex.EncodeToString(sum[:]),
+		key:     hex.EncodeToString(sum[:]),
+		kind:    backend,
+		address: address,
 		opts: catalog.Options{
 			PublishedPortHost: publishedPortHost,
 			DaemonHost:        daemonHost,
@@ -198,34 +226,47 @@ func newConnSpec(backend, address, publishedPortHost, daemonHost string, keyPart
 	}
 }
 
-// dial returns the shared connection for spec, starting it if needed, once
-// it has settled (listed, or given startupWait to), or once the deadline of
-// the config load ctx belongs to has passed (R9). ctx ending stops the wait,
-// not the connection.
-func dial(ctx context.Context, spec connSpec) (*connection, error) {
-	deadline := loadDeadline(ctx)
+// dial returns the shared connection for spec, making it if needed; it
+// starts following the daemon at the first await.
+func dial(spec connSpec) (*connection, error) {
 	v, _, err := connections.LoadOrNew(spec.key, func() (caddy.Destructor, error) {
 		runCtx, cancel := context.WithCancel(context.Background())
 		c := &connection{
+			kind:    spec.kind,
+			address: spec.address,
+			status:  newFollowStatus(),
 			settled: make(chan struct{}),
 			cancel:  cancel,
 			done:    make(chan struct{}),
 		}
+		c.metrics = newConnMetrics(c.kind, c.address)
 		opts := spec.opts
 		opts.Probe = func(r catalog.ProbeRequest) { c.prober.Probe(r) }
 		c.catalog = catalog.New(opts)
-		c.prober = readiness.New(runCtx, spec.readinessTimeout, 0, c.catalog.MarkReady, spec.opts.Logger)
-		go func() {
-			defer close(c.done)
-			spec.run(runCtx, c.catalog)
-		}()
-		go c.settle(runCtx, spec.opts.Logger, deadline)
+		c.prober = readiness.New(runCtx, spec.readinessTimeout, 0, c.markReady, spec.opts.Logger)
+		trace := c.trace()
+		c.start = func(deadline time.Time) {
+			go func() {
+				defer close(c.done)
+				spec.run(follow.WithTrace(runCtx, trace), c.catalog)
+			}()
+			go c.settle(runCtx, spec.opts.Logger, deadline)
+		}
 		return c, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	c := v.(*connection)
+	return v.(*connection), nil
+}
+
+// await starts following the daemon if no module did yet, and returns once
+// the connection has settled (listed, or given startupWait to), or once
+// the deadline of the config load ctx belongs to has passed (R9). ctx
+// ending stops the wait, not the connection.
+func (c *connection) await(ctx context.Context) {
+	deadline := loadDeadline(ctx)
+	c.started.Do(func() { c.start(deadline) })
 	wait := time.NewTimer(time.Until(deadline))
 	defer wait.Stop()
 	select {
@@ -233,7 +274,16 @@ func dial(ctx context.Context, spec connSpec) (*connection, error) {
 	case <-wait.C:
 	case <-ctx.Done():
 	}
-	return c, nil
+}
+
+// markReady is the prober's verdict on an instance (R1a), counted.
+func (c *connection) markReady(id string, gen uint64, accepted bool) {
+	if accepted {
+		c.metrics.probesAccepted.Inc()
+	} else {
+		c.metrics.probesTimedOut.Inc()
+	}
+	c.catalog.MarkReady(id, gen, accepted)
 }
 
 // settleGrace is the least time a connection is given to settle, even when

@@ -24,6 +24,7 @@ func permissionFor(t *testing.T, settings hostPermission, instances ...catalog.I
 	c.Replace(instances)
 	p := settings
 	p.conn, p.logger = &connection{catalog: c}, zap.NewNop()
+	p.decisions = newDecisionCounters(p.conn)
 	if err := p.settle(); err != nil {
 		t.Fatal(err)
 	}

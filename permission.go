@@ -42,6 +42,7 @@ type hostPermission struct {
 
 	key            string
 	conn           *connection
+	decisions      decisionCounters
 	logger         *zap.Logger
 	suffixes       []string
 	sel            *selector.Selector
@@ -65,9 +66,13 @@ func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) err
 	}
 	p.logger = ctx.Logger()
 	var err error
-	if p.conn, p.key, err = open(ctx, daemon); err != nil {
+	if p.conn, p.key, err = open(daemon); err != nil {
 		return err
 	}
+	registerMetrics(ctx)
+	p.decisions = newDecisionCounters(p.conn)
+	p.conn.permissions.add(p)
+	p.conn.await(ctx)
 	return nil
 }
 
@@ -118,8 +123,20 @@ func allowedSuffix(raw string) (string, error) {
 // allocation.
 func (p *hostPermission) CertificateAllowed(_ context.Context, name string) error {
 	host := catalog.NormalizeHost(name)
+	err := p.decide(host)
+	if err != nil {
+		p.decisions.denied.Inc()
+		return p.refuse(host, err)
+	}
+	p.decisions.allowed.Inc()
+	return nil
+}
+
+// decide is CertificateAllowed for a normalized host, neither counted nor
+// logged: the admin API's explain asks it too.
+func (p *hostPermission) decide(host string) error {
 	if len(p.suffixes) > 0 && !underAny(host, p.suffixes) {
-		return p.refuse(host, errNotUnderSuffix)
+		return errNotUnderSuffix
 	}
 	switch p.conn.catalog.Snapshot().ClaimOf(host, p.sel) {
 	case catalog.ClaimedExactly:
@@ -128,9 +145,9 @@ func (p *hostPermission) CertificateAllowed(_ context.Context, name string) erro
 		if p.allowWildcards {
 			return nil
 		}
-		return p.refuse(host, errOnlyWildcard)
+		return errOnlyWildcard
 	}
-	return p.refuse(host, errNotClaimed)
+	return errNotClaimed
 }
 
 // refuse returns err, logging the name at debug level only: at info, a
@@ -154,6 +171,9 @@ func underAny(host string, domains []string) bool {
 
 // Cleanup releases the shared connection.
 func (p *hostPermission) Cleanup() error {
+	if p.key != "" {
+		p.conn.permissions.remove(p)
+	}
 	release(p.key)
 	p.key = ""
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
@@ -39,6 +40,11 @@ type upstreamSource struct {
 	conn  *connection
 	view  *catalog.View
 	route catalog.Route
+	// noUpstream and wakes count requests that found no upstream and
+	// those sent to an instance on standby (R5), resolved at provision:
+	// a request only adds to them.
+	noUpstream prometheus.Counter
+	wakes      prometheus.Counter
 }
 
 // provision joins the daemon's shared connection and, for a selector,
@@ -48,7 +54,7 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 	if err != nil {
 		return err
 	}
-	if s.conn, s.key, err = open(ctx, daemon); err != nil {
+	if s.conn, s.key, err = open(daemon); err != nil {
 		return err
 	}
 	s.conn.catalog.AddRoutePort(s.Port) // probed for readiness (R1a)
@@ -57,6 +63,12 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 		s.view = s.conn.catalog.Watch(sel)
 		s.route.View = s.view
 	}
+	registerMetrics(ctx)
+	name := routeName(sel, s.Port, network)
+	s.noUpstream = metrics.noUpstream.WithLabelValues(s.conn.kind, s.conn.address, name)
+	s.wakes = s.conn.metrics.wakes(wakeRequested)
+	s.conn.routes.add(s, name)
+	s.conn.await(ctx)
 	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
 		zap.Int("port", s.Port), zap.String("network", network))
 	return nil
@@ -69,7 +81,11 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 	var buf [8]catalog.Target
 	targets := s.conn.catalog.Snapshot().Targets(buf[:0], s.route, catalog.NormalizeHost(r.Host))
 	if len(targets) == 0 {
+		s.noUpstream.Inc()
 		return nil, nil
+	}
+	if targets[0].Wakes {
+		s.wakes.Inc() // the fallback is alone (R5)
 	}
 	block := make([]reverseproxy.Upstream, len(targets))
 	ups := make([]*reverseproxy.Upstream, len(targets))
@@ -88,6 +104,7 @@ func (s *upstreamSource) Cleanup() error {
 	}
 	if s.key != "" {
 		s.conn.catalog.RemoveRoutePort(s.Port)
+		s.conn.routes.remove(s)
 	}
 	release(s.key)
 	s.key = ""
@@ -201,6 +218,23 @@ func spacedSelector(args []string, port bool) string {
 		return ""
 	}
 	return joined
+}
+
+// routeName names a route in metrics and the admin API: its selector, or
+// `caddy.host` for a route by that label, and its port and network
+// settings. One per configured route, so a metric label stays bounded.
+func routeName(sel selector.Selector, port int, network string) string {
+	name := "caddy.host"
+	if !sel.Empty() {
+		name = sel.String()
+	}
+	if port > 0 {
+		name += " port " + strconv.Itoa(port)
+	}
+	if network != "" {
+		name += " network " + network
+	}
+	return name
 }
 
 // parseRoute checks a route's selector and port settings.

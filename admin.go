@@ -1,0 +1,221 @@
+package caddydicer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/selector"
+)
+
+func init() {
+	caddy.RegisterModule(adminDicer{})
+}
+
+// adminDicer serves the daemons followed, their instances and why each
+// gets requests or not, at Caddy's admin endpoint, as reverse_proxy serves
+// /reverse_proxy/upstreams:
+//
+//	GET /dicer/daemons                  each connection: kind, address, state, instances
+//	GET /dicer/instances[?selector=S]   each instance and its verdict
+//	GET /dicer/explain?host=H           each route: where a request for H goes, and why not elsewhere
+//
+// It reads the shared connections at request time and keeps nothing: an
+// admin module is provisioned at every config load and never cleaned up.
+// No answer holds a token.
+type adminDicer struct{}
+
+// CaddyModule returns the Caddy module information.
+func (adminDicer) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.dicer",
+		New: func() caddy.Module { return new(adminDicer) },
+	}
+}
+
+// Routes implements caddy.AdminRouter.
+func (a adminDicer) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: "/dicer/daemons", Handler: caddy.AdminHandlerFunc(getOnly(a.daemons))},
+		{Pattern: "/dicer/instances", Handler: caddy.AdminHandlerFunc(getOnly(a.instances))},
+		{Pattern: "/dicer/explain", Handler: caddy.AdminHandlerFunc(getOnly(a.explain))},
+	}
+}
+
+// DaemonStatus is one followed daemon, as GET /dicer/daemons shows it.
+type DaemonStatus struct {
+	Kind    string `json:"kind"`
+	Address string `json:"address"`
+	// State is connecting (never listed yet), following, or reconnecting
+	// (the last known instances are still routed to), since Since.
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	// LastError is why the last session ended, if one did.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	Instances   int        `json:"instances"`
+	Routable    int        `json:"routable"`
+	Relists     int        `json:"relists"`
+	LastEvent   *time.Time `json:"last_event,omitempty"`
+	// Routes are the names of the routes on this daemon.
+	Routes []string `json:"routes"`
+}
+
+// InstanceStatus is one instance, as GET /dicer/instances shows it.
+type InstanceStatus struct {
+	Kind   string `json:"kind"`
+	Daemon string `json:"daemon"`
+	catalog.InstanceStatus
+}
+
+// RouteExplanation is one route, as GET /dicer/explain shows it.
+type RouteExplanation struct {
+	Kind   string `json:"kind"`
+	Daemon string `json:"daemon"`
+	Route  string `json:"route"`
+	// Targets are where a request for the host goes now, in order; none
+	// means 503.
+	Targets []string `json:"targets"`
+	// Candidates are the instances the route considered, each with why
+	// it is a target or not.
+	Candidates []catalog.Candidate `json:"candidates"`
+}
+
+// Explanation is the answer of GET /dicer/explain.
+type Explanation struct {
+	Host   string             `json:"host"`
+	Routes []RouteExplanation `json:"routes"`
+	// Certificates are the on-demand TLS permissions' decisions for the
+	// host (R7).
+	Certificates []CertificateDecision `json:"certificates"`
+}
+
+// CertificateDecision is one permission's decision for a host.
+type CertificateDecision struct {
+	Kind    string `json:"kind"`
+	Daemon  string `json:"daemon"`
+	Allowed bool   `json:"allowed"`
+	Why     string `json:"why"`
+}
+
+func (adminDicer) daemons(w http.ResponseWriter, _ *http.Request) error {
+	out := []DaemonStatus{}
+	for _, c := range openConnections() {
+		st := c.status.snapshot()
+		n := c.catalog.Counts()
+		total := 0
+		for _, count := range n.ByState {
+			total += count
+		}
+		d := DaemonStatus{
+			Kind: c.kind, Address: c.address, State: st.State, Since: st.Since,
+			LastError: st.LastError, Instances: total, Routable: n.Routable, Relists: st.Relists,
+			Routes: []string{},
+		}
+		if !st.LastErrorAt.IsZero() {
+			d.LastErrorAt = &st.LastErrorAt
+		}
+		if !st.LastEvent.IsZero() {
+			d.LastEvent = &st.LastEvent
+		}
+		for _, r := range c.routes.list() {
+			d.Routes = append(d.Routes, r.name)
+		}
+		out = append(out, d)
+	}
+	return writeJSON(w, out)
+}
+
+func (adminDicer) instances(w http.ResponseWriter, r *http.Request) error {
+	var match func(map[string]string) bool
+	if raw := r.URL.Query().Get("selector"); raw != "" {
+		sel, err := selector.Parse(raw)
+		if err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+		}
+		match = sel.Matches
+	}
+	out := []InstanceStatus{}
+	for _, c := range openConnections() {
+		for _, st := range c.catalog.Instances(match) {
+			out = append(out, InstanceStatus{Kind: c.kind, Daemon: c.address, InstanceStatus: st})
+		}
+	}
+	return writeJSON(w, out)
+}
+
+func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
+	raw := r.URL.Query().Get("host")
+	if raw == "" {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New("host: missing, e.g. /dicer/explain?host=shop.example.com")}
+	}
+	host := catalog.NormalizeHost(raw)
+	out := Explanation{Host: host, Routes: []RouteExplanation{}, Certificates: []CertificateDecision{}}
+	for _, c := range openConnections() {
+		snap := c.catalog.Snapshot()
+		for _, nr := range c.routes.list() {
+			route := nr.source.route
+			e := RouteExplanation{Kind: c.kind, Daemon: c.address, Route: nr.name, Targets: []string{},
+				Candidates: snap.Explain(route, host)}
+			for _, t := range snap.Targets(nil, route, host) {
+				e.Targets = append(e.Targets, t.Instance+" "+t.Dial)
+			}
+			out.Routes = append(out.Routes, e)
+		}
+		for _, p := range c.permissions.list() {
+			d := CertificateDecision{Kind: c.kind, Daemon: c.address, Allowed: true, Why: "an instance claims it"}
+			if err := p.decide(host); err != nil {
+				d.Allowed, d.Why = false, denialReason(err)
+			}
+			if !containsDecision(out.Certificates, d) {
+				out.Certificates = append(out.Certificates, d)
+			}
+		}
+	}
+	return writeJSON(w, out)
+}
+
+// denialReason is a refusal's reason without the ErrPermissionDenied
+// prefix.
+func denialReason(err error) string {
+	return strings.TrimPrefix(err.Error(), caddytls.ErrPermissionDenied.Error()+": ")
+}
+
+func containsDecision(list []CertificateDecision, d CertificateDecision) bool {
+	for _, x := range list {
+		if x == d {
+			return true
+		}
+	}
+	return false
+}
+
+// getOnly refuses methods other than GET.
+func getOnly(h func(http.ResponseWriter, *http.Request) error) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if r.Method != http.MethodGet {
+			return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed: use GET", r.Method)}
+		}
+		return h(w, r)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+	}
+	return nil
+}
+
+// Interface guards
+var _ caddy.AdminRouter = (*adminDicer)(nil)

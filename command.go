@@ -1,0 +1,238 @@
+package caddydicer
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "dicer",
+		Usage: "daemons|instances|explain [--address <admin>] [--json]",
+		Short: "Shows the daemons, instances and routes of a running Caddy's dicer and docker modules",
+		Long: `
+Reads a running Caddy's admin endpoint (/dicer/*) and prints, as tables:
+
+  caddy dicer daemons                  each daemon followed: state, instances, re-lists, last error
+  caddy dicer instances [--selector S] each instance: state, health, addresses, ports, and its
+                                       verdict (routable, or why it gets no requests)
+  caddy dicer explain HOST             each route: where a request for HOST goes now, why the
+                                       other instances get none, and whether a certificate would be
+                                       issued for HOST
+
+--json prints the admin endpoint's JSON instead, for scripts. The admin
+endpoint is found as 'caddy stop' finds it: --address, else the config's
+admin address (--config, --adapter), else localhost:2019.
+`,
+		CobraFunc: dicerCommand,
+	})
+}
+
+// dicerCommand builds `caddy dicer` and its subcommands.
+func dicerCommand(cmd *cobra.Command) {
+	cmd.PersistentFlags().String("address", "", "The admin API's address, if not the config's or the default (localhost:2019)")
+	cmd.PersistentFlags().StringP("config", "c", "", "A config file to read the admin address from, if --address is not given")
+	cmd.PersistentFlags().StringP("adapter", "a", "", "The adapter of --config")
+	cmd.PersistentFlags().Bool("json", false, "Print the admin API's JSON instead of a table")
+
+	daemons := &cobra.Command{
+		Use:   "daemons",
+		Short: "Lists the daemons followed: state, instances, re-lists, last error",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var list []DaemonStatus
+			return query(c, "/dicer/daemons", &list, func(w io.Writer) { printDaemons(w, list, time.Now()) })
+		},
+	}
+	instances := &cobra.Command{
+		Use:   "instances [--selector S]",
+		Short: "Lists the instances and why each gets requests or not",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			uri := "/dicer/instances"
+			if sel, _ := c.Flags().GetString("selector"); sel != "" {
+				uri += "?selector=" + url.QueryEscape(sel)
+			}
+			var list []InstanceStatus
+			return query(c, uri, &list, func(w io.Writer) { printInstances(w, list) })
+		},
+	}
+	instances.Flags().String("selector", "", "Only the instances this label selector matches, e.g. app=web")
+	explain := &cobra.Command{
+		Use:   "explain HOST",
+		Short: "Says where a request for HOST goes on each route, and why not elsewhere",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			var e Explanation
+			return query(c, "/dicer/explain?host="+url.QueryEscape(args[0]), &e, func(w io.Writer) { printExplanation(w, e) })
+		},
+	}
+	cmd.AddCommand(daemons, instances, explain)
+}
+
+// query GETs uri from the admin endpoint the flags name, and prints it as
+// JSON (--json) or, decoded into v, with table.
+func query(cmd *cobra.Command, uri string, v any, table func(io.Writer)) error {
+	flags := cmd.Flags()
+	address, _ := flags.GetString("address")
+	config, _ := flags.GetString("config")
+	adapter, _ := flags.GetString("adapter")
+	asJSON, _ := flags.GetBool("json")
+	admin, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
+	if err != nil {
+		return fmt.Errorf("finding the admin API: %w", err)
+	}
+	resp, err := caddycmd.AdminAPIRequest(admin, http.MethodGet, uri, nil, nil)
+	if err != nil {
+		return fmt.Errorf("asking Caddy's admin API at %s: %w", admin, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", uri, err)
+	}
+	out := cmd.OutOrStdout()
+	if asJSON {
+		_, err := out.Write(body)
+		return err
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("decoding %s: %w (is the plugin in that Caddy?)", uri, err)
+	}
+	table(out)
+	return nil
+}
+
+// newTable is an aligned table on w; Flush it.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+func printDaemons(w io.Writer, list []DaemonStatus, now time.Time) {
+	if len(list) == 0 {
+		fmt.Fprintln(w, "no daemon followed: no loaded config has a dicer or docker module")
+		return
+	}
+	t := newTable(w)
+	fmt.Fprintln(t, "KIND\tADDRESS\tSTATE\tSINCE\tINSTANCES\tROUTABLE\tRELISTS\tLAST EVENT\tLAST ERROR")
+	for _, d := range list {
+		lastEvent := "-"
+		if d.LastEvent != nil {
+			lastEvent = ago(now, *d.LastEvent)
+		}
+		lastError := "-"
+		if d.LastError != "" {
+			lastError = d.LastError
+			if d.LastErrorAt != nil {
+				lastError += " (" + ago(now, *d.LastErrorAt) + ")"
+			}
+		}
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", d.Kind, d.Address, d.State, ago(now, d.Since),
+			d.Instances, d.Routable, d.Relists, lastEvent, lastError)
+	}
+	t.Flush()
+}
+
+func printInstances(w io.Writer, list []InstanceStatus) {
+	if len(list) == 0 {
+		fmt.Fprintln(w, "no instance")
+		return
+	}
+	t := newTable(w)
+	fmt.Fprintln(t, "DAEMON\tNAME\tSTATE\tHEALTH\tADDRESSES\tPUBLISHED\tVERDICT")
+	for _, in := range list {
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Kind+" "+in.Daemon, in.Name, in.State, in.Health,
+			orDash(addresses(in.Networks)), orDash(published(in.Ports)), in.Verdict)
+	}
+	t.Flush()
+}
+
+func printExplanation(w io.Writer, e Explanation) {
+	if len(e.Routes) == 0 {
+		fmt.Fprintf(w, "%s: no dicer or docker route is loaded\n", e.Host)
+	}
+	for i, r := range e.Routes {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		verdict := "no upstream: 503"
+		if len(r.Targets) > 0 {
+			verdict = strconv.Itoa(len(r.Targets)) + " target(s): " + strings.Join(r.Targets, ", ")
+		}
+		fmt.Fprintf(w, "route %s (%s %s), host %s: %s\n", r.Route, r.Kind, r.Daemon, e.Host, verdict)
+		if len(r.Candidates) == 0 {
+			fmt.Fprintln(w, "  no instance is a candidate: none lists the host in caddy.host, or none matches the selector")
+			continue
+		}
+		t := newTable(w)
+		fmt.Fprintln(t, "  INSTANCE\tTARGET\tDIAL\tWHY")
+		for _, c := range r.Candidates {
+			target := "no"
+			if c.Target {
+				target = "yes"
+			}
+			fmt.Fprintf(t, "  %s\t%s\t%s\t%s\n", c.Instance, target, orDash(c.Dial), c.Why)
+		}
+		t.Flush()
+	}
+	for _, c := range e.Certificates {
+		decision := "refused"
+		if c.Allowed {
+			decision = "allowed"
+		}
+		fmt.Fprintf(w, "certificate for %s (permission %s %s): %s, %s\n", e.Host, c.Kind, c.Daemon, decision, c.Why)
+	}
+}
+
+// ago says how long before now t was, in whole seconds.
+func ago(now, t time.Time) string {
+	return now.Sub(t).Round(time.Second).String() + " ago"
+}
+
+func addresses(nets []catalog.Attachment) string {
+	var out []string
+	for _, n := range nets {
+		a := n.Address
+		if a == "" {
+			a = "no address"
+		}
+		out = append(out, n.Network+"="+a)
+	}
+	return strings.Join(out, ",")
+}
+
+func published(ports []catalog.PublishedPort) string {
+	var out []string
+	for _, p := range ports {
+		proto := "tcp"
+		if p.Protocol == catalog.UDP {
+			proto = "udp"
+		}
+		host := p.HostIP
+		if host == "" {
+			host = "*"
+		}
+		out = append(out, fmt.Sprintf("%s:%d->%d/%s", host, p.HostPort, p.GuestPort, proto))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+

@@ -1,0 +1,188 @@
+package caddydicer
+
+import (
+	"errors"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Metrics, in Caddy's metrics registry (served at the admin API's
+// /metrics, and by the metrics handler), named caddy_dicer_*. Every one is
+// labelled by the daemon: kind (dicer, docker) and daemon (its address,
+// never a token). The collectors are package-level, so counts survive
+// config reloads, and registered into each config's registry.
+var metrics = struct {
+	eventsReceived *prometheus.CounterVec
+	eventsApplied  *prometheus.CounterVec
+	relists        *prometheus.CounterVec
+	eventLatency   *prometheus.HistogramVec
+	probes         *prometheus.CounterVec
+	wakes          *prometheus.CounterVec
+	decisions      *prometheus.CounterVec
+	noUpstream     *prometheus.CounterVec
+	state          *stateCollector
+}{
+	eventsReceived: counter("events_received_total", "Events received from the daemon's event stream.", "kind", "daemon"),
+	eventsApplied: counter("events_applied_total",
+		"Instance changes applied to the catalog from events (a burst of events about one instance counts once).", "kind", "daemon"),
+	relists: counter("relists_total",
+		"Full re-listings after a session that had listed ended, by why it ended: lost, fell_behind, unreachable, refused.",
+		"kind", "daemon", "cause"),
+	eventLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "caddy", Subsystem: "dicer", Name: "event_to_catalog_seconds",
+		Help:    "Time from an event's arrival to the catalog snapshot that holds its change (the instance fetched included).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"kind", "daemon"}),
+	probes: counter("readiness_probes_total",
+		"Readiness probes of instances without a health check (R1a), by result: accepted, timed_out.", "kind", "daemon", "result"),
+	wakes: counter("wakes_total",
+		"Instances woken for a request (scale to zero, R5), by result: requested (a request sent to an instance on standby, "+
+			"which the daemon wakes), or what a wake the plugin makes itself came to.", "kind", "daemon", "result"),
+	decisions: counter("permission_decisions_total",
+		"On-demand TLS permission decisions (R7), by decision: allowed, denied.", "kind", "daemon", "decision"),
+	noUpstream: counter("no_upstream_total",
+		"Upstream lookups that found no instance to send the request to (answered 503 unless retried), by route.",
+		"kind", "daemon", "route"),
+	state: newStateCollector(),
+}
+
+func counter(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "caddy", Subsystem: "dicer", Name: name, Help: help}, labels)
+}
+
+// Wake results, the result label of caddy_dicer_wakes_total.
+const (
+	// wakeRequested: a request went to an instance on standby, whose
+	// daemon wakes it at the connection (Dicer).
+	wakeRequested = "requested"
+	// wakeWoken, wakeTimedOut and wakeFailed are for a wake the plugin
+	// makes itself (Docker: start or unpause): the instance became
+	// routable, did not in time, or the daemon refused.
+	wakeWoken    = "woken"
+	wakeTimedOut = "timed_out"
+	wakeFailed   = "failed"
+)
+
+// registerMetrics registers the collectors into the registry of ctx's
+// config, once per registry.
+func registerMetrics(ctx caddy.Context) {
+	reg := ctx.GetMetricsRegistry()
+	if reg == nil {
+		return
+	}
+	for _, c := range []prometheus.Collector{
+		metrics.eventsReceived, metrics.eventsApplied, metrics.relists, metrics.eventLatency,
+		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.state,
+	} {
+		var already prometheus.AlreadyRegisteredError
+		if err := reg.Register(c); err != nil && !errors.As(err, &already) {
+			caddy.Log().Named("dicer").Error("registering a metric", zap.Error(err))
+		}
+	}
+}
+
+// connMetrics are a connection's counters, resolved once for its labels.
+type connMetrics struct {
+	kind, daemon   string
+	eventsReceived prometheus.Counter
+	eventsApplied  prometheus.Counter
+	eventLatency   prometheus.Observer
+	probesAccepted prometheus.Counter
+	probesTimedOut prometheus.Counter
+}
+
+func newConnMetrics(kind, daemon string) connMetrics {
+	return connMetrics{
+		kind: kind, daemon: daemon,
+		eventsReceived: metrics.eventsReceived.WithLabelValues(kind, daemon),
+		eventsApplied:  metrics.eventsApplied.WithLabelValues(kind, daemon),
+		eventLatency:   metrics.eventLatency.WithLabelValues(kind, daemon),
+		probesAccepted: metrics.probes.WithLabelValues(kind, daemon, "accepted"),
+		probesTimedOut: metrics.probes.WithLabelValues(kind, daemon, "timed_out"),
+	}
+}
+
+// wakes is the counter of wakes with result (wakeRequested, wakeWoken,
+// wakeTimedOut, wakeFailed) on this daemon; resolve it once, off the
+// request path.
+func (m connMetrics) wakes(result string) prometheus.Counter {
+	return metrics.wakes.WithLabelValues(m.kind, m.daemon, result)
+}
+
+// relisted counts a re-listing with its cause.
+func (m connMetrics) relisted(cause string) {
+	metrics.relists.WithLabelValues(m.kind, m.daemon, cause).Inc()
+}
+
+// applied records an event's change reaching the catalog.
+func (m connMetrics) applied(received time.Time) {
+	m.eventsApplied.Inc()
+	m.eventLatency.Observe(time.Since(received).Seconds())
+}
+
+// decisionCounters count a permission's decisions, resolved at provision
+// so that a handshake only adds to one.
+type decisionCounters struct{ allowed, denied prometheus.Counter }
+
+func newDecisionCounters(c *connection) decisionCounters {
+	return decisionCounters{
+		allowed: metrics.decisions.WithLabelValues(c.kind, c.address, "allowed"),
+		denied:  metrics.decisions.WithLabelValues(c.kind, c.address, "denied"),
+	}
+}
+
+// stateCollector reports, at each scrape, every open connection's state:
+// caddy_dicer_connected, caddy_dicer_instances by state and
+// caddy_dicer_routable_instances. Nothing is kept between scrapes, so a
+// closed connection leaves no stale series.
+type stateCollector struct {
+	connected, instances, routable *prometheus.Desc
+}
+
+func newStateCollector() *stateCollector {
+	desc := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName("caddy", "dicer", name), help, labels, nil)
+	}
+	return &stateCollector{
+		connected: desc("connected", "1 while the daemon's events are followed, 0 while it is being (re)connected to.", "kind", "daemon"),
+		instances: desc("instances", "Instances the daemon reported, by state.", "kind", "daemon", "state"),
+		routable: desc("routable_instances",
+			"Instances that get requests (R1-R4) on a route without settings, or on some route's port.", "kind", "daemon"),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- s.connected
+	ch <- s.instances
+	ch <- s.routable
+}
+
+// Collect implements prometheus.Collector. Two connections to one daemon
+// with different settings (another token, say) report once.
+func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	seen := map[[2]string]bool{}
+	for _, c := range openConnections() {
+		id := [2]string{c.kind, c.address}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		connected := 0.0
+		if c.status.snapshot().State == stateFollowing {
+			connected = 1
+		}
+		ch <- prometheus.MustNewConstMetric(s.connected, prometheus.GaugeValue, connected, c.kind, c.address)
+		n := c.catalog.Counts()
+		for state, count := range n.ByState {
+			ch <- prometheus.MustNewConstMetric(s.instances, prometheus.GaugeValue, float64(count), c.kind, c.address, state)
+		}
+		ch <- prometheus.MustNewConstMetric(s.routable, prometheus.GaugeValue, float64(n.Routable), c.kind, c.address)
+	}
+}
+
+// Interface guards
+var _ prometheus.Collector = (*stateCollector)(nil)
