@@ -235,4 +235,3 @@ func orDash(s string) string {
 	}
 	return s
 }
-
