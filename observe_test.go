@@ -267,3 +267,232 @@ https:// {
 		}
 	})
 }
+
+func TestCaddy_observe_verdicts_admin_and_cli(t *testing.T) {
+	needsCaddy(t)
+	d, sock := testDaemon(t)
+	instance(t, d, "ok", "127.0.0.121", map[string]string{"app": "web"})
+	instance(t, d, "other", "127.0.0.122", map[string]string{"app": "web", "caddy.host": "other.test"})
+	sick := instance(t, d, "sick", "127.0.0.123", map[string]string{"app": "web"})
+	d.UpdateInstance(sick.GetName(), func(i *dicerpb.Instance) {
+		i.HealthCheck = &dicerpb.HealthCheck{Probe: &dicerpb.HealthCheck_Tcp{Tcp: &dicerpb.HealthCheckTCP{Port: 1}}}
+		i.Health = &dicerpb.Health{Status: dicerpb.HealthStatus_HEALTH_STATUS_UNHEALTHY}
+	})
+	running := func(name, ip string, labels map[string]string) {
+		d.CreateInstance(&dicerpb.Instance{Name: name, Ip: ip, NetworkName: "default", Labels: labels,
+			State: dicerpb.InstanceState_INSTANCE_STATE_RUNNING})
+	}
+	running("badport", "127.0.0.124", map[string]string{"app": "web", "caddy.port": "abc"})
+	running("noport", "127.0.0.125", map[string]string{"caddy.host": "noport.test"})
+	// Its port refuses, and readiness_timeout keeps it out (R1a).
+	closed, err := net.Listen("tcp", "127.0.0.126:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, refusing, _ := net.SplitHostPort(closed.Addr().String())
+	closed.Close()
+	running("notready", "127.0.0.126", map[string]string{"app": "web", "caddy.port": refusing})
+	d.CreateInstance(&dicerpb.Instance{
+		Name: "asleep", Ip: "127.0.0.127", NetworkName: "default",
+		Labels: map[string]string{"app": "web", "caddy.port": "8080"},
+		State:  dicerpb.InstanceState_INSTANCE_STATE_STANDBY, StandbyAfter: durationpb.New(time.Minute),
+	})
+	config, logFile := caddyConfig(t, "", observedSites(sock, "readiness_timeout 1m"))
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	answers(t, tester, "web.test", http.StatusOK, hello("ok"))
+
+	want := map[string]string{
+		"ok":       "routable",
+		"other":    "routable",
+		"sick":     "unhealthy",
+		"badport":  `caddy.port "abc" is not a port`,
+		"noport":   "no port: publishes none and the route sets none",
+		"notready": "not ready: port " + refusing + " refuses",
+		"asleep":   "on standby",
+	}
+	t.Run("admin_instances", func(t *testing.T) {
+		var list []InstanceStatus
+		adminJSON(t, "/dicer/instances", &list)
+		got := map[string]string{}
+		for _, in := range list {
+			got[in.Name] = in.Verdict
+			if in.Kind != "dicer" || in.Daemon != "unix:"+sock {
+				t.Errorf("%s: kind %q daemon %q", in.Name, in.Kind, in.Daemon)
+			}
+		}
+		for name, w := range want {
+			if got[name] != w {
+				t.Errorf("%s: verdict %q, want %q", name, got[name], w)
+			}
+		}
+		adminJSON(t, "/dicer/instances?selector=app%3Dweb", &list)
+		for _, in := range list {
+			if in.Name == "noport" {
+				t.Error("selector app=web lists noport")
+			}
+		}
+		if len(list) != len(want)-1 {
+			t.Errorf("selector app=web: %d instances, want %d", len(list), len(want)-1)
+		}
+	})
+
+	t.Run("cli_instances", func(t *testing.T) {
+		out := cli(t, "instances")
+		for name, w := range want {
+			if !strings.Contains(out, " "+name+" ") || !strings.Contains(out, w) {
+				t.Errorf("caddy dicer instances: no line for %s with %q:\n%s", name, w, out)
+			}
+		}
+		if out := cli(t, "instances", "--selector", "app=web"); strings.Contains(out, "noport") {
+			t.Errorf("caddy dicer instances --selector app=web lists noport:\n%s", out)
+		}
+		var list []InstanceStatus
+		if err := json.Unmarshal([]byte(cli(t, "instances", "--json")), &list); err != nil || len(list) != len(want) {
+			t.Errorf("caddy dicer instances --json: %d instances, %v", len(list), err)
+		}
+	})
+
+	t.Run("admin_explain", func(t *testing.T) {
+		var e Explanation
+		adminJSON(t, "/dicer/explain?host=WEB.test:9080", &e)
+		if e.Host != "web.test" || len(e.Routes) != 2 {
+			t.Fatalf("explain: host %q, %d routes, want web.test and 2", e.Host, len(e.Routes))
+		}
+		byRoute := map[string]RouteExplanation{}
+		for _, r := range e.Routes {
+			byRoute[r.Route] = r
+		}
+		sel := byRoute["app=web"]
+		if len(sel.Targets) != 1 || !strings.HasPrefix(sel.Targets[0], "ok 127.0.0.121:") {
+			t.Errorf("app=web targets %q, want ok alone", sel.Targets)
+		}
+		why := map[string]string{}
+		for _, c := range sel.Candidates {
+			why[c.Instance] = c.Why
+		}
+		for name, w := range map[string]string{
+			"ok": "routable", "other": "caddy.host lists only other hosts: other.test", "sick": "unhealthy",
+			"badport": want["badport"], "notready": want["notready"], "asleep": "on standby",
+		} {
+			if why[name] != w {
+				t.Errorf("explain app=web, %s: %q, want %q", name, why[name], w)
+			}
+		}
+		if r := byRoute["caddy.host"]; len(r.Targets) != 0 || len(r.Candidates) != 0 {
+			t.Errorf("caddy.host route for web.test: %+v, want nothing", r)
+		}
+	})
+
+	t.Run("cli_explain_and_daemons", func(t *testing.T) {
+		out := cli(t, "explain", "web.test")
+		for _, w := range []string{"route app=web", "1 target(s): ok 127.0.0.121:", "caddy.host lists only other hosts: other.test",
+			"route caddy.host", "no upstream: 503"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("caddy dicer explain web.test lacks %q:\n%s", w, out)
+			}
+		}
+		out = cli(t, "explain", "noport.test")
+		if !strings.Contains(out, "no port: publishes none and the route sets none") {
+			t.Errorf("caddy dicer explain noport.test:\n%s", out)
+		}
+		out = cli(t, "daemons")
+		if !strings.Contains(out, "unix:"+sock) || !strings.Contains(out, "following") {
+			t.Errorf("caddy dicer daemons:\n%s", out)
+		}
+	})
+
+	t.Run("log_says_it_once", func(t *testing.T) {
+		for what, parts := range map[string][]string{
+			"bad port":                {`"level":"warn"`, `"instance":"badport"`, "not a port"},
+			"no port":                 {`"level":"warn"`, `"instance":"noport"`, "no port: publishes none"},
+			"caddy.host on selector":  {`"level":"warn"`, `"instance":"other"`, "on a selector route"},
+			"unhealthy from start":    {`"instance stays out of rotation"`, `"instance":"sick"`},
+			"a route's selector only": {`"instance joins rotation"`, `"instance":"ok"`},
+		} {
+			if n := len(logLines(t, logFile, parts...)); n != 1 {
+				t.Errorf("%s: %d log lines with %q, want 1", what, n, parts)
+			}
+		}
+		for _, name := range []string{"badport", "noport", "sick", "notready", "asleep"} {
+			if lines := logLines(t, logFile, `"instance joins rotation"`, `"instance":"`+name+`"`); len(lines) != 0 {
+				t.Errorf("%s, which gets no requests, logged as joining: %q", name, lines)
+			}
+		}
+	})
+}
+
+func TestCaddy_observe_no_token_in_outputs(t *testing.T) {
+	needsCaddy(t)
+	d := dicertest.New()
+	defer d.Close()
+	addr, err := d.ServeTCP("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	instance(t, d, "web-1", "127.0.0.131", map[string]string{"app": "web", "caddy.host": "web.test"})
+	token := d.AddToken("caddy", "instances:read", "events:read", "networks:read")
+	// A token the daemon does not know, with the right fingerprint: a
+	// connection refused, whose error is shown.
+	unknown := "dicer_" + strings.Repeat("a", 52) + token[strings.LastIndexByte(token, '_'):]
+	t.Setenv("TEST_DICER_TOKEN", token)
+	config, logFile := caddyConfig(t, fmt.Sprintf(`
+on_demand_tls {
+	permission dicer {
+		address %[1]s
+		token {env.TEST_DICER_TOKEN}
+	}
+}`, addr), fmt.Sprintf(`
+http://web.test:%[2]d {
+	reverse_proxy {
+		dynamic dicer app=web {
+			address %[1]s
+			token {env.TEST_DICER_TOKEN}
+		}
+	}
+}
+
+http://:%[2]d {
+	reverse_proxy {
+		dynamic dicer {
+			address %[1]s
+			token %[3]s
+		}
+	}
+}`, addr, httpPort, unknown))
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	answers(t, tester, "web.test", http.StatusOK, hello("web-1"))
+	eventually(t, "the unknown token's connection shows its error", func() bool {
+		var list []DaemonStatus
+		adminJSON(t, "/dicer/daemons", &list)
+		for _, d := range list {
+			if d.LastError != "" {
+				return true
+			}
+		}
+		return false
+	})
+	get(t, tester, "other.test")
+
+	outputs := map[string]string{
+		"/metrics":           adminGet(t, "/metrics"),
+		"/dicer/daemons":     adminGet(t, "/dicer/daemons"),
+		"/dicer/instances":   adminGet(t, "/dicer/instances"),
+		"/dicer/explain":     adminGet(t, "/dicer/explain?host=web.test"),
+		"caddy dicer daemon": cli(t, "daemons"),
+		"caddy dicer inst":   cli(t, "instances"),
+		"caddy dicer expl":   cli(t, "explain", "web.test"),
+		"log":                readFile(t, logFile),
+	}
+	if !strings.Contains(outputs["/dicer/daemons"], addr) {
+		t.Fatalf("/dicer/daemons does not name the daemon %s:\n%s", addr, outputs["/dicer/daemons"])
+	}
+	for what, out := range outputs {
+		for _, secret := range []string{token[6:58], unknown[6:58]} {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s holds a token's secret", what)
+			}
+		}
+	}
+}
