@@ -19,13 +19,15 @@ import (
 	"testing"
 	"time"
 
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/docker/docker/api/types/container"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 )
 
 // adminGet GETs path from the in-process Caddy's admin endpoint.
@@ -494,5 +496,76 @@ http://:%[2]d {
 				t.Errorf("%s holds a token's secret", what)
 			}
 		}
+	}
+}
+
+// The same against the real Docker Engine: a container on two networks and
+// no choice, one unhealthy from its start, and one no route or permission
+// could use, in the admin API, the CLI, the log and the metrics.
+func TestDocker_observe_verdicts_and_logs(t *testing.T) {
+	engineCli := engine(t)
+	netA := dockertest.CreateNetwork(t, engineCli, "obs-a")
+	netB := dockertest.CreateNetwork(t, engineCli, "obs-b")
+	app := dockertest.Name("obs")
+	host := hostName("obs")
+	tester, logFile := dockerCaddy(t, "", fmt.Sprintf(`
+http://%[1]s:%[2]d {
+	reverse_proxy {
+		dynamic docker app=%[3]s 8080
+	}
+}`, host, httpPort, app))
+
+	ambiguous := dockertest.Start(t, engineCli, dockertest.Options{
+		Name: "obs-ambiguous", Network: netA, Networks: []string{netB},
+		Labels: map[string]string{"app": app},
+	})
+	sick := dockertest.Start(t, engineCli, dockertest.Options{
+		Name: "obs-sick", Labels: map[string]string{"app": app}, Env: []string{"HEALTH=bad"},
+		Health: dockertest.HealthCheck(200*time.Millisecond, 0),
+	})
+	unused := dockertest.Start(t, engineCli, dockertest.Options{Name: "obs-unused", Labels: map[string]string{"app": app + "-none"}})
+	waitHealth(t, engineCli, sick, container.Unhealthy)
+	mustGet(t, tester, host, http.StatusServiceUnavailable, "")
+
+	verdicts := func() map[string]string {
+		var list []InstanceStatus
+		adminJSON(t, "/dicer/instances?selector=app%3D"+app, &list)
+		out := map[string]string{}
+		for _, in := range list {
+			if in.Kind != "docker" {
+				t.Errorf("%s: kind %q, want docker", in.Name, in.Kind)
+			}
+			out[in.Name] = in.Verdict
+		}
+		return out
+	}
+	eventually(t, sick.Name+" is unhealthy in /dicer/instances", func() bool { return verdicts()[sick.Name] == "unhealthy" })
+	got := verdicts()
+	if v := got[ambiguous.Name]; v != "on networks "+netA+" and "+netB+", none chosen" && v != "on networks "+netB+" and "+netA+", none chosen" {
+		t.Errorf("%s: verdict %q, want on networks %s and %s, none chosen", ambiguous.Name, v, netA, netB)
+	}
+	if out := cli(t, "instances", "--selector", "app="+app); !strings.Contains(out, ", none chosen") || !strings.Contains(out, "unhealthy") {
+		t.Errorf("caddy dicer instances --selector app=%s:\n%s", app, out)
+	}
+	if out := cli(t, "explain", host); !strings.Contains(out, "no upstream: 503") || !strings.Contains(out, sick.Name) {
+		t.Errorf("caddy dicer explain %s:\n%s", host, out)
+	}
+
+	if n := len(logLines(t, logFile, `"instance stays out of rotation"`, `"instance":"`+sick.Name+`"`, `"why":"unhealthy"`)); n != 1 {
+		t.Errorf("%d lines say %s stays out of rotation, want 1", n, sick.Name)
+	}
+	for _, line := range logLines(t, logFile, `"instance":"`+unused.Name+`"`) {
+		if !strings.Contains(line, `"level":"debug"`) {
+			t.Errorf("a container no route or permission could use is logged above debug level: %s", line)
+		}
+	}
+	if len(logLines(t, logFile, `"instance":"`+unused.Name+`"`)) == 0 {
+		t.Errorf("no debug line names %s", unused.Name)
+	}
+	if v := metric(t, "caddy_dicer_connected", `kind="docker"`); v < 1 {
+		t.Errorf("caddy_dicer_connected{kind=docker} = %v, want 1", v)
+	}
+	if v := metric(t, "caddy_dicer_events_applied_total", `kind="docker"`); v < 3 {
+		t.Errorf("caddy_dicer_events_applied_total{kind=docker} = %v, want at least one per container started", v)
 	}
 }
