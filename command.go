@@ -200,30 +200,33 @@ func ago(now, t time.Time) string {
 	return now.Sub(t).Round(time.Second).String() + " ago"
 }
 
-func addresses(nets []catalog.Attachment) string {
+// addresses are an instance's addresses, each as network=address (the
+// address alone on a network without a name).
+func addresses(nets []catalog.NetworkStatus) string {
 	var out []string
 	for _, n := range nets {
 		a := n.Address
 		if a == "" {
-			a = "no address"
+			a = "none"
 		}
-		out = append(out, n.Network+"="+a)
+		if n.Network != "" {
+			a = n.Network + "=" + a
+		}
+		out = append(out, a)
 	}
 	return strings.Join(out, ",")
 }
 
-func published(ports []catalog.PublishedPort) string {
+// published are an instance's published ports as host:port->guest/proto,
+// * for every host address.
+func published(ports []catalog.PortStatus) string {
 	var out []string
 	for _, p := range ports {
-		proto := "tcp"
-		if p.Protocol == catalog.UDP {
-			proto = "udp"
-		}
 		host := p.HostIP
 		if host == "" {
 			host = "*"
 		}
-		out = append(out, fmt.Sprintf("%s:%d->%d/%s", host, p.HostPort, p.GuestPort, proto))
+		out = append(out, fmt.Sprintf("%s:%d->%d/%s", host, p.HostPort, p.GuestPort, p.Protocol))
 	}
 	sort.Strings(out)
 	return strings.Join(out, ",")

@@ -69,6 +69,13 @@ const (
 	UDP
 )
 
+func (p Protocol) String() string {
+	if p == UDP {
+		return "udp"
+	}
+	return "tcp"
+}
+
 // PublishedPort is a guest port the daemon forwards from a host port.
 type PublishedPort struct {
 	// HostIP is the host address the port is published on; "" means every

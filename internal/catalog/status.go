@@ -16,8 +16,8 @@ type InstanceStatus struct {
 	State    string            `json:"state"`
 	Health   string            `json:"health"`
 	Labels   map[string]string `json:"labels"`
-	Networks []Attachment      `json:"networks"`
-	Ports    []PublishedPort   `json:"published_ports"`
+	Networks []NetworkStatus   `json:"networks"`
+	Ports    []PortStatus      `json:"published_ports"`
 	// Routable is set when the instance gets requests (R1-R4) on a route
 	// without network or port settings, or, for an instance that names no
 	// port of its own, on one of the routes' port settings.
@@ -27,6 +27,21 @@ type InstanceStatus struct {
 	// none chosen`, `no port: publishes none and the route sets none`,
 	// `not ready: port 8080 refuses`, `on standby`, ...
 	Verdict string `json:"verdict"`
+}
+
+// NetworkStatus is an Attachment, in JSON.
+type NetworkStatus struct {
+	Network string `json:"network"`
+	Address string `json:"address"`
+	Gateway string `json:"gateway,omitempty"`
+}
+
+// PortStatus is a PublishedPort, in JSON; HostIP "" is every host address.
+type PortStatus struct {
+	HostIP    string `json:"host_ip"`
+	HostPort  uint16 `json:"host_port"`
+	GuestPort uint16 `json:"guest_port"`
+	Protocol  string `json:"protocol"`
 }
 
 // Counts are the instances of a catalog by state, and how many are
@@ -50,10 +65,16 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 		st := InstanceStatus{
 			ID: e.inst.ID, Name: e.inst.Name, State: e.inst.State.String(), Health: e.inst.Health.String(),
 			Labels:   maps.Clone(e.inst.Labels),
-			Networks: slices.Clone(e.inst.Networks),
-			Ports:    slices.Clone(e.inst.Ports),
+			Networks: make([]NetworkStatus, 0, len(e.inst.Networks)),
+			Ports:    make([]PortStatus, 0, len(e.inst.Ports)),
 			Routable: why == "",
 			Verdict:  why,
+		}
+		for _, n := range e.inst.Networks {
+			st.Networks = append(st.Networks, NetworkStatus(n))
+		}
+		for _, p := range e.inst.Ports {
+			st.Ports = append(st.Ports, PortStatus{HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort, Protocol: p.Protocol.String()})
 		}
 		if st.Labels == nil {
 			st.Labels = map[string]string{}
