@@ -100,7 +100,8 @@ func (c *Catalog) Counts() Counts {
 	}
 	for _, e := range c.byID {
 		n.ByState[e.inst.State.String()]++
-		if c.verdict(e) == "" {
+		if c.inRotation(e) { // verdict(e) == "", without building reasons: a scrape holds c.mu
+
 			n.Routable++
 		}
 	}
