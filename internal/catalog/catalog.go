@@ -138,9 +138,7 @@ func (c *Catalog) Watch(sel selector.Selector) *View {
 // (R2). c.mu is held; v is not in c.views yet.
 func (c *Catalog) logNewRoute(v *View, e *entry) {
 	wasRelevant := c.relevant(e)
-	if e.restricted {
-		c.warnHostOnSelector(v, e)
-	}
+	c.warnHostOnSelector(v, nil, e)
 	if !wasRelevant && c.inRotation(e) {
 		c.logger.Info("instance joins rotation", zap.String("instance", e.inst.Name),
 			zap.String("why", "running, and a route's selector "+v.sel.String()+" matches it"))
@@ -234,6 +232,7 @@ func (c *Catalog) Replace(instances []Instance) {
 	for id, e := range next {
 		c.logChange(c.byID[id], e, "")
 	}
+	prev := c.byID
 	c.byID = next
 
 	all := make([]*entry, 0, len(next))
@@ -259,6 +258,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		for _, e := range all {
 			if v.sel.Matches(e.inst.Labels) {
 				matched = append(matched, e)
+				c.warnHostOnSelector(v, prev[e.inst.ID], e)
 			}
 		}
 		views[v] = matched
@@ -285,6 +285,9 @@ func (c *Catalog) publish(snap *Snapshot, old, e *entry) {
 		is := e != nil && v.sel.Matches(e.inst.Labels)
 		if !was && !is {
 			continue
+		}
+		if is {
+			c.warnHostOnSelector(v, old, e)
 		}
 		if !copied {
 			views = make(map[*View][]*entry, len(snap.views))
@@ -384,7 +387,9 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 	case wasIn && !isIn:
 		why := gone
 		if e != nil {
-			why = c.verdict(e)
+			if why = e.notRoutable(""); why == "" {
+				why = c.verdict(e) // R3: no port
+			}
 		}
 		log("instance leaves rotation", zap.String("instance", old.inst.Name), zap.String("why", why))
 	case e != nil && !isIn && e.inst.State == StateRunning && e.inst.Health == HealthUnhealthy &&
@@ -414,21 +419,17 @@ func (c *Catalog) warnNoRequests(old, e *entry) {
 		c.logger.Warn("instance gets no requests: "+e.noPort(0)+
 			" (give it a caddy.port label, or the route a port)", name)
 	}
-	if !e.restricted {
-		return
-	}
-	for _, v := range c.views {
-		if v.sel.Matches(e.inst.Labels) && (old == nil || !v.sel.Matches(old.inst.Labels) ||
-			old.inst.Labels[LabelHost] != e.inst.Labels[LabelHost]) {
-			c.warnHostOnSelector(v, e)
-		}
-	}
 }
 
 // warnHostOnSelector says that the selector route of v sends e requests
 // only for the hosts its caddy.host label lists (R2): a request for any
-// other host finds it excluded.
-func (c *Catalog) warnHostOnSelector(v *View, e *entry) {
+// other host finds it excluded. It is said when e (which replaces old,
+// nil: none) enters v with that label, or changes it while in v: publish
+// and Replace, which work out who enters a view, call it.
+func (c *Catalog) warnHostOnSelector(v *View, old, e *entry) {
+	if !e.restricted || old != nil && old.inst.Labels[LabelHost] == e.inst.Labels[LabelHost] && v.sel.Matches(old.inst.Labels) {
+		return
+	}
 	c.logger.Warn("instance has a caddy.host label: on a selector route it gets requests only for the hosts it lists",
 		zap.String("instance", e.inst.Name), zap.String("selector", v.sel.String()),
 		zap.String("caddy.host", e.inst.Labels[LabelHost]))
@@ -439,10 +440,8 @@ func (c *Catalog) warnHostOnSelector(v *View, e *entry) {
 // other container on an Engine, say) are logged at debug level only. c.mu
 // is held.
 func (c *Catalog) relevant(e *entry) bool {
-	for k := range e.inst.Labels {
-		if strings.HasPrefix(k, "caddy.") {
-			return true
-		}
+	if e.labelled {
+		return true
 	}
 	for _, v := range c.views {
 		if v.sel.Matches(e.inst.Labels) {

@@ -20,6 +20,9 @@ type entry struct {
 	hosts      []string
 	wildcards  []string
 	restricted bool
+	// labelled is set when the instance has a caddy.* label: meant for a
+	// route or the permission.
+	labelled bool
 	// port is the parsed caddy.port label: 0 when absent, -1 when invalid.
 	port int
 	// onlyPort is the guest port of the only TCP port the instance publishes,
@@ -54,6 +57,12 @@ type entry struct {
 func newEntry(inst Instance) *entry {
 	e := &entry{inst: inst, listening: true}
 	e.hosts, e.wildcards, e.restricted = parseHosts(inst.Labels[LabelHost])
+	for k := range inst.Labels {
+		if strings.HasPrefix(k, "caddy.") {
+			e.labelled = true
+			break
+		}
+	}
 	if raw, ok := inst.Labels[LabelPort]; ok {
 		e.port = parsePort(raw)
 	}
