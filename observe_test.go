@@ -192,6 +192,10 @@ https:// {
 	if v := metric(t, "caddy_dicer_routable_instances", daemon); v != 2 {
 		t.Errorf("routable instances = %v, want 2", v)
 	}
+	// web-1 and shop, without a health check, were probed (R1a).
+	if v := metric(t, "caddy_dicer_readiness_probes_total", daemon, `result="accepted"`); v < 2 {
+		t.Errorf("readiness probes accepted = %v, want at least 2", v)
+	}
 
 	t.Run("requests_that_found_no_upstream_per_route", func(t *testing.T) {
 		route := `route="caddy.host"`
