@@ -54,7 +54,7 @@ func dicerCommand(cmd *cobra.Command) {
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			var list []DaemonStatus
-			return query(c, "/dicer/daemons", &list, func(w io.Writer) { printDaemons(w, list, time.Now()) })
+			return query(c, "/dicer/daemons", &list, func(w io.Writer) error { return printDaemons(w, list, time.Now()) })
 		},
 	}
 	instances := &cobra.Command{
@@ -67,7 +67,7 @@ func dicerCommand(cmd *cobra.Command) {
 				uri += "?selector=" + url.QueryEscape(sel)
 			}
 			var list []InstanceStatus
-			return query(c, uri, &list, func(w io.Writer) { printInstances(w, list) })
+			return query(c, uri, &list, func(w io.Writer) error { return printInstances(w, list) })
 		},
 	}
 	instances.Flags().String("selector", "", "Only the instances this label selector matches, e.g. app=web")
@@ -77,7 +77,7 @@ func dicerCommand(cmd *cobra.Command) {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			var e Explanation
-			return query(c, "/dicer/explain?host="+url.QueryEscape(args[0]), &e, func(w io.Writer) { printExplanation(w, e) })
+			return query(c, "/dicer/explain?host="+url.QueryEscape(args[0]), &e, func(w io.Writer) error { return printExplanation(w, e) })
 		},
 	}
 	cmd.AddCommand(daemons, instances, explain)
@@ -85,7 +85,7 @@ func dicerCommand(cmd *cobra.Command) {
 
 // query GETs uri from the admin endpoint the flags name, and prints it as
 // JSON (--json) or, decoded into v, with table.
-func query(cmd *cobra.Command, uri string, v any, table func(io.Writer)) error {
+func query(cmd *cobra.Command, uri string, v any, table func(io.Writer) error) error {
 	flags := cmd.Flags()
 	address, _ := flags.GetString("address")
 	config, _ := flags.GetString("config")
@@ -112,17 +112,16 @@ func query(cmd *cobra.Command, uri string, v any, table func(io.Writer)) error {
 	if err := json.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("decoding %s: %w (is the plugin in that Caddy?)", uri, err)
 	}
-	table(out)
-	return nil
+	return table(out)
 }
 
 // newTable is an aligned table on w; Flush it.
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
-func printDaemons(w io.Writer, list []DaemonStatus, now time.Time) {
+func printDaemons(w io.Writer, list []DaemonStatus, now time.Time) error {
 	if len(list) == 0 {
-		fmt.Fprintln(w, "no daemon followed: no loaded config has a dicer or docker module")
-		return
+		_, err := fmt.Fprintln(w, "no daemon followed: no loaded config has a dicer or docker module")
+		return err
 	}
 	t := newTable(w)
 	fmt.Fprintln(t, "KIND\tADDRESS\tSTATE\tSINCE\tINSTANCES\tROUTABLE\tRELISTS\tLAST EVENT\tLAST ERROR")
@@ -141,13 +140,13 @@ func printDaemons(w io.Writer, list []DaemonStatus, now time.Time) {
 		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", d.Kind, d.Address, d.State, ago(now, d.Since),
 			d.Instances, d.Routable, d.Relists, lastEvent, lastError)
 	}
-	t.Flush()
+	return t.Flush()
 }
 
-func printInstances(w io.Writer, list []InstanceStatus) {
+func printInstances(w io.Writer, list []InstanceStatus) error {
 	if len(list) == 0 {
-		fmt.Fprintln(w, "no instance")
-		return
+		_, err := fmt.Fprintln(w, "no instance")
+		return err
 	}
 	t := newTable(w)
 	fmt.Fprintln(t, "DAEMON\tNAME\tSTATE\tHEALTH\tADDRESSES\tPUBLISHED\tVERDICT")
@@ -155,10 +154,10 @@ func printInstances(w io.Writer, list []InstanceStatus) {
 		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Kind+" "+in.Daemon, in.Name, in.State, in.Health,
 			orDash(addresses(in.Networks)), orDash(published(in.Ports)), in.Verdict)
 	}
-	t.Flush()
+	return t.Flush()
 }
 
-func printExplanation(w io.Writer, e Explanation) {
+func printExplanation(w io.Writer, e Explanation) error {
 	if len(e.Routes) == 0 {
 		fmt.Fprintf(w, "%s: no dicer or docker route is loaded\n", e.Host)
 	}
@@ -184,7 +183,9 @@ func printExplanation(w io.Writer, e Explanation) {
 			}
 			fmt.Fprintf(t, "  %s\t%s\t%s\t%s\n", c.Instance, target, orDash(c.Dial), c.Why)
 		}
-		t.Flush()
+		if err := t.Flush(); err != nil {
+			return err
+		}
 	}
 	for _, c := range e.Certificates {
 		decision := "refused"
@@ -193,6 +194,7 @@ func printExplanation(w io.Writer, e Explanation) {
 		}
 		fmt.Fprintf(w, "certificate for %s (permission %s %s): %s, %s\n", e.Host, c.Kind, c.Daemon, decision, c.Why)
 	}
+	return nil
 }
 
 // ago says how long before now t was, in whole seconds.

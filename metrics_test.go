@@ -1,0 +1,35 @@
+package caddydicer
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// counterValue reads a counter.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestWakeCounters: each wake result has its own series on the daemon, so
+// that a wake path (Docker: start or unpause) counts what its wake came to
+// beside Dicer's requests to instances on standby.
+func TestWakeCounters(t *testing.T) {
+	m := newConnMetrics("docker", "unix:///test-wakes.sock")
+	for i, result := range []string{wakeRequested, wakeWoken, wakeTimedOut, wakeFailed} {
+		for range i + 1 {
+			m.wakes(result).Inc()
+		}
+	}
+	for i, result := range []string{wakeRequested, wakeWoken, wakeTimedOut, wakeFailed} {
+		if got := counterValue(t, metrics.wakes.WithLabelValues("docker", "unix:///test-wakes.sock", result)); got != float64(i+1) {
+			t.Errorf("wakes{result=%s} = %v, want %d", result, got, i+1)
+		}
+	}
+}
