@@ -230,6 +230,23 @@ https:// {
 		}
 		metricGrows(t, allowed, "caddy_dicer_permission_decisions_total", daemon, `decision="allowed"`)
 		metricGrows(t, denied, "caddy_dicer_permission_decisions_total", daemon, `decision="denied"`)
+
+		// The admin API's explain says the same, and counts nothing.
+		for host, want := range map[string]bool{"shop.test": true, "evil.test": false} {
+			var e Explanation
+			adminJSON(t, "/dicer/explain?host="+host, &e)
+			if len(e.Certificates) != 1 || e.Certificates[0].Allowed != want || e.Certificates[0].Why == "" {
+				t.Errorf("explain %s: certificates %+v, want one, allowed=%v, with why", host, e.Certificates, want)
+			}
+		}
+		if out := cli(t, "explain", "evil.test"); !strings.Contains(out, "certificate for evil.test (permission dicer unix:"+sock+"): refused, no instance lists") {
+			t.Errorf("caddy dicer explain evil.test:\n%s", out)
+		}
+		allowedNow := metric(t, "caddy_dicer_permission_decisions_total", daemon, `decision="allowed"`)
+		adminGet(t, "/dicer/explain?host=shop.test")
+		if v := metric(t, "caddy_dicer_permission_decisions_total", daemon, `decision="allowed"`); v != allowedNow {
+			t.Errorf("an explain counted a permission decision: %v, was %v", v, allowedNow)
+		}
 	})
 
 	t.Run("events", func(t *testing.T) {
