@@ -63,7 +63,10 @@ type DaemonStatus struct {
 	Instances   int        `json:"instances"`
 	Routable    int        `json:"routable"`
 	Relists     int        `json:"relists"`
-	LastEvent   *time.Time `json:"last_event,omitempty"`
+	// LastRelistCause is why the session before the last re-listing
+	// ended: lost, fell_behind, unreachable or refused.
+	LastRelistCause string     `json:"last_relist_cause,omitempty"`
+	LastEvent       *time.Time `json:"last_event,omitempty"`
 	// Routes are the names of the routes on this daemon.
 	Routes []string `json:"routes"`
 }
@@ -117,7 +120,8 @@ func (adminDicer) daemons(w http.ResponseWriter, _ *http.Request) error {
 		d := DaemonStatus{
 			Kind: c.kind, Address: c.address, State: st.State, Since: st.Since,
 			LastError: st.LastError, Instances: total, Routable: n.Routable, Relists: st.Relists,
-			Routes: []string{},
+			LastRelistCause: st.RelistCause,
+			Routes:          []string{},
 		}
 		if !st.LastErrorAt.IsZero() {
 			d.LastErrorAt = &st.LastErrorAt

@@ -283,7 +283,7 @@ https:// {
 		eventually(t, "the daemon is followed again, with one re-listing", func() bool {
 			var list []DaemonStatus
 			adminJSON(t, "/dicer/daemons", &list)
-			return len(list) == 1 && list[0].State == stateFollowing && list[0].Relists == 1
+			return len(list) == 1 && list[0].State == stateFollowing && list[0].Relists == 1 && list[0].LastRelistCause != ""
 		})
 		if v := metric(t, "caddy_dicer_connected", daemon); v != 1 {
 			t.Errorf("caddy_dicer_connected after the re-listing = %v, want 1", v)

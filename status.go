@@ -37,8 +37,10 @@ type followState struct {
 	// as the adapter words it (never a token), and LastErrorAt when.
 	LastError   string
 	LastErrorAt time.Time
-	// Relists counts the listings after the first.
-	Relists int
+	// Relists counts the listings after the first, and RelistCause says
+	// why the session before the last one ended (follow.RelistCause).
+	Relists     int
+	RelistCause string
 	// LastEvent is when the last event arrived (zero: none yet).
 	LastEvent time.Time
 }
@@ -75,6 +77,7 @@ func (c *connection) trace() *follow.Trace {
 				s.setState(stateFollowing, time.Now())
 				if relisted {
 					s.Relists++
+					s.RelistCause = cause
 				}
 			})
 			if relisted {

@@ -98,13 +98,15 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 
 // Cleanup releases the view and the shared connection.
 func (s *upstreamSource) Cleanup() error {
+	if s.key != "" {
+		s.conn.routes.remove(s) // first: the admin API reads the route
+	}
 	if s.view != nil {
 		s.conn.catalog.Unwatch(s.view)
 		s.view = nil
 	}
 	if s.key != "" {
 		s.conn.catalog.RemoveRoutePort(s.Port)
-		s.conn.routes.remove(s)
 	}
 	release(s.key)
 	s.key = ""
