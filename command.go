@@ -137,8 +137,12 @@ func printDaemons(w io.Writer, list []DaemonStatus, now time.Time) error {
 				lastError += " (" + ago(now, *d.LastErrorAt) + ")"
 			}
 		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", d.Kind, d.Address, d.State, ago(now, d.Since),
-			d.Instances, d.Routable, d.Relists, lastEvent, lastError)
+		relists := strconv.Itoa(d.Relists)
+		if d.LastRelistCause != "" {
+			relists += " (" + d.LastRelistCause + ")"
+		}
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", d.Kind, d.Address, d.State, ago(now, d.Since),
+			d.Instances, d.Routable, relists, lastEvent, lastError)
 	}
 	return t.Flush()
 }
