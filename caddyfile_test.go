@@ -2,7 +2,6 @@ package caddydicer
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -830,7 +829,7 @@ func TestCaddyfileJSONValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			ctx, cancel := newLoad(t)
 			defer cancel()
 			var err error
 			switch tc.module {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -88,7 +87,7 @@ func unmarshalDaemonSetting(d *caddyfile.Dispenser, daemon daemonSettings, seen 
 
 // open resolves daemon's settings and returns its shared connection (see
 // dial) and the connection's key, for release.
-func open(ctx context.Context, daemon daemonSettings) (*connection, string, error) {
+func open(ctx caddy.Context, daemon daemonSettings) (*connection, string, error) {
 	r := daemon.readiness()
 	if err := r.validate(); err != nil {
 		return nil, "", err
@@ -112,31 +111,8 @@ func open(ctx context.Context, daemon daemonSettings) (*connection, string, erro
 // startupWait bounds how long a config load waits for its daemons' first
 // listings, so that a daemon which is down never stops Caddy from starting
 // (R9). A load waits it at most once, however many of its daemons are down:
-// see loadDeadline.
+// see LoadState.
 const startupWait = 3 * time.Second
-
-// loadDeadlines holds, for each config load being provisioned, the time
-// until which its modules wait for their connections to settle: startupWait
-// after the first of them began to wait. Modules are provisioned one after
-// the other, so without it each daemon that is down would add its own
-// startupWait. A load is known by its context's Done channel, which all its
-// modules share (Caddy hands them contexts derived with values, such as the
-// http app's per server, but cancelled only with the load).
-var loadDeadlines sync.Map // <-chan struct{} -> time.Time
-
-// loadDeadline returns the deadline of the config load ctx belongs to,
-// fixing it at the first call of the load.
-func loadDeadline(ctx context.Context) time.Time {
-	load := ctx.Done()
-	if load == nil {
-		return time.Now().Add(startupWait) // no load to share a deadline with
-	}
-	v, loaded := loadDeadlines.LoadOrStore(load, time.Now().Add(startupWait))
-	if !loaded {
-		context.AfterFunc(ctx, func() { loadDeadlines.Delete(load) })
-	}
-	return v.(time.Time)
-}
 
 // connections holds the shared daemon connections across config reloads,
 // keyed by connSpec.key.
@@ -202,8 +178,11 @@ func newConnSpec(backend, address, publishedPortHost, daemonHost string, keyPart
 // it has settled (listed, or given startupWait to), or once the deadline of
 // the config load ctx belongs to has passed (R9). ctx ending stops the wait,
 // not the connection.
-func dial(ctx context.Context, spec connSpec) (*connection, error) {
-	deadline := loadDeadline(ctx)
+func dial(ctx caddy.Context, spec connSpec) (*connection, error) {
+	deadline, err := loadDeadline(ctx)
+	if err != nil {
+		return nil, err
+	}
 	v, _, err := connections.LoadOrNew(spec.key, func() (caddy.Destructor, error) {
 		runCtx, cancel := context.WithCancel(context.Background())
 		c := &connection{
