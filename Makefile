@@ -46,7 +46,7 @@ build: bin/caddy bin/dicer-testd ## build bin/caddy (Caddy with the plugin) with
 
 # What the binaries are built from: a change to any of these (or to the
 # versions in bin/.versions) rebuilds them, nothing else does.
-GO_SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './bin/*' -not -path './.git/*')
+GO_SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './bin/*' -not -path './.git/*' -not -path './example/*')
 VERSIONS_STAMP := bin/.versions
 
 # The stamp is rewritten only when the versions differ from those it holds,
@@ -90,7 +90,8 @@ bin/image/demo/hello: $(GO_SOURCES) go.mod go.sum
 	mkdir -p $(@D)
 	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $@ ./internal/dockertest/helloserver
 
-test-compose: image ## the Docker-only quick start with docker-compose: up, routed, scaled to 2, down, nothing left
+test-compose: image ## the Docker-only quick start with docker-compose: loads as Compose v2 loads it; up, routed, scaled to 2, down, nothing left
+	cd example/compose/v2check && go run . ../compose.yaml
 	./example/compose/test.sh
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s), one after the other
