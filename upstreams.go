@@ -39,6 +39,11 @@ type upstreamSource struct {
 	conn  *connection
 	view  *catalog.View
 	route catalog.Route
+	// group is the members of the `dynamic multi` that holds the source,
+	// if one does, and groupKey its key in sourceGroups (see
+	// upstreams_multi.go).
+	group    *sourceGroup
+	groupKey any
 }
 
 // provision joins the daemon's shared connection and, for a selector,
@@ -57,6 +62,7 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 		s.view = s.conn.catalog.Watch(sel)
 		s.route.View = s.view
 	}
+	s.joinGroup(ctx)
 	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
 		zap.Int("port", s.Port), zap.String("network", network))
 	return nil
@@ -67,7 +73,12 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 // route's precomputed candidates, and an allocation per upstream plus two.
 func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
 	var buf [8]catalog.Target
-	targets := s.conn.catalog.Snapshot().Targets(buf[:0], s.route, catalog.NormalizeHost(r.Host))
+	var targets []catalog.Target
+	if snap, host := s.conn.catalog.Snapshot(), catalog.NormalizeHost(r.Host); s.group == nil {
+		targets = snap.Targets(buf[:0], s.route, host)
+	} else {
+		targets = s.group.targets(s, snap, buf[:0], host)
+	}
 	if len(targets) == 0 {
 		return nil, nil
 	}
@@ -80,8 +91,10 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 	return ups, nil
 }
 
-// Cleanup releases the view and the shared connection.
+// Cleanup releases the view and the shared connection, and leaves the
+// multi's group.
 func (s *upstreamSource) Cleanup() error {
+	s.leaveGroup()
 	if s.view != nil {
 		s.conn.catalog.Unwatch(s.view)
 		s.view = nil

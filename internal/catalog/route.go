@@ -68,9 +68,9 @@ func (s *Snapshot) Pick(dst []Target, route Route, host string, claimedElsewhere
 	if len(dst) > n {
 		return dst, PickedRoutable
 	}
-	e, ep, pick := s.fallback(candidates, route, host, exact)
+	e, pick := s.fallback(candidates, route, host, exact)
 	if e != nil {
-		dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial})
+		dst = append(dst, Target{Instance: e.inst.Name, Dial: e.resolve(route, s.reach).dial})
 	}
 	return dst, pick
 }
@@ -80,11 +80,14 @@ func (s *Snapshot) Pick(dst []Target, route Route, host string, claimedElsewhere
 func (s *Snapshot) PickOf(route Route, host string, claimedElsewhere bool) Pick {
 	candidates, exact := s.candidates(route, host, claimedElsewhere)
 	for _, e := range candidates {
-		if e.routable(route.Network) && e.servesHost(host, exact) && e.resolve(route, s.reach).dial != "" {
+		if !e.routable(route.Network) || !e.servesHost(host, exact) {
+			continue
+		}
+		if h, _, _ := e.place(route, s.reach); h != "" {
 			return PickedRoutable
 		}
 	}
-	_, _, pick := s.fallback(candidates, route, host, exact)
+	_, pick := s.fallback(candidates, route, host, exact)
 	return pick
 }
 
@@ -114,22 +117,22 @@ func (s *Snapshot) candidates(route Route, host string, claimedElsewhere bool) (
 // that runs but awaits its first health verdict (just woken), else the first
 // on standby whose requests go to a published port, the connection to which
 // makes the daemon wake it.
-func (s *Snapshot) fallback(candidates []*entry, route Route, host string, exact bool) (*entry, endpoint, Pick) {
+func (s *Snapshot) fallback(candidates []*entry, route Route, host string, exact bool) (*entry, Pick) {
 	for _, e := range candidates {
 		if e.awaitingVerdict() && e.servesHost(host, exact) {
-			if ep := e.resolve(route, s.reach); ep.dial != "" {
-				return e, ep, PickedWoken
+			if h, _, _ := e.place(route, s.reach); h != "" {
+				return e, PickedWoken
 			}
 		}
 	}
 	for _, e := range candidates {
 		if e.inst.WakeOnConnect && e.inst.State == StateStandby && e.servesHost(host, exact) {
-			if ep := e.resolve(route, s.reach); ep.published {
-				return e, ep, PickedStandby
+			if _, _, published := e.place(route, s.reach); published {
+				return e, PickedStandby
 			}
 		}
 	}
-	return nil, endpoint{}, PickedNone
+	return nil, PickedNone
 }
 
 // byWildcard is the instances whose caddy.host has a wildcard pattern

@@ -1,0 +1,226 @@
+package caddydicer
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/selector"
+)
+
+// member is a source over its own catalog, holding instances, routing by
+// sel ("" by caddy.host) to port 8080.
+func member(t testing.TB, sel string, instances ...catalog.Instance) *upstreamSource {
+	t.Helper()
+	c := catalog.New(catalog.Options{})
+	c.Replace(instances)
+	s := &upstreamSource{conn: &connection{catalog: c}, route: catalog.Route{Port: 8080}}
+	if sel != "" {
+		s.route.View = c.Watch(selector.MustParse(sel))
+	}
+	return s
+}
+
+// grouped makes sources the members of one multi's group, in that order.
+func grouped(sources ...*upstreamSource) {
+	g := new(sourceGroup)
+	members := slices.Clone(sources)
+	g.members.Store(&members)
+	for _, s := range sources {
+		s.group = g
+	}
+}
+
+// routed is a running instance at ip, with labels as key, value pairs.
+func routed(name, ip string, labels ...string) catalog.Instance {
+	l := map[string]string{}
+	for i := 0; i+1 < len(labels); i += 2 {
+		l[labels[i]] = labels[i+1]
+	}
+	return catalog.Instance{
+		ID: name, Name: name, Labels: l, State: catalog.StateRunning,
+		Networks: []catalog.Attachment{{Network: "default", Address: ip}},
+	}
+}
+
+// asleep is an instance on standby that a connection to host port hostPort
+// wakes (R5).
+func asleep(name string, hostPort uint16, labels ...string) catalog.Instance {
+	i := routed(name, "10.9.9.9", labels...)
+	i.State, i.WakeOnConnect = catalog.StateStandby, true
+	i.Ports = []catalog.PublishedPort{{HostIP: "192.0.2.1", HostPort: hostPort, GuestPort: 8080, Protocol: catalog.TCP}}
+	return i
+}
+
+// waking is a wakeable instance that runs but has no health verdict yet
+// (R5.1).
+func waking(name, ip string, labels ...string) catalog.Instance {
+	i := routed(name, ip, labels...)
+	i.WakeOnConnect, i.Health = true, catalog.HealthStarting
+	return i
+}
+
+// multiDials is what the multi returns for a request for host: each
+// source's upstreams in turn, as Caddy's MultiUpstreams appends them.
+func multiDials(t *testing.T, host string, sources ...*upstreamSource) []string {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, "http://"+host+"/", nil)
+	var dials []string
+	for _, s := range sources {
+		ups, err := s.GetUpstreams(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range ups {
+			dials = append(dials, u.Dial)
+		}
+	}
+	return dials
+}
+
+// TestMultiGroup is R5 and R2a across the daemons of one `dynamic multi`:
+// what the route gets, grouped, against what it would get if each source
+// answered alone.
+func TestMultiGroup(t *testing.T) {
+	web := []string{"app", "web"}
+	for _, tc := range []struct {
+		name    string
+		sources func() []*upstreamSource
+		host    string
+		alone   []string // each source on its own (Caddy's multi without the group)
+		want    []string
+	}{
+		{
+			name: "routable_in_both_in_source_order",
+			sources: func() []*upstreamSource {
+				return []*upstreamSource{
+					member(t, "app=web", routed("b-1", "10.0.1.2", web...), routed("b-0", "10.0.1.1", web...)),
+					member(t, "app=web", routed("a-1", "10.0.2.1", web...)),
+				}
+			},
+			alone: []string{"10.0.1.1:8080", "10.0.1.2:8080", "10.0.2.1:8080"},
+			want:  []string{"10.0.1.1:8080", "10.0.1.2:8080", "10.0.2.1:8080"},
+		},
+		{
+			name: "R5_no_standby_woken_while_another_daemon_has_a_routable_instance",
+			sources: func() []*upstreamSource {
+				return []*upstreamSource{
+					member(t, "app=web", asleep("a-0", 32768, web...)),
+					member(t, "app=web", routed("b-0", "10.0.2.1", web...)),
+				}
+			},
+			alone: []string{"192.0.2.1:32768", "10.0.2.1:8080"},
+			want:  []string{"10.0.2.1:8080"},
+		},
+		{
+			name: "R5_one_wake_across_daemons_the_first_source",
+			sources: func() []*upstreamSource {
+				return []*upstreamSource{
+					member(t, "app=web", asleep("a-0", 32768, web...)),
+					member(t, "app=web", asleep("b-0", 32769, web...)),
+				}
+			},
+			alone: []string{"192.0.2.1:32768", "192.0.2.1:32769"},
+			want:  []string{"192.0.2.1:32768"},
+		},
+		{
+			name: "R5_an_instance_on_its_way_up_before_a_standby_one_of_an_earlier_source",
+			sources: func() []*upstreamSource {
+				return []*upstreamSource{
+					member(t, "app=web", asleep("a-0", 32768, web...)),
+					member(t, "app=web", waking("b-0", "10.0.2.1", web...)),
+				}
+			},
+			alone: []string{"192.0.2.1:32768", "10.0.2.1:8080"},
+			want:  []string{"10.0.2.1:8080"},
+		},
+		{
+			name: "R5_the_first_of_two_on_their_way_up",
+			sources: func() []*upstreamSource {
+				return []*upstreamSource{
+					member(t, "app=web", waking("a-0", "10.0.1.1", web...)),
+					member(t, "app=web", waking("b-0", "10.0.2.1", web...)),
+				}
+			},
+			alone: []string{"10.0.1.1:8080", "10.0.2.1:8080"},
+			want:  []string{"10.0.1.1:8080"},
+		},
+		{
+			name: "R2a_a_name_listed_on_one_daemon_leaves_the_others_wildcards_out",
+			sources: func() []*upstreamSource {
+				return []*upstreamSource{
+					member(t, "", routed("any", "10.0.1.1", "caddy.host", "*.example.com")),
+					member(t, "", routed("shop", "10.0.2.1", "caddy.host", "shop.example.com")),
+				}
+			},
+			host:  "shop.example.com",
+			alone: []string{"10.0.1.1:8080", "10.0.2.1:8080"},
+			want:  []string{"10.0.2.1:8080"},
+		},
+		{
+			name: "R2a_a_stopped_instance_listing_the_name_still_takes_it",
+			sources: func() []*upstreamSource {
+				stopped := routed("shop", "10.0.2.1", "caddy.host", "shop.example.com")
+				stopped.State = catalog.StateStopped
+				return []*upstreamSource{
+					member(t, "", routed("any", "10.0.1.1", "caddy.host", "*.example.com")),
+					member(t, "", stopped),
+				}
+			},
+			host:  "shop.example.com",
+			alone: []string{"10.0.1.1:8080"},
+		},
+		{
+			name: "R2a_wildcards_serve_names_nobody_lists",
+			sources: func() []*upstreamSource {
+				return []*upstreamSource{
+					member(t, "", routed("any", "10.0.1.1", "caddy.host", "*.example.com")),
+					member(t, "", routed("shop", "10.0.2.1", "caddy.host", "shop.example.com")),
+				}
+			},
+			host:  "blog.example.com",
+			alone: []string{"10.0.1.1:8080"},
+			want:  []string{"10.0.1.1:8080"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			host := tc.host
+			if host == "" {
+				host = "x.example.net"
+			}
+			alone := tc.sources()
+			if got := multiDials(t, host, alone...); !slices.Equal(got, tc.alone) {
+				t.Errorf("each source alone: got %q, want %q", got, tc.alone)
+			}
+			members := tc.sources()
+			grouped(members...)
+			if got := multiDials(t, host, members...); !slices.Equal(got, tc.want) {
+				t.Errorf("grouped: got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestMultiGroupAllocations: a member costs what a lone source costs on
+// the path where its own instances serve (an allocation per upstream plus
+// two), and reading the other members' catalogs allocates nothing: a
+// member whose fallback is held back allocates only that fallback's
+// address, spelt before the others are asked.
+func TestMultiGroupAllocations(t *testing.T) {
+	web := []string{"app", "web"}
+	a := member(t, "app=web", routed("a-0", "10.0.1.1", web...))
+	b := member(t, "app=web", asleep("b-0", 32768, web...))
+	grouped(a, b)
+	req := httptest.NewRequest(http.MethodGet, "http://x.example.net/", nil)
+	for _, tc := range []struct {
+		name string
+		s    *upstreamSource
+		want float64
+	}{{"routable", a, 3}, {"fallback_held_back", b, 1}} {
+		if n := testing.AllocsPerRun(100, func() { _, _ = tc.s.GetUpstreams(req) }); n != tc.want {
+			t.Errorf("%s: %v allocations per request, want %v", tc.name, n, tc.want)
+		}
+	}
+}
