@@ -25,11 +25,11 @@ func TestDaemonsPermission(t *testing.T) {
 			claimant("blog", "blog.example.org"), claimant("previews", "*.preview.example.org")),
 	}}
 	for name, want := range map[string]error{
-		"shop.apps.example.com":  nil,               // the first daemon's
-		"blog.example.org":       nil,               // the second's
-		"a.preview.example.org":  nil,               // the second's wildcard, allowed there
-		"bank.example.net":       errNoDaemonAllows, // claimed on the first, outside its allow_suffix
-		"scanner.example.com":    errNoDaemonAllows,
+		"shop.apps.example.com":   nil,               // the first daemon's
+		"blog.example.org":        nil,               // the second's
+		"a.preview.example.org":   nil,               // the second's wildcard, allowed there
+		"bank.example.net":        errNoDaemonAllows, // claimed on the first, outside its allow_suffix
+		"scanner.example.com":     errNoDaemonAllows,
 		"a.b.preview.example.org": errNoDaemonAllows, // a wildcard stands for one label
 	} {
 		if got := p.CertificateAllowed(context.Background(), name); got != want {
