@@ -3,6 +3,7 @@ package caddydicer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
 // TestDaemonsPermission is R7 and R7a over several daemons, without Caddy:
@@ -191,5 +194,43 @@ func TestDaemonsPermissionJSONValidation(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkDaemonsPermission is `permission daemons` over three daemons
+// (1,000 claimants each) against one daemon's permission alone (the
+// baseline): a name the first daemon allows, one the last allows, and a
+// scanner's name none allows.
+func BenchmarkDaemonsPermission(b *testing.B) {
+	daemon := func(prefix string) *hostPermission {
+		var list []catalog.Instance
+		for i := range 1000 {
+			list = append(list, claimant(fmt.Sprintf("%s-%04d", prefix, i), fmt.Sprintf("h%d.%s.example.com", i, prefix)))
+		}
+		return permissionFor(b, hostPermission{}, list...)
+	}
+	first := daemon("a")
+	p := &DaemonsPermission{perms: []*hostPermission{first, daemon("b"), daemon("c")}}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, host string
+		allowed    bool
+	}{
+		{"allowed_by_the_first", "h7.a.example.com", true},
+		{"allowed_by_the_last", "h7.c.example.com", true},
+		{"refused", "scanner.example.net", false},
+	} {
+		run := func(b *testing.B, perm caddytls.OnDemandPermission, allowed bool) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := perm.CertificateAllowed(ctx, tc.host); (err == nil) != allowed {
+					b.Fatalf("%s: %v", tc.host, err)
+				}
+			}
+		}
+		if tc.name != "allowed_by_the_last" {
+			b.Run(tc.name+"/one_daemon", func(b *testing.B) { run(b, first, tc.allowed) })
+		}
+		b.Run(tc.name+"/three_daemons", func(b *testing.B) { run(b, p, tc.allowed) })
 	}
 }

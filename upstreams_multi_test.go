@@ -1,6 +1,7 @@
 package caddydicer
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -222,5 +223,69 @@ func TestMultiGroupAllocations(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { _, _ = tc.s.GetUpstreams(req) }); n != tc.want {
 			t.Errorf("%s: %v allocations per request, want %v", tc.name, n, tc.want)
 		}
+	}
+}
+
+// BenchmarkMultiGroup is a request through one source of a `dynamic multi`
+// of three daemons (1,000 instances each), against the same source alone
+// (the baseline): by selector where this source's instances serve, by
+// host where another daemon's instance lists the host (the R2a lookups),
+// and where this source's fallback is held back because another daemon
+// has a routable instance (the R5 check).
+func BenchmarkMultiGroup(b *testing.B) {
+	web := []string{"app", "web"}
+	many := func(prefix string, extra ...catalog.Instance) []catalog.Instance {
+		list := append([]catalog.Instance(nil), extra...)
+		for i := range 1000 {
+			list = append(list, routed(fmt.Sprintf("%s-%04d", prefix, i), fmt.Sprintf("10.1.%d.%d", i/250, i%250+1),
+				"caddy.host", fmt.Sprintf("h%d.%s.example.com", i, prefix)))
+		}
+		return list
+	}
+	type source struct {
+		sel       string
+		instances []catalog.Instance
+	}
+	for _, tc := range []struct {
+		name    string
+		host    string
+		sources []source // the first is the one measured
+		want    int
+	}{
+		{"selector_routable", "x.example.net", []source{
+			{"app=web", many("a", routed("a-web-1", "10.0.0.1", web...), routed("a-web-2", "10.0.0.2", web...))},
+			{"app=web", many("b", routed("b-web-1", "10.0.1.1", web...))},
+			{"app=web", many("c")},
+		}, 2},
+		{"host_listed_on_another_daemon", "h7.c.example.com", []source{
+			{"", many("a")}, {"", many("b")}, {"", many("c")},
+		}, 0},
+		{"fallback_held_back", "x.example.net", []source{
+			{"app=web", many("a", asleep("a-web-1", 32768, web...))},
+			{"app=web", many("b")},
+			{"app=web", many("c", routed("c-web-1", "10.0.1.1", web...))},
+		}, 0},
+	} {
+		req := httptest.NewRequest(http.MethodGet, "http://"+tc.host+"/", nil)
+		run := func(b *testing.B, s *upstreamSource, want int) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if ups, _ := s.GetUpstreams(req); len(ups) != want {
+					b.Fatalf("got %d upstreams, want %d", len(ups), want)
+				}
+			}
+		}
+		alone := member(b, tc.sources[0].sel, tc.sources[0].instances...)
+		wantAlone := tc.want
+		if tc.name == "fallback_held_back" {
+			wantAlone = 1 // alone, it returns its fallback
+		}
+		b.Run(tc.name+"/alone", func(b *testing.B) { run(b, alone, wantAlone) })
+		var members []*upstreamSource
+		for _, s := range tc.sources {
+			members = append(members, member(b, s.sel, s.instances...))
+		}
+		grouped(members...)
+		b.Run(tc.name+"/grouped", func(b *testing.B) { run(b, members[0], tc.want) })
 	}
 }
