@@ -81,9 +81,10 @@ func (s *upstreamSource) joinGroup(ctx caddy.Context) {
 	s.group, s.groupKey = g, parent
 }
 
-// leaveGroup undoes joinGroup.
+// leaveGroup undoes joinGroup. It leaves s.group set: a request of the
+// unloading config may still be answered by s, against the members left.
 func (s *upstreamSource) leaveGroup() {
-	if s.group == nil {
+	if s.groupKey == nil {
 		return
 	}
 	for {
@@ -94,7 +95,7 @@ func (s *upstreamSource) leaveGroup() {
 		}
 	}
 	_, _ = sourceGroups.Delete(s.groupKey)
-	s.group, s.groupKey = nil, nil
+	s.groupKey = nil
 }
 
 // targets appends to dst where a request for host goes through s as a
