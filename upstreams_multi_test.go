@@ -1,11 +1,16 @@
 package caddydicer
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/selector"
@@ -287,5 +292,59 @@ func BenchmarkMultiGroup(b *testing.B) {
 		}
 		grouped(members...)
 		b.Run(tc.name+"/grouped", func(b *testing.B) { run(b, members[0], tc.want) })
+	}
+}
+
+// TestMultiGroupThroughCaddysMulti loads Caddy's own multi source over two
+// test daemons, with a source of another kind between them: our two
+// sources form one group, in the multi's order, which Caddy's
+// GetUpstreams then answers through (R5b), and the group is gone once the
+// config is unloaded.
+func TestMultiGroupThroughCaddysMulti(t *testing.T) {
+	a, sockA := testDaemon(t)
+	b, sockB := testDaemon(t)
+	asleepOn(t, a, "a-asleep", "127.0.0.147", map[string]string{"app": "web"})
+	instance(t, b, "b-web", "127.0.0.148", map[string]string{"app": "web"})
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	mod, err := ctx.LoadModuleByID("http.reverse_proxy.upstreams.multi", []byte(fmt.Sprintf(`{"sources": [
+		{"source": "dicer", "selector": "app=web", "address": "unix:%s", "published_port_host": "127.0.0.147"},
+		{"source": "a", "name": "127.0.0.1", "port": "1"},
+		{"source": "dicer", "selector": "app=web", "address": "unix:%s"}
+	]}`, sockA, sockB)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	multi := mod.(*reverseproxy.MultiUpstreams)
+	refs, _ := sourceGroups.References(multi)
+	if refs != 2 {
+		t.Fatalf("the group of the multi has %d references, want 2 (its two dicer sources)", refs)
+	}
+	v, _ := sourceGroups.LoadOrStore(multi, nil)
+	sourceGroups.Delete(multi)
+	members := *v.(*sourceGroup).members.Load()
+	if len(members) != 2 || members[0].conn == members[1].conn {
+		t.Fatalf("group members %v, want the two dicer sources, each on its own connection", members)
+	}
+
+	// R5b: daemon b has a routable instance, so a's standby instance is
+	// not returned, through Caddy's own GetUpstreams.
+	req := httptest.NewRequest(http.MethodGet, "http://x.example.net/", nil)
+	req = req.WithContext(context.WithValue(req.Context(), caddy.ReplacerCtxKey, caddy.NewReplacer()))
+	ups, err := multi.GetUpstreams(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dials []string
+	for _, u := range ups {
+		dials = append(dials, u.Dial)
+	}
+	if len(dials) != 2 || dials[0] != "127.0.0.1:1" || !strings.HasPrefix(dials[1], "127.0.0.148:") {
+		t.Errorf("upstreams %q, want the a source's 127.0.0.1:1, then b-web's (in the multi's order), and not a-asleep's", dials)
+	}
+
+	cancel()
+	if refs, _ := sourceGroups.References(multi); refs != 0 {
+		t.Errorf("the group has %d references after unload, want 0", refs)
 	}
 }
