@@ -71,6 +71,10 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 // GetUpstreams returns where the request may go: fresh values on every
 // call, since reverse_proxy writes into them. It costs one atomic load, the
 // route's precomputed candidates, and an allocation per upstream plus two.
+// As a source of a `dynamic multi`, it answers with the multi's other
+// sources of this plugin (R5b, upstreams_multi.go): an index lookup in each
+// of their catalogs for a host its own daemon does not list, and their
+// picks when it has no routable instance.
 func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
 	var buf [8]catalog.Target
 	var targets []catalog.Target
