@@ -15,8 +15,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 )
 
 // tlsTo is a client of one Caddy's HTTPS port that trusts roots.
@@ -176,5 +180,79 @@ https:// {
 		if status, body, err := s.get("blog.test"); err != nil || status != http.StatusOK || body != hello(blog) {
 			t.Errorf("Caddy %d, https://blog.test/: %d %q %v, want 200 %q", i+1, status, body, err, hello(blog))
 		}
+	}
+}
+
+// TestE2E_R5b_one_wake_across_two_daemons is R5 across the daemons of one
+// `dynamic multi`, on two simulated Dicer hosts whose standby instances
+// are really frozen and woken by a connection: a burst wakes one instance
+// for the route, the first source's, and while the second host runs an
+// instance, the first's instance back on standby is not woken again.
+func TestE2E_R5b_one_wake_across_two_daemons(t *testing.T) {
+	a := newHost(t)
+	requireSim(t, a)
+	b := newSimHost(t)
+	sleepy := map[string]string{"app": "sleepy"}
+	sbA := a.run(t, instance{name: "sb-a", labels: sleepy, publish: true, standbyAfter: time.Minute})
+	a.standby(t, sbA)
+	sbB := b.run(t, instance{name: "sb-b", labels: sleepy, publish: true, standbyAfter: time.Minute})
+	b.standby(t, sbB)
+	source := func(h dicerHost) string { return strings.TrimPrefix(dynamic(h, "app=sleepy", guestPort), "dynamic ") }
+	c := startCaddy(t, "", fmt.Sprintf(`
+http://sleepy.test {
+	reverse_proxy {
+		dynamic multi {
+			%s
+			%s
+		}
+		lb_policy round_robin
+	}
+}
+`, source(a), source(b)))
+
+	const burst = 10
+	results := make([]result, burst)
+	var wg sync.WaitGroup
+	for i := range burst {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = c.get("sleepy.test")
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.err != nil || r.status != http.StatusOK || r.body != hello(sbA) {
+			t.Errorf("request %d of the burst: %v, want 200 %q (the first source's instance)", i+1, r, hello(sbA))
+		}
+	}
+	if st := b.state(t, sbB); st != dicerpb.InstanceState_INSTANCE_STATE_STANDBY {
+		t.Errorf("the second host's %s is %v, want still on standby", sbB, st)
+	}
+	if n := len(wokenEvents(b.events(t, sbB))); n != 0 {
+		t.Errorf("the second host woke %s %d times, want 0", sbB, n)
+	}
+	if n := len(wokenEvents(a.events(t, sbA))); n != 1 {
+		t.Errorf("the first host woke %s %d times, want 1", sbA, n)
+	}
+
+	// The second host now runs an instance; the first's goes back on
+	// standby: requests go to the running one, and nothing is woken.
+	run := b.run(t, instance{name: "run-b", labels: sleepy})
+	a.standby(t, sbA)
+	eventually(t, "requests go to "+run, func() bool {
+		r := c.get("sleepy.test")
+		return r.err == nil && r.status == http.StatusOK && r.body == hello(run)
+	})
+	for i := range 10 {
+		if r := c.get("sleepy.test"); r.err != nil || r.status != http.StatusOK || r.body != hello(run) {
+			t.Errorf("request %d: %v, want 200 %q", i+1, r, hello(run))
+		}
+	}
+	if n := len(wokenEvents(a.events(t, sbA))); n != 1 {
+		t.Errorf("the first host woke %s %d times in all, want 1 (not again while the second runs an instance)", sbA, n)
+	}
+	if st := a.state(t, sbA); st != dicerpb.InstanceState_INSTANCE_STATE_STANDBY {
+		t.Errorf("%s is %v, want on standby", sbA, st)
 	}
 }
