@@ -234,3 +234,37 @@ func BenchmarkDaemonsPermission(b *testing.B) {
 		b.Run(tc.name+"/three_daemons", func(b *testing.B) { run(b, p, tc.allowed) })
 	}
 }
+
+// laterBackend stands for a daemon added to the plugin later (Swarm): a
+// permission module that embeds hostPermission with its own daemon
+// settings, registered under its own name, and nothing else.
+type laterBackend struct {
+	DockerEngine
+	hostPermission
+}
+
+func init() { caddy.RegisterModule(laterBackend{}) }
+
+func (laterBackend) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "tls.permission.zz_later_backend", New: func() caddy.Module { return new(laterBackend) }}
+}
+
+func (p *laterBackend) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return p.unmarshal(d, "zz_later_backend", &p.DockerEngine)
+}
+
+// TestDaemonsPermissionTakesALaterBackend: a backend's permission module,
+// once registered, is a kind of daemon `permission daemons` takes, with
+// no change to it.
+func TestDaemonsPermissionTakesALaterBackend(t *testing.T) {
+	if !isDaemonKind("zz_later_backend") || !strings.Contains(daemonKinds(), "zz_later_backend") {
+		t.Fatalf("a registered permission embedding hostPermission is not a daemon kind (kinds: %s)", daemonKinds())
+	}
+	p := new(DaemonsPermission)
+	if err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser("daemons {\n dicer\n zz_later_backend {\n  allow_suffix example.com\n }\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.DaemonsRaw) != 2 || string(p.DaemonsRaw[1]) != `{"allow_suffix":["example.com"],"module":"zz_later_backend"}` {
+		t.Errorf("daemons %s", p.DaemonsRaw)
+	}
+}
