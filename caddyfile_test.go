@@ -77,7 +77,17 @@ func cfCheckModulesDecode(t *testing.T, adapted []byte) {
 		case map[string]any:
 			for k, child := range v {
 				obj, isObj := child.(map[string]any)
+				if list, ok := child.([]any); ok && (k == "sources" || k == "daemons") {
+					// dynamic multi's sources, permission daemons' daemons
+					for _, elem := range list {
+						walk(map[string]any{map[string]string{"sources": "dynamic_upstreams", "daemons": "permission"}[k]: elem})
+					}
+					continue
+				}
 				switch {
+				case isObj && k == "permission" && obj["module"] == "daemons":
+					found++
+					cfStrictDecode(t, obj, "module", new(DaemonsPermission))
 				case isObj && k == "dynamic_upstreams" && obj["source"] == "dicer":
 					found++
 					cfStrictDecode(t, obj, "source", new(DicerUpstreams))

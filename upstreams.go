@@ -39,6 +39,10 @@ type upstreamSource struct {
 	conn  *connection
 	view  *catalog.View
 	route catalog.Route
+	// group is the members of the `dynamic multi` that holds the source,
+	// if one does (see upstreams_multi.go); inGroup says s is one of them.
+	group   *sourceGroup
+	inGroup bool
 }
 
 // provision joins the daemon's shared connection and, for a selector,
@@ -57,6 +61,9 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 		s.view = s.conn.catalog.Watch(sel)
 		s.route.View = s.view
 	}
+	if err := s.joinGroup(ctx); err != nil {
+		return err
+	}
 	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
 		zap.Int("port", s.Port), zap.String("network", network))
 	return nil
@@ -65,9 +72,18 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 // GetUpstreams returns where the request may go: fresh values on every
 // call, since reverse_proxy writes into them. It costs one atomic load, the
 // route's precomputed candidates, and an allocation per upstream plus two.
+// As a source of a `dynamic multi`, it answers with the multi's other
+// sources of this plugin (R5b, upstreams_multi.go): an index lookup in each
+// of their catalogs for a host its own daemon does not list, and their
+// picks when it has no routable instance.
 func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
 	var buf [8]catalog.Target
-	targets := s.conn.catalog.Snapshot().Targets(buf[:0], s.route, catalog.NormalizeHost(r.Host))
+	var targets []catalog.Target
+	if snap, host := s.conn.catalog.Snapshot(), catalog.NormalizeHost(r.Host); s.group == nil {
+		targets = snap.Targets(buf[:0], s.route, host)
+	} else {
+		targets = s.group.targets(s, snap, buf[:0], host)
+	}
 	if len(targets) == 0 {
 		return nil, nil
 	}
@@ -80,8 +96,10 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 	return ups, nil
 }
 
-// Cleanup releases the view and the shared connection.
+// Cleanup releases the view and the shared connection, and leaves the
+// multi's group.
 func (s *upstreamSource) Cleanup() error {
+	s.leaveGroup()
 	if s.view != nil {
 		s.conn.catalog.Unwatch(s.view)
 		s.view = nil

@@ -193,9 +193,19 @@ type endpoint struct {
 // resolve applies R3, R4 and the network rule of R11 for a route. An empty
 // dial means the instance gets no requests.
 func (e *entry) resolve(route Route, at *reach) endpoint {
-	port := e.guestPort(route.Port)
-	if port == 0 {
+	host, port, published := e.place(route, at)
+	if host == "" {
 		return endpoint{}
+	}
+	return endpoint{dial: joinHostPort(spelling(host, e.sleeps), port), published: published}
+}
+
+// place is where resolve sends requests, before the host is spelt and
+// joined with the port: no allocation. An empty host means none.
+func (e *entry) place(route Route, at *reach) (host string, port int, published bool) {
+	port = e.guestPort(route.Port)
+	if port == 0 {
+		return "", 0, false
 	}
 	var net Attachment
 	if n := e.network(route.Network); n != nil {
@@ -206,13 +216,10 @@ func (e *entry) resolve(route Route, at *reach) endpoint {
 			continue
 		}
 		if host := at.publishedHost(p.HostIP, net.Gateway); host != "" {
-			return endpoint{dial: joinHostPort(spelling(host, e.sleeps), int(p.HostPort)), published: true}
+			return host, int(p.HostPort), true
 		}
 	}
-	if net.Address == "" {
-		return endpoint{}
-	}
-	return endpoint{dial: joinHostPort(spelling(net.Address, e.sleeps), port)}
+	return net.Address, port, false
 }
 
 // reach holds the daemon-wide facts R4 uses to reach a published port.
