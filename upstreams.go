@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -39,6 +40,9 @@ type upstreamSource struct {
 	conn  *connection
 	view  *catalog.View
 	route catalog.Route
+	// wakeTimeout bounds how long a request waits for an instance that
+	// it wakes (Docker scale to zero).
+	wakeTimeout time.Duration
 }
 
 // provision joins the daemon's shared connection and, for a selector,
@@ -64,20 +68,55 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 
 // GetUpstreams returns where the request may go: fresh values on every
 // call, since reverse_proxy writes into them. It costs one atomic load, the
-// route's precomputed candidates, and an allocation per upstream plus two.
+// route's precomputed candidates, and an allocation per upstream plus two;
+// an instance labelled caddy.standby_after adds an atomic store. Only a
+// request that finds nothing routable and an instance to wake waits (see
+// wake).
 func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
 	var buf [8]catalog.Target
-	targets := s.conn.catalog.Snapshot().Targets(buf[:0], s.route, catalog.NormalizeHost(r.Host))
+	host := catalog.NormalizeHost(r.Host)
+	targets := s.conn.catalog.Snapshot().Targets(buf[:0], s.route, host)
 	if len(targets) == 0 {
-		return nil, nil
+		return s.wake(r, host, buf[:0])
 	}
+	return s.upstreams(r, targets), nil
+}
+
+// upstreams turns targets into fresh upstreams, recording the use of
+// those labelled caddy.standby_after (scale to zero).
+func (s *upstreamSource) upstreams(r *http.Request, targets []catalog.Target) []*reverseproxy.Upstream {
 	block := make([]reverseproxy.Upstream, len(targets))
 	ups := make([]*reverseproxy.Upstream, len(targets))
 	for i, t := range targets {
 		block[i].Dial = t.Dial
 		ups[i] = &block[i]
+		if t.Activity != nil && s.conn.standby != nil {
+			s.conn.standby.record(r, t.Activity, &block[i])
+		}
 	}
-	return ups, nil
+	return ups
+}
+
+// wake is GetUpstreams for a route with nothing routable: on a daemon
+// that Caddy wakes instances of (Docker), it wakes one and holds the
+// request until it is ready, at most wakeTimeout; then, or when the
+// instance cannot be woken, the one upstream answers 503 with
+// Retry-After. Nothing to wake: no upstreams, which Caddy answers 503.
+func (s *upstreamSource) wake(r *http.Request, host string, buf []catalog.Target) ([]*reverseproxy.Upstream, error) {
+	if s.conn.standby == nil {
+		return nil, nil
+	}
+	targets, retry := s.conn.standby.hold(r, s.route, host, s.wakeTimeout, buf)
+	if len(targets) == 0 {
+		if retry == 0 {
+			return nil, nil
+		}
+		if u := s.conn.standby.standInUpstream(retry); u != nil {
+			return []*reverseproxy.Upstream{u}, nil
+		}
+		return nil, nil
+	}
+	return s.upstreams(r, targets), nil
 }
 
 // Cleanup releases the view and the shared connection.

@@ -61,6 +61,23 @@ type Snapshot struct {
 	hosts     *immutable.Map[string, []*entry]
 	wildcards *immutable.Map[string, []*entry]
 	views     map[*View][]*entry
+	// next is closed when a newer snapshot replaces this one.
+	next chan struct{}
+}
+
+// Changed is closed as soon as a newer snapshot replaces s: a request that
+// waits for an instance to become routable (a wake, R5) waits on it, and
+// no one polls.
+func (s *Snapshot) Changed() <-chan struct{} { return s.next }
+
+// store publishes snap, then tells the waiters on the one it replaces.
+// Writers hold c.mu (New excepted, which has no reader yet).
+func (c *Catalog) store(snap *Snapshot) {
+	snap.next = make(chan struct{})
+	old := c.current.Swap(snap)
+	if old != nil {
+		close(old.next)
+	}
 }
 
 // View is a selector the catalog keeps the matching instances of, so a
@@ -86,7 +103,7 @@ func New(opts Options) *Catalog {
 		probe:      opts.Probe,
 		routePorts: make(map[int]int),
 	}
-	c.current.Store(&Snapshot{
+	c.store(&Snapshot{
 		reach:     &c.reach,
 		hosts:     immutable.NewMap[string, []*entry](newHasher()),
 		wildcards: immutable.NewMap[string, []*entry](newHasher()),
@@ -127,7 +144,7 @@ func (c *Catalog) Watch(sel selector.Selector) *View {
 		views[k] = es
 	}
 	views[v] = matched
-	c.current.Store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
+	c.store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
 	return v
 }
 
@@ -151,7 +168,7 @@ func (c *Catalog) Unwatch(v *View) {
 			views[k] = es
 		}
 	}
-	c.current.Store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
+	c.store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
 }
 
 // Put implements Sink.
@@ -163,6 +180,7 @@ func (c *Catalog) Put(inst Instance) {
 	e := newEntry(inst)
 	e.stopping = stopping
 	e.countSleeps(old)
+	e.keepActivity(old)
 	probe := c.admit(old, e)
 	c.byID[inst.ID] = e
 	c.publish(c.current.Load(), old, e)
@@ -204,6 +222,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		old := c.byID[inst.ID]
 		e := newEntry(inst)
 		e.countSleeps(old)
+		e.keepActivity(old)
 		if r := c.admit(old, e); r.Gen != 0 {
 			probes = append(probes, r)
 		}
@@ -247,7 +266,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		}
 		views[v] = matched
 	}
-	c.current.Store(&Snapshot{reach: &c.reach, hosts: hosts.Map(), wildcards: wildcards.Map(), views: views})
+	c.store(&Snapshot{reach: &c.reach, hosts: hosts.Map(), wildcards: wildcards.Map(), views: views})
 	for _, r := range probes {
 		c.sendProbe(r) // before Ready: whoever waits for it may wait for these
 	}
@@ -279,7 +298,7 @@ func (c *Catalog) publish(snap *Snapshot, old, e *entry) {
 		}
 		views[v] = swap(list, old, e, is)
 	}
-	c.current.Store(&Snapshot{reach: snap.reach, hosts: hosts, wildcards: wildcards, views: views})
+	c.store(&Snapshot{reach: snap.reach, hosts: hosts, wildcards: wildcards, views: views})
 }
 
 // reindex returns index with old replaced by e under the keys keys gives
@@ -342,6 +361,11 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 	if e != nil && e.port < 0 && (old == nil || old.inst.Labels[LabelPort] != e.inst.Labels[LabelPort]) {
 		c.logger.Warn("instance gets no requests: label caddy.port is not a port number (1-65535)",
 			zap.String("instance", e.inst.Name), zap.String("caddy.port", e.inst.Labels[LabelPort]))
+	}
+	if e != nil && e.badStandby != "" && (old == nil || old.inst.Labels[e.badStandby] != e.inst.Labels[e.badStandby]) {
+		c.logger.Warn("instance is never put on standby nor woken by Caddy: label "+e.badStandby+
+			" is not valid (caddy.standby_after: a positive duration such as 15m; caddy.standby: stop or pause)",
+			zap.String("instance", e.inst.Name), zap.String(e.badStandby, e.inst.Labels[e.badStandby]))
 	}
 	if e != nil && e.ambiguous && (old == nil || !old.ambiguous) {
 		nets := make([]string, len(e.inst.Networks))

@@ -20,6 +20,9 @@ type Target struct {
 	Instance string
 	// Dial is host:port, never localhost (R4).
 	Dial string
+	// Activity is set for an instance labelled caddy.standby_after: the
+	// request path records its use there.
+	Activity *Activity
 }
 
 // Targets appends to dst where a request for host (normalized with
@@ -38,7 +41,7 @@ func (s *Snapshot) Targets(dst []Target, route Route, host string) []Target {
 			continue
 		}
 		if ep := e.resolve(route, s.reach); ep.dial != "" {
-			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial})
+			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial, Activity: e.activity})
 		}
 	}
 	if len(dst) > n {
