@@ -81,6 +81,15 @@ type standby struct {
 	standIns map[int]*standIn    // by Retry-After seconds
 	denied   bool                // a write was refused once (logged once)
 	acting   map[string]bool     // IDs being put on standby
+	kicks    chan struct{}       // tells idleLoop of an instance served for the first time
+}
+
+// kick tells idleLoop to look again, without waiting.
+func (w *standby) kick() {
+	select {
+	case w.kicks <- struct{}{}:
+	default:
+	}
 }
 
 // wake is one wake in progress: the start or unpause call, then the wait
@@ -102,7 +111,7 @@ func newStandby(ctx context.Context, actions standbyActions, cat *catalog.Catalo
 	w := &standby{
 		actions: actions, catalog: cat, logger: logger, ctx: ctx,
 		wakes: map[string]*wake{}, failures: map[string]*failure{},
-		standIns: map[int]*standIn{}, acting: map[string]bool{},
+		standIns: map[int]*standIn{}, acting: map[string]bool{}, kicks: make(chan struct{}, 1),
 	}
 	w.wg.Add(1)
 	go func() {
@@ -127,7 +136,9 @@ func (w *standby) close() {
 // dial address, reverse_proxy's in-flight counter for it, known when the
 // request ends (see learn). Atomics only, no lock.
 func (w *standby) record(r *http.Request, a *catalog.Activity, u *reverseproxy.Upstream) {
-	a.Touch(time.Now())
+	if a.Touch(time.Now()) {
+		w.kick() // served for the first time since it started: the idle timer starts
+	}
 	if a.Knows(u.Dial) {
 		return
 	}
@@ -230,6 +241,13 @@ func (w *standby) wakeFor(snap *catalog.Snapshot, route catalog.Route, host stri
 // instance already on its way up) and waits until the instance is
 // routable or the wake failed.
 func (w *standby) run(wk *wake, c catalog.WakeCandidate) {
+	if c.State == catalog.StateStopping {
+		// Being put on standby: wake it once it is down.
+		if c.State = w.settled(c.ID); c.State == catalog.StateUnknown {
+			w.finish(wk, wakeCanceled, nil)
+			return
+		}
+	}
 	var err error
 	ctx, cancel := context.WithTimeout(w.ctx, actionTimeout)
 	switch c.State {
@@ -287,6 +305,30 @@ func (w *standby) watch(c catalog.WakeCandidate) wakeResult {
 	}
 }
 
+// settled waits until the instance, being put on standby, is down, and
+// returns its state then (StateUnknown: gone, or the wait ended).
+func (w *standby) settled(id string) catalog.State {
+	deadline := time.NewTimer(wakeWatch)
+	defer deadline.Stop()
+	for {
+		snap := w.catalog.Snapshot()
+		s, ok := w.sleeper(id)
+		switch {
+		case !ok:
+			return catalog.StateUnknown
+		case s.State != catalog.StateStopping:
+			return s.State
+		}
+		select {
+		case <-snap.Changed():
+		case <-deadline.C:
+			return catalog.StateUnknown
+		case <-w.ctx.Done():
+			return catalog.StateUnknown
+		}
+	}
+}
+
 // sleeper is the catalog's current view of one labelled instance.
 func (w *standby) sleeper(id string) (catalog.Sleeper, bool) {
 	for _, s := range w.catalog.Sleepers(nil) {
@@ -308,7 +350,9 @@ func (w *standby) finish(wk *wake, result wakeResult, err error) {
 	firstDenial := false
 	if result == wakeReady {
 		delete(w.failures, wk.id)
-		wk.activity.Touch(time.Now()) // this Caddy woke it: its idle time counts
+		if wk.activity.Touch(time.Now()) { // this Caddy woke it: its idle time counts
+			defer w.kick()
+		}
 	} else if result != wakeCanceled {
 		f := w.failures[wk.id]
 		if f == nil {

@@ -11,16 +11,16 @@ import (
 
 // idleLoop puts labelled instances on standby once idle: no request
 // routed to them through this Caddy for their standby_after, and none in
-// flight. It wakes at the earliest time one may be due, and at each
-// catalog change (an instance starts or stops); it never asks the daemon.
+// flight. It wakes at the earliest time one may be due, at each catalog
+// change (an instance starts or stops), and when an instance is served
+// for the first time since it started; it never asks the daemon.
 //
 // Only an instance this Caddy routed a request to (or woke) since it last
-// saw it start is ever put on standby by it: a container that another
+// saw it down is ever put on standby by it: a container that another
 // Caddy, or an operator, started and that this one never served is left
 // running.
 func (w *standby) idleLoop() {
-	since := map[string]time.Time{} // ID -> when this loop first saw it running
-	busy := map[string]time.Time{}  // ID -> when this loop last saw requests in flight
+	busy := map[string]time.Time{} // ID -> when this loop last saw requests in flight
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var sleepers []catalog.Sleeper
@@ -32,17 +32,14 @@ func (w *standby) idleLoop() {
 		seen := make(map[string]bool, len(sleepers))
 		for _, s := range sleepers {
 			seen[s.ID] = true
-			if s.State != catalog.StateRunning {
-				delete(since, s.ID)
+			if s.State != catalog.StateRunning && s.State != catalog.StateStarting {
+				s.Activity.Reset()
 				delete(busy, s.ID)
 				continue
 			}
-			if _, ok := since[s.ID]; !ok {
-				since[s.ID] = now
-			}
 			last := s.Activity.Last()
-			if !s.Ready || last.Before(since[s.ID]) {
-				continue // not up yet, or not served by this Caddy since it started
+			if !s.Ready || last.IsZero() {
+				continue // not up yet, or not served by this Caddy since it was down
 			}
 			if s.Activity.InFlight() > 0 {
 				busy[s.ID] = now
@@ -60,15 +57,15 @@ func (w *standby) idleLoop() {
 			}
 			w.putOnStandby(s)
 		}
-		for id := range since {
+		for id := range busy {
 			if !seen[id] {
-				delete(since, id)
 				delete(busy, id)
 			}
 		}
 		timer.Reset(time.Until(next))
 		select {
 		case <-changed:
+		case <-w.kicks:
 		case <-timer.C:
 		case <-w.ctx.Done():
 			return
@@ -120,7 +117,12 @@ func (w *standby) putOnStandby(s catalog.Sleeper) {
 			action, call = "pause", w.actions.Pause
 		}
 		idle := time.Since(last).Round(time.Millisecond)
+		// Out of its rotations before the call: no request may reach a
+		// container being frozen or drained; one that comes meanwhile waits
+		// and wakes it once it is down.
+		w.catalog.Stopping(s.ID)
 		if err := call(ctx, s.ID, s.Labels); err != nil {
+			w.catalog.CancelStopping(s.ID) // still up: back in its rotations
 			if w.ctx.Err() == nil {
 				s.Activity.Touch(time.Now()) // not again before standby_after
 				if w.actions.Denied(err) && !w.firstDenial() {

@@ -429,6 +429,23 @@ func (c *Catalog) Stopping(id string) {
 	c.logChange(old, &e, "")
 }
 
+// CancelStopping undoes a Stopping made before a stop or pause that then
+// failed (scale to zero): the instance, running all along, is back in its
+// rotations.
+func (c *Catalog) CancelStopping(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.byID[id]
+	if old == nil || !old.stopping || old.inst.State != StateStopping {
+		return
+	}
+	e := *old
+	e.inst.State, e.stopping = StateRunning, false
+	c.byID[id] = &e
+	c.publish(c.current.Load(), old, &e)
+	c.logChange(old, &e, "")
+}
+
 // Started implements Sink: it ends a Stopping; the next Put says how the
 // instance is now.
 func (c *Catalog) Started(id string) {

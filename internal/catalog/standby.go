@@ -52,7 +52,7 @@ type InFlight interface{ NumRequests() int }
 // path writes it with atomics only.
 type Activity struct {
 	// last is when a request was last routed to the instance (Unix nanos);
-	// 0: never, since the catalog has known it.
+	// 0: never, since the catalog has known it or Reset.
 	last atomic.Int64
 	// pending counts requests routed to the instance whose InFlight is not
 	// known yet (see Capture).
@@ -67,8 +67,12 @@ type dialCount struct {
 	count InFlight
 }
 
-// Touch records a request routed to the instance now.
-func (a *Activity) Touch(now time.Time) { a.last.Store(now.UnixNano()) }
+// Touch records a request routed to the instance now; first reports the
+// first since the instance was known or Reset.
+func (a *Activity) Touch(now time.Time) (first bool) { return a.last.Swap(now.UnixNano()) == 0 }
+
+// Reset forgets the last request: the instance is down.
+func (a *Activity) Reset() { a.last.Store(0) }
 
 // Last is when a request was last routed to the instance; zero if never.
 func (a *Activity) Last() time.Time {
@@ -172,8 +176,9 @@ func (c *Catalog) Sleepers(dst []Sleeper) []Sleeper {
 type WakeCandidate struct {
 	ID, Name string
 	Labels   map[string]string
-	// State is StateStopped or StatePaused for one on standby; else it is
-	// on its way up (being woken).
+	// State is StateStopped or StatePaused for one on standby,
+	// StateStopping for one on its way there; else it is on its way up
+	// (being woken).
 	State    State
 	Activity *Activity
 }
@@ -181,7 +186,8 @@ type WakeCandidate struct {
 // WakeCandidates appends to dst the instances with a standby policy that
 // a request for host on route may wake, when none is routable (R5's order):
 // first those on their way up (starting, or running and not ready yet),
-// then those on standby (stopped or paused), each group in name order.
+// then those on standby (stopped or paused, or being stopped or paused),
+// each group in name order.
 // A restarting (crash-looping) or dead instance is never one.
 func (s *Snapshot) WakeCandidates(dst []WakeCandidate, route Route, host string) []WakeCandidate {
 	candidates, exact := s.hosts.Get(host)
@@ -197,7 +203,8 @@ func (s *Snapshot) WakeCandidates(dst []WakeCandidate, route Route, host string)
 			}
 			up := e.inst.State == StateStarting ||
 				e.inst.State == StateRunning && (!e.listening || e.inst.Health == HealthStarting)
-			down := e.inst.State == StateStopped || e.inst.State == StatePaused
+			down := e.inst.State == StateStopped || e.inst.State == StatePaused ||
+				e.inst.State == StateStopping && e.stopping // being put on standby: woken once down
 			if pass == 0 && up || pass == 1 && down {
 				dst = append(dst, WakeCandidate{ID: e.inst.ID, Name: e.inst.Name, Labels: e.inst.Labels, State: e.inst.State, Activity: e.activity})
 			}
