@@ -248,6 +248,9 @@ func (w *standby) run(wk *wake, c catalog.WakeCandidate) {
 			return
 		}
 	}
+	// What the catalog learns of the instance from now on is of after the
+	// call: a stopped instance then is one that exited.
+	before := w.catalog.Seq()
 	var err error
 	ctx, cancel := context.WithTimeout(w.ctx, actionTimeout)
 	switch c.State {
@@ -268,31 +271,26 @@ func (w *standby) run(wk *wake, c catalog.WakeCandidate) {
 		w.finish(wk, wakeError, err)
 		return
 	}
-	if c.State != catalog.StateStopped && c.State != catalog.StatePaused {
-		c.State = catalog.StateStarting // already on its way up
-	}
-	w.finish(wk, w.watch(c), nil)
+	w.finish(wk, w.watch(c.ID, before), nil)
 }
 
 // watch waits for the woken instance to be routable: ready, or exited if
-// it stopped again after it was seen up.
-func (w *standby) watch(c catalog.WakeCandidate) wakeResult {
+// the catalog, updated after the wake's call (past seq before), shows it
+// down, restarting or dead.
+func (w *standby) watch(id string, before uint64) wakeResult {
 	deadline := time.NewTimer(wakeWatch)
 	defer deadline.Stop()
-	seenUp := false
 	for {
 		snap := w.catalog.Snapshot()
-		s, ok := w.sleeper(c.ID)
+		s, ok := w.sleeper(id)
 		switch {
 		case !ok:
 			return wakeExited // removed
 		case s.Ready:
 			return wakeReady
-		case s.State == catalog.StateRunning || s.State == catalog.StateStarting:
-			seenUp = true
 		case s.State == catalog.StateRestarting || s.State == catalog.StateFailed:
 			return wakeExited
-		case seenUp && (s.State == catalog.StateStopped || s.State == catalog.StateStopping):
+		case s.Seq > before && (s.State == catalog.StateStopped || s.State == catalog.StateStopping):
 			return wakeExited
 		}
 		select {
@@ -370,8 +368,8 @@ func (w *standby) finish(wk *wake, result wakeResult, err error) {
 		}
 	}
 	wk.result = result
-	close(wk.done)
 	w.mu.Unlock()
+	defer close(wk.done) // after the log line: whoever waits on it sees it written
 
 	fields := []zap.Field{zap.String("instance", wk.name), zap.String("result", string(result))}
 	switch {

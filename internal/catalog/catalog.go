@@ -50,6 +50,7 @@ type Catalog struct {
 
 	probe      func(ProbeRequest)
 	probeGen   uint64
+	seq        uint64 // Puts and Replaces so far (see Seq)
 	routePorts map[int]int // route port -> routes using it
 }
 
@@ -181,6 +182,8 @@ func (c *Catalog) Put(inst Instance) {
 	e.stopping = stopping
 	e.countSleeps(old)
 	e.keepActivity(old)
+	c.seq++
+	e.seq = c.seq
 	probe := c.admit(old, e)
 	c.byID[inst.ID] = e
 	c.publish(c.current.Load(), old, e)
@@ -214,6 +217,7 @@ func (c *Catalog) Replace(instances []Instance) {
 	defer c.mu.Unlock()
 	next := make(map[string]*entry, len(instances))
 	var probes []ProbeRequest
+	c.seq++
 	for _, inst := range instances {
 		// A re-listing ends a Stopping: a start missed while the daemon was
 		// out of reach must not keep an instance out for good. One still
@@ -223,6 +227,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		e := newEntry(inst)
 		e.countSleeps(old)
 		e.keepActivity(old)
+		e.seq = c.seq
 		if r := c.admit(old, e); r.Gen != 0 {
 			probes = append(probes, r)
 		}

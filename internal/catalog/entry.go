@@ -52,6 +52,8 @@ type entry struct {
 	standby    Standby
 	activity   *Activity
 	badStandby string
+	// seq is the catalog's Seq when the daemon last described the instance.
+	seq uint64
 }
 
 func newEntry(inst Instance) *entry {

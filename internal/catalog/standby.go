@@ -149,6 +149,9 @@ type Sleeper struct {
 	State    State
 	Policy   Standby
 	Activity *Activity
+	// Seq orders what the catalog learnt of instances: the Seq of the
+	// latest Put or Replace that described this one (see Catalog.Seq).
+	Seq uint64
 	// Ready: running, accepting connections (R1a) and not unhealthy or
 	// awaiting its health verdict, whatever the network (R1).
 	Ready bool
@@ -164,12 +167,21 @@ func (c *Catalog) Sleepers(dst []Sleeper) []Sleeper {
 		}
 		dst = append(dst, Sleeper{
 			ID: e.inst.ID, Name: e.inst.Name, Labels: e.inst.Labels, State: e.inst.State,
-			Policy: e.standby, Activity: e.activity,
+			Policy: e.standby, Activity: e.activity, Seq: e.seq,
 			Ready: e.inst.State == StateRunning && e.listening &&
 				(e.inst.Health == HealthNone || e.inst.Health == HealthHealthy),
 		})
 	}
 	return dst
+}
+
+// Seq is the number of the catalog's latest Put or Replace: an
+// instance's Sleeper.Seq above a Seq taken earlier was described by the
+// daemon since.
+func (c *Catalog) Seq() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seq
 }
 
 // WakeCandidate is an instance a request may wake (Docker scale to zero).

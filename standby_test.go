@@ -1,0 +1,193 @@
+package caddydicer
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// fakeActions stands for the Engine's writes: each call is counted and
+// answered by then, which may change the catalog as the Engine's events
+// would.
+type fakeActions struct {
+	calls atomic.Int32
+	then  func(action, id string) error
+}
+
+func (f *fakeActions) do(action, id string) error {
+	f.calls.Add(1)
+	return f.then(action, id)
+}
+
+func (f *fakeActions) Start(_ context.Context, id string, _ map[string]string) error {
+	return f.do("start", id)
+}
+
+func (f *fakeActions) Stop(_ context.Context, id string, _ map[string]string) error {
+	return f.do("stop", id)
+}
+
+func (f *fakeActions) Pause(_ context.Context, id string, _ map[string]string) error {
+	return f.do("pause", id)
+}
+
+func (f *fakeActions) Unpause(_ context.Context, id string, _ map[string]string) error {
+	return f.do("unpause", id)
+}
+func (f *fakeActions) Denied(err error) bool { return errors.Is(err, errDenied) }
+func (f *fakeActions) Close() error          { return nil }
+
+var errDenied = errors.New("denied")
+
+// sleeper is a container labelled caddy.standby_after=1h serving host h.
+func sleeper(state catalog.State) catalog.Instance {
+	in := catalog.Instance{ID: "id-a", Name: "a", State: state,
+		Labels:   map[string]string{catalog.LabelHost: "h", catalog.LabelStandbyAfter: "1h"},
+		Networks: []catalog.Attachment{{Network: "n"}}}
+	if state == catalog.StateRunning {
+		in.Networks[0].Address = "10.0.0.2"
+	}
+	return in
+}
+
+func newTestStandby(t *testing.T, f *fakeActions) (*standby, *catalog.Catalog, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zapcore.InfoLevel)
+	cat := catalog.New(catalog.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newStandby(ctx, f, cat, zap.New(core))
+	t.Cleanup(func() { cancel(); w.close() })
+	return w, cat, logs
+}
+
+// A burst of requests for a stopped container: one start call, and every
+// request gets the container once the catalog shows it routable.
+func TestStandby_burst_one_start(t *testing.T) {
+	f := &fakeActions{}
+	w, cat, _ := newTestStandby(t, f)
+	f.then = func(string, string) error {
+		go func() {
+			time.Sleep(20 * time.Millisecond) // the Engine's event comes later
+			cat.Put(sleeper(catalog.StateRunning))
+		}()
+		return nil
+	}
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
+			if len(ts) == 1 && ts[0].Dial == "10.0.0.2:8080" && retry == 0 {
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 100 || f.calls.Load() != 1 {
+		t.Errorf("%d of 100 routed, %d start calls; want 100 and 1", ok.Load(), f.calls.Load())
+	}
+}
+
+// A container that exits right after its start is not started again for
+// firstBackoff: requests get a Retry-After at once, with no call.
+func TestStandby_failed_wake_backs_off(t *testing.T) {
+	f := &fakeActions{}
+	w, cat, logs := newTestStandby(t, f)
+	f.then = func(string, string) error {
+		go func() {
+			cat.Put(sleeper(catalog.StateRunning))
+			cat.Put(sleeper(catalog.StateStopped))
+		}()
+		return nil
+	}
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+	for i := range 5 {
+		start := time.Now()
+		ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
+		if len(ts) != 0 || retry < firstBackoff-time.Second || retry > firstBackoff {
+			t.Fatalf("request %d: targets %v, Retry-After %s; want none and about %s", i, ts, retry, firstBackoff)
+		}
+		if i > 0 && time.Since(start) > 100*time.Millisecond {
+			t.Errorf("request %d waited %s", i, time.Since(start))
+		}
+	}
+	if f.calls.Load() != 1 {
+		t.Errorf("%d start calls, want 1", f.calls.Load())
+	}
+	if n := logs.FilterMessageSnippet("wake failed").Len(); n != 1 {
+		t.Errorf("%d log lines for the failed wake, want 1", n)
+	}
+}
+
+// A refused write (read-only socket): one call, one error line, then
+// Retry-After without calls.
+func TestStandby_denied(t *testing.T) {
+	f := &fakeActions{then: func(string, string) error { return errDenied }}
+	w, cat, logs := newTestStandby(t, f)
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+	for range 5 {
+		if ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", time.Second, nil); len(ts) != 0 || retry == 0 {
+			t.Fatalf("targets %v, Retry-After %s", ts, retry)
+		}
+	}
+	if f.calls.Load() != 1 || logs.FilterMessageSnippet("cannot wake").Len() != 1 {
+		t.Errorf("%d calls and %d error lines, want 1 and 1", f.calls.Load(), logs.FilterMessageSnippet("cannot wake").Len())
+	}
+}
+
+// wake_timeout: a container that does not become routable in time gets
+// the request a Retry-After; nothing to wake: no Retry-After (plain 503).
+func TestStandby_timeout_and_nothing_to_wake(t *testing.T) {
+	f := &fakeActions{then: func(string, string) error { return nil }}
+	w, cat, _ := newTestStandby(t, f)
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+	start := time.Now()
+	ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 100*time.Millisecond, nil)
+	if len(ts) != 0 || retry != retryAfterWaking || time.Since(start) < 100*time.Millisecond {
+		t.Errorf("targets %v, Retry-After %s after %s", ts, retry, time.Since(start))
+	}
+	if ts, retry := w.hold(httptest.NewRequest("GET", "http://x/", nil), catalog.Route{Port: 8080}, "x", time.Second, nil); len(ts) != 0 || retry != 0 {
+		t.Errorf("nothing to wake: targets %v, Retry-After %s", ts, retry)
+	}
+}
+
+// The stand-in upstream answers 503 with the Retry-After asked, in whole
+// seconds.
+func TestStandby_stand_in(t *testing.T) {
+	w, _, _ := newTestStandby(t, &fakeActions{})
+	u := w.standInUpstream(1500 * time.Millisecond)
+	if u == nil {
+		t.Fatal("no stand-in")
+	}
+	if again := w.standInUpstream(2 * time.Second); again.Dial != u.Dial {
+		t.Error("one stand-in per Retry-After value")
+	}
+	status, retry := getStandIn(t, u.Dial)
+	if status != 503 || retry != "2" {
+		t.Errorf("stand-in answered %d with Retry-After %q, want 503 and 2", status, retry)
+	}
+}
+
+func getStandIn(t *testing.T, dial string) (int, string) {
+	t.Helper()
+	res, err := http.Get("http://" + dial + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	return res.StatusCode, res.Header.Get("Retry-After")
+}
