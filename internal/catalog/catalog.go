@@ -50,7 +50,7 @@ type Catalog struct {
 
 	probe      func(ProbeRequest)
 	probeGen   uint64
-	seq        uint64 // Puts and Replaces so far (see Seq)
+	seq        uint64      // Puts and Replaces so far (see Seq)
 	routePorts map[int]int // route port -> routes using it
 }
 
