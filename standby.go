@@ -82,6 +82,7 @@ type standby struct {
 	denied   bool                // a write was refused once (logged once)
 	acting   map[string]bool     // IDs being put on standby
 	kicks    chan struct{}       // tells idleLoop of an instance served for the first time
+	closed   bool                // the connection is closing
 }
 
 // kick tells idleLoop to look again, without waiting.
@@ -123,6 +124,9 @@ func newStandby(ctx context.Context, actions standbyActions, cat *catalog.Catalo
 
 // close waits for the goroutines (ctx is done) and shuts the stand-ins.
 func (w *standby) close() {
+	w.mu.Lock()
+	w.closed = true // no more wakes nor stand-ins
+	w.mu.Unlock()
 	w.wg.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -181,8 +185,10 @@ func (w *standby) hold(r *http.Request, route catalog.Route, host string, timeou
 			if wk, retry = w.wakeFor(snap, route, host); wk == nil {
 				return nil, retry
 			}
-			timer = time.NewTimer(timeout)
-			defer timer.Stop()
+			if timer == nil {
+				timer = time.NewTimer(timeout)
+				defer timer.Stop()
+			}
 		}
 		select {
 		case <-snap.Changed():
@@ -210,6 +216,9 @@ func (w *standby) wakeFor(snap *catalog.Snapshot, route catalog.Route, host stri
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return nil, 0
+	}
 	for _, c := range cands {
 		if wk := w.wakes[c.ID]; wk != nil {
 			return wk, 0 // being woken already
@@ -411,6 +420,9 @@ func (w *standby) standInUpstream(retry time.Duration) *reverseproxy.Upstream {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
 	s := w.standIns[secs]
 	if s == nil {
 		var err error

@@ -2,14 +2,18 @@ package caddydicer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -190,4 +194,41 @@ func getStandIn(t *testing.T, dial string) (int, string) {
 	}
 	defer res.Body.Close()
 	return res.StatusCode, res.Header.Get("Retry-After")
+}
+
+// wake_timeout in the Caddyfile and in JSON: a positive duration, given
+// once; default 30s.
+func TestStandby_wake_timeout_setting(t *testing.T) {
+	u := new(DockerUpstreams)
+	if err := u.UnmarshalCaddyfile(caddyfile.NewTestDispenser("docker app=web 8080 {\n wake_timeout 1m30s\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if u.WakeTimeout != caddy.Duration(90*time.Second) {
+		t.Errorf("wake_timeout %s", time.Duration(u.WakeTimeout))
+	}
+	if got, _ := json.Marshal(u); !strings.Contains(string(got), `"wake_timeout":90000000000`) {
+		t.Errorf("JSON %s has no wake_timeout", got)
+	}
+	var fromJSON DockerUpstreams
+	if err := caddy.StrictUnmarshalJSON([]byte(`{"wake_timeout":"45s"}`), &fromJSON); err != nil || fromJSON.WakeTimeout != caddy.Duration(45*time.Second) {
+		t.Errorf("JSON wake_timeout: %v, %s", err, time.Duration(fromJSON.WakeTimeout))
+	}
+	for input, want := range map[string]string{
+		"docker {\n wake_timeout soon\n}":                 `wake_timeout: "soon" is not a positive duration`,
+		"docker {\n wake_timeout 0s\n}":                   `wake_timeout: "0s" is not a positive duration`,
+		"docker {\n wake_timeout 1s\n wake_timeout 2s\n}": "wake_timeout has already been specified",
+		"docker {\n wake_timeout\n}":                      "wrong argument count",
+	} {
+		err := new(DockerUpstreams).UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", input, err, want)
+		}
+	}
+	neg := &DockerUpstreams{WakeTimeout: caddy.Duration(-time.Second)}
+	if err := neg.Provision(caddy.Context{}); err == nil || !strings.Contains(err.Error(), "wake_timeout") {
+		t.Errorf("negative JSON wake_timeout: %v", err)
+	}
+	if err := new(DockerPermission).UnmarshalCaddyfile(caddyfile.NewTestDispenser("docker {\n wake_timeout 1s\n}")); err == nil {
+		t.Error("the permission took wake_timeout, a route setting")
+	}
 }
