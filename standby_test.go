@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -232,3 +233,48 @@ func TestStandby_wake_timeout_setting(t *testing.T) {
 		t.Error("the permission took wake_timeout, a route setting")
 	}
 }
+
+// BenchmarkGetUpstreamsStandby is GetUpstreams for a route of three
+// running containers, labelled caddy.standby_after or not, on a Docker-like
+// connection (with scale to zero): the price of recording activity, once
+// reverse_proxy's in-flight counters are known.
+func BenchmarkGetUpstreamsStandby(b *testing.B) {
+	for _, labelled := range []bool{false, true} {
+		cat := catalog.New(catalog.Options{})
+		var all []catalog.Instance
+		for i := range 3 {
+			labels := map[string]string{"caddy.host": "shop.example.com"}
+			if labelled {
+				labels[catalog.LabelStandbyAfter] = "15m"
+			}
+			all = append(all, catalog.Instance{ID: fmt.Sprint(i), Name: fmt.Sprint("web-", i), Labels: labels, State: catalog.StateRunning,
+				Networks: []catalog.Attachment{{Network: "n", Address: fmt.Sprintf("10.0.0.%d", i+2)}}})
+		}
+		cat.Replace(all)
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newStandby(ctx, &fakeActions{}, cat, zap.NewNop())
+		conn := &connection{catalog: cat, standby: w}
+		u := &DockerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
+		for _, t := range cat.Snapshot().Targets(nil, u.route, "shop.example.com") {
+			if t.Activity != nil {
+				t.Activity.Begin()
+				t.Activity.Learn(t.Dial, fixedInFlight(0))
+			}
+		}
+		req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/", nil)
+		b.Run(fmt.Sprintf("labelled=%v", labelled), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if ups, _ := u.GetUpstreams(req); len(ups) != 3 {
+					b.Fatalf("got %d upstreams, want 3", len(ups))
+				}
+			}
+		})
+		cancel()
+		w.close()
+	}
+}
+
+type fixedInFlight int
+
+func (n fixedInFlight) NumRequests() int { return int(n) }
