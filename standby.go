@@ -280,13 +280,15 @@ func (w *standby) run(wk *wake, c catalog.WakeCandidate) {
 		w.finish(wk, wakeError, err)
 		return
 	}
-	w.finish(wk, w.watch(c.ID, before), nil)
+	w.finish(wk, w.watch(c.ID, c.State, before), nil)
 }
 
-// watch waits for the woken instance to be routable: ready, or exited if
-// the catalog, updated after the wake's call (past seq before), shows it
-// down, restarting or dead.
-func (w *standby) watch(id string, before uint64) wakeResult {
+// watch waits for the woken instance (from state was) to be routable:
+// ready, or exited if, after the wake's call (past the catalog's Seq
+// before), it is restarting or dead, or it stopped after it started (the
+// events' order, since a description fetched for an older event may come
+// after the start), or, unpaused, it is described stopped.
+func (w *standby) watch(id string, was catalog.State, before uint64) wakeResult {
 	deadline := time.NewTimer(wakeWatch)
 	defer deadline.Stop()
 	for {
@@ -299,8 +301,12 @@ func (w *standby) watch(id string, before uint64) wakeResult {
 			return wakeReady
 		case s.State == catalog.StateRestarting || s.State == catalog.StateFailed:
 			return wakeExited
-		case s.Seq > before && (s.State == catalog.StateStopped || s.State == catalog.StateStopping):
+		case was == catalog.StateStopped && s.StartEvent > before && s.StopEvent > s.StartEvent:
 			return wakeExited
+		case was == catalog.StatePaused && s.Seq > before && s.State == catalog.StateStopped:
+			return wakeExited
+		case was != catalog.StateStopped && was != catalog.StatePaused && s.StopEvent > before:
+			return wakeExited // it was on its way up, and went down
 		}
 		select {
 		case <-snap.Changed():

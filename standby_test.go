@@ -112,9 +112,13 @@ func TestStandby_burst_one_start(t *testing.T) {
 func TestStandby_failed_wake_backs_off(t *testing.T) {
 	f := &fakeActions{}
 	w, cat, logs := newTestStandby(t, f)
-	f.then = func(string, string) error {
+	f.then = func(_, id string) error {
 		go func() {
-			cat.Put(sleeper(catalog.StateRunning))
+			// As the follow loop reports a container that dies at once:
+			// the start and die events, then one fetch, which finds it
+			// exited (it was never described running).
+			cat.Started(id)
+			cat.Stopping(id)
 			cat.Put(sleeper(catalog.StateStopped))
 		}()
 		return nil
@@ -135,6 +139,28 @@ func TestStandby_failed_wake_backs_off(t *testing.T) {
 	}
 	if n := logs.FilterMessageSnippet("wake failed").Len(); n != 1 {
 		t.Errorf("%d log lines for the failed wake, want 1", n)
+	}
+}
+
+// A description of the container fetched before the start (for the stop
+// event that put it on standby) may come after the start call: it says
+// stopped, and is no failed wake.
+func TestStandby_stale_description_is_no_exit(t *testing.T) {
+	f := &fakeActions{}
+	w, cat, _ := newTestStandby(t, f)
+	f.then = func(_, id string) error {
+		go func() {
+			cat.Put(sleeper(catalog.StateStopped)) // stale
+			time.Sleep(10 * time.Millisecond)
+			cat.Started(id)
+			cat.Put(sleeper(catalog.StateRunning))
+		}()
+		return nil
+	}
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+	ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
+	if len(ts) != 1 || retry != 0 {
+		t.Errorf("targets %v, Retry-After %s; want the container", ts, retry)
 	}
 }
 

@@ -184,6 +184,7 @@ func (c *Catalog) Put(inst Instance) {
 	e.keepActivity(old)
 	c.seq++
 	e.seq = c.seq
+	e.keepEvents(old)
 	probe := c.admit(old, e)
 	c.byID[inst.ID] = e
 	c.publish(c.current.Load(), old, e)
@@ -228,6 +229,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		e.countSleeps(old)
 		e.keepActivity(old)
 		e.seq = c.seq
+		e.keepEvents(old)
 		if r := c.admit(old, e); r.Gen != 0 {
 			probes = append(probes, r)
 		}
@@ -419,16 +421,17 @@ func (c *Catalog) Stopping(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.byID[id]
-	if old == nil || old.stopping {
+	if old == nil {
 		return
 	}
-	switch old.inst.State {
-	case StateRunning, StateStarting, StateRestarting:
-	default:
-		return // out of its rotations already
-	}
+	c.seq++
 	e := *old
-	e.inst.State, e.stopping = StateStopping, true
+	e.stopEvent = c.seq
+	switch {
+	case old.stopping:
+	case old.inst.State == StateRunning, old.inst.State == StateStarting, old.inst.State == StateRestarting:
+		e.inst.State, e.stopping = StateStopping, true
+	}
 	c.byID[id] = &e
 	c.publish(c.current.Load(), old, &e)
 	c.logChange(old, &e, "")
@@ -457,11 +460,12 @@ func (c *Catalog) Started(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.byID[id]
-	if old == nil || !old.stopping {
+	if old == nil {
 		return
 	}
+	c.seq++
 	e := *old
-	e.stopping = false
+	e.stopping, e.startEvent = false, c.seq
 	c.byID[id] = &e
 	c.publish(c.current.Load(), old, &e)
 }

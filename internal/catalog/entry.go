@@ -52,8 +52,18 @@ type entry struct {
 	standby    Standby
 	activity   *Activity
 	badStandby string
-	// seq is the catalog's Seq when the daemon last described the instance.
-	seq uint64
+	// seq is the catalog's Seq when the daemon last described the instance;
+	// startEvent and stopEvent when an event last said it started, and
+	// stopped or is stopping (Sink.Started, Sink.Stopping), in the order
+	// the daemon sent them.
+	seq, startEvent, stopEvent uint64
+}
+
+// keepEvents carries the event counts of old (nil: none) over to e.
+func (e *entry) keepEvents(old *entry) {
+	if old != nil {
+		e.startEvent, e.stopEvent = old.startEvent, old.stopEvent
+	}
 }
 
 func newEntry(inst Instance) *entry {

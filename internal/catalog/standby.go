@@ -150,8 +150,11 @@ type Sleeper struct {
 	Policy   Standby
 	Activity *Activity
 	// Seq orders what the catalog learnt of instances: the Seq of the
-	// latest Put or Replace that described this one (see Catalog.Seq).
-	Seq uint64
+	// latest Put or Replace that described this one (see Catalog.Seq);
+	// StartEvent and StopEvent that of the latest event saying it started,
+	// and saying it stops (kill, die or stop on Docker), which come in the
+	// daemon's order, unlike the descriptions fetched after them.
+	Seq, StartEvent, StopEvent uint64
 	// Ready: running, accepting connections (R1a) and not unhealthy or
 	// awaiting its health verdict, whatever the network (R1).
 	Ready bool
@@ -167,7 +170,7 @@ func (c *Catalog) Sleepers(dst []Sleeper) []Sleeper {
 		}
 		dst = append(dst, Sleeper{
 			ID: e.inst.ID, Name: e.inst.Name, Labels: e.inst.Labels, State: e.inst.State,
-			Policy: e.standby, Activity: e.activity, Seq: e.seq,
+			Policy: e.standby, Activity: e.activity, Seq: e.seq, StartEvent: e.startEvent, StopEvent: e.stopEvent,
 			Ready: e.inst.State == StateRunning && e.listening &&
 				(e.inst.Health == HealthNone || e.inst.Health == HealthHealthy),
 		})
@@ -175,9 +178,9 @@ func (c *Catalog) Sleepers(dst []Sleeper) []Sleeper {
 	return dst
 }
 
-// Seq is the number of the catalog's latest Put or Replace: an
-// instance's Sleeper.Seq above a Seq taken earlier was described by the
-// daemon since.
+// Seq is the number of the catalog's latest change from its daemon (Put,
+// Replace, Started, Stopping): an instance's Sleeper.Seq, StartEvent or
+// StopEvent above a Seq taken earlier came since.
 func (c *Catalog) Seq() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
