@@ -50,7 +50,7 @@ type Catalog struct {
 
 	probe      func(ProbeRequest)
 	probeGen   uint64
-	seq        uint64      // Puts and Replaces so far (see Seq)
+	seq        uint64      // changes from the daemon so far (see Seq)
 	routePorts map[int]int // route port -> routes using it
 }
 
@@ -416,7 +416,8 @@ func (h *hasher) Equal(a, b string) bool { return a == b }
 
 // Stopping implements Sink: the instance leaves its rotations at once, and
 // stays out while later Puts still say it runs, until Started or a
-// re-listing (Replace).
+// re-listing (Replace). The event is counted, whatever the state (see
+// Sleeper.StopEvent).
 func (c *Catalog) Stopping(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -454,8 +455,8 @@ func (c *Catalog) CancelStopping(id string) {
 	c.logChange(old, &e, "")
 }
 
-// Started implements Sink: it ends a Stopping; the next Put says how the
-// instance is now.
+// Started implements Sink: it ends a Stopping, and is counted (see
+// Sleeper.StartEvent); the next Put says how the instance is now.
 func (c *Catalog) Started(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
