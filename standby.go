@@ -135,7 +135,7 @@ func (w *standby) close() {
 
 // record notes a request routed to a labelled instance: now, and, once per
 // dial address, reverse_proxy's in-flight counter for it, known when the
-// request ends (see learn). Atomics only, no lock.
+// request ends (see hostOf). Atomics only on the request path, no lock.
 func (w *standby) record(r *http.Request, a *catalog.Activity, u *reverseproxy.Upstream) {
 	if a.Touch(time.Now()) {
 		w.kick() // served for the first time since it started: the idle timer starts
