@@ -68,8 +68,10 @@ type DockerTLS struct {
 // about; no request waits on the Engine and Caddy is never reloaded.
 //
 // Upstreams are the routable containers (running, with an address on the
-// route's network, and healthy if they have a health check) in name order;
-// none means 503.
+// route's network, and healthy if they have a health check) in name order.
+// With none, a container labelled `caddy.standby_after` that is stopped or
+// paused is started (or unpaused) and the request waits for it, up to
+// wake_timeout; otherwise none means 503.
 type DockerUpstreams struct {
 	DockerEngine
 	upstreamSource
