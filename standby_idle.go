@@ -62,6 +62,7 @@ func (w *standby) idleLoop() {
 				delete(busy, id)
 			}
 		}
+		w.forgetFailures(seen)
 		timer.Reset(time.Until(next))
 		select {
 		case <-changed:
@@ -147,4 +148,16 @@ func (w *standby) firstDenial() bool {
 	first := !w.denied
 	w.denied = true
 	return first
+}
+
+// forgetFailures drops the failed wakes of instances no longer labelled
+// or no longer there (a container recreated by compose is a new one).
+func (w *standby) forgetFailures(labelled map[string]bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id := range w.failures {
+		if !labelled[id] {
+			delete(w.failures, id)
+		}
+	}
 }
