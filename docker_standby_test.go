@@ -377,3 +377,20 @@ https:// {
 		t.Fatal("handshake for a host nobody claims succeeded")
 	}
 }
+
+// Without caddy.standby_after nothing is started: a stopped container's
+// route answers the usual bare 503 at once, and no start is made.
+func TestDocker_Standby_unlabelled_never_started(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("sb-plain")
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-plain", NoStart: true, Labels: map[string]string{"app": app}})
+	ev := watchEvents(t, cli, c.ID)
+	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
+	r, retry := getRetry(tester, hostName("sb-plain"), "/", 30*time.Second)
+	if r.err != nil || r.status != http.StatusServiceUnavailable || retry != "" || r.body != "" {
+		t.Fatalf("got %s with Retry-After %q, want a bare 503", r, retry)
+	}
+	if got := ev.count(events.ActionStart); got != 0 || engineState(t, cli, c) != "created" {
+		t.Errorf("%d start events, state %s: an unlabelled container was started", got, engineState(t, cli, c))
+	}
+}
