@@ -123,6 +123,9 @@ var connections = caddy.NewUsagePool()
 type connection struct {
 	catalog *catalog.Catalog
 	prober  *readiness.Prober
+	// standby wakes and puts on standby the instances labelled
+	// caddy.standby_after; nil for a daemon that wakes on connect (Dicer).
+	standby *standby
 	// settled is closed once the first listing and the readiness probes
 	// it started are through, or after startupWait without
 	// one: modules wait for it once per connection, not once each.
@@ -137,6 +140,9 @@ func (c *connection) Destruct() error {
 	c.cancel()
 	<-c.done
 	c.prober.Wait()
+	if c.standby != nil {
+		c.standby.close()
+	}
 	return nil
 }
 
@@ -150,6 +156,8 @@ type connSpec struct {
 	run  func(ctx context.Context, sink catalog.Sink)
 	// readinessTimeout is the ReadinessTimeout setting (0: the default).
 	readinessTimeout time.Duration
+	// actions, if set, are the writes for scale to zero (Docker).
+	actions standbyActions
 }
 
 // newConnSpec puts together what opens a shared connection to a backend's
@@ -194,6 +202,9 @@ func dial(ctx caddy.Context, spec connSpec) (*connection, error) {
 		opts.Probe = func(r catalog.ProbeRequest) { c.prober.Probe(r) }
 		c.catalog = catalog.New(opts)
 		c.prober = readiness.New(runCtx, spec.readinessTimeout, 0, c.catalog.MarkReady, spec.opts.Logger)
+		if spec.actions != nil {
+			c.standby = newStandby(runCtx, spec.actions, c.catalog, spec.opts.Logger)
+		}
 		go func() {
 			defer close(c.done)
 			spec.run(runCtx, c.catalog)

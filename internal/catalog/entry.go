@@ -46,11 +46,30 @@ type entry struct {
 	// stopping is set from Sink.Stopping until Started or a Put that shows
 	// the instance no longer running.
 	stopping bool
+	// standby is the caddy.standby_after policy; activity is set when it
+	// is valid (kept from the entry this one replaces), and badStandby
+	// names a label with a bad value.
+	standby    Standby
+	activity   *Activity
+	badStandby string
+	// seq is the catalog's Seq when the daemon last described the instance;
+	// startEvent and stopEvent when an event last said it started, and
+	// stopped or is stopping (Sink.Started, Sink.Stopping), in the order
+	// the daemon sent them.
+	seq, startEvent, stopEvent uint64
+}
+
+// keepEvents carries the event counts of old (nil: none) over to e.
+func (e *entry) keepEvents(old *entry) {
+	if old != nil {
+		e.startEvent, e.stopEvent = old.startEvent, old.stopEvent
+	}
 }
 
 func newEntry(inst Instance) *entry {
 	e := &entry{inst: inst, listening: true}
 	e.hosts, e.wildcards, e.restricted = parseHosts(inst.Labels[LabelHost])
+	e.standby, e.badStandby = parseStandby(inst.Labels)
 	if raw, ok := inst.Labels[LabelPort]; ok {
 		e.port = parsePort(raw)
 	}
@@ -93,6 +112,18 @@ func (e *entry) countSleeps(old *entry) {
 	e.sleeps = old.sleeps
 	if frozen(e.inst.State) && !frozen(old.inst.State) {
 		e.sleeps++
+	}
+}
+
+// keepActivity carries the Activity of old, the entry e replaces (nil:
+// none), over to e, or starts one, when e has a standby policy.
+func (e *entry) keepActivity(old *entry) {
+	switch {
+	case e.standby.After == 0:
+	case old != nil && old.activity != nil:
+		e.activity = old.activity
+	default:
+		e.activity = new(Activity)
 	}
 }
 

@@ -20,6 +20,9 @@ type Target struct {
 	Instance string
 	// Dial is host:port, never localhost (R4).
 	Dial string
+	// Activity is set for an instance labelled caddy.standby_after: the
+	// request path records its use there.
+	Activity *Activity
 }
 
 // Targets appends to dst where a request for host (normalized with
@@ -62,7 +65,7 @@ func (s *Snapshot) Pick(dst []Target, route Route, host string, claimedElsewhere
 			continue
 		}
 		if ep := e.resolve(route, s.reach); ep.dial != "" {
-			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial})
+			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial, Activity: e.activity})
 		}
 	}
 	if len(dst) > n {
@@ -116,17 +119,32 @@ func (s *Snapshot) candidates(route Route, host string, claimedElsewhere bool) (
 // fallback picks the one instance to wake when none is routable (R5): one
 // that runs but awaits its first health verdict (just woken), else the first
 // on standby whose requests go to a published port, the connection to which
-// makes the daemon wake it.
+// makes the daemon wake it. An instance that Caddy itself wakes (Docker,
+// caddy.standby_after) counts the same, on its way up or on standby, but
+// has no place to send the request to yet: its pick comes with a nil
+// entry, and the request waits for it (see WakeCandidates).
 func (s *Snapshot) fallback(candidates []*entry, route Route, host string, exact bool) (*entry, Pick) {
 	for _, e := range candidates {
-		if e.awaitingVerdict() && e.servesHost(host, exact) {
+		if !e.servesHost(host, exact) {
+			continue
+		}
+		if e.wakingUp() {
+			return nil, PickedWoken
+		}
+		if e.awaitingVerdict() {
 			if h, _, _ := e.place(route, s.reach); h != "" {
 				return e, PickedWoken
 			}
 		}
 	}
 	for _, e := range candidates {
-		if e.inst.WakeOnConnect && e.inst.State == StateStandby && e.servesHost(host, exact) {
+		if !e.servesHost(host, exact) {
+			continue
+		}
+		if e.sleeping() {
+			return nil, PickedStandby
+		}
+		if e.inst.WakeOnConnect && e.inst.State == StateStandby {
 			if _, _, published := e.place(route, s.reach); published {
 				return e, PickedStandby
 			}
