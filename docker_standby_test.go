@@ -7,8 +7,10 @@ package caddydicer
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -370,11 +372,40 @@ https:// {
 		}
 	}
 }`)
-	if err := tlsHandshake(host); err != nil {
-		t.Fatalf("handshake for a stopped labelled container's host: %v", err)
+	// The first handshake may find Caddy's internal issuer still starting.
+	for deadline := time.Now().Add(waitFor); ; {
+		err := tlsHandshake(host)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("handshake for a stopped labelled container's host: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // poll the condition
 	}
 	if err := tlsHandshake(hostName("sb-nobody")); err == nil {
 		t.Fatal("handshake for a host nobody claims succeeded")
+	}
+	// And the request over it wakes the container.
+	httpsAddr := fmt.Sprintf("127.0.0.1:%d", httpsPort)
+	client := &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // Caddy's internal CA
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, httpsAddr)
+			},
+		},
+	}
+	defer client.CloseIdleConnections()
+	res, err := client.Get("https://" + host + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || string(body) != hello("sb-tls") || res.Header.Get(runHeader) != dockertest.RunID() {
+		t.Errorf("HTTPS to the stopped container's host: %d %q, want 200 from it, woken", res.StatusCode, body)
 	}
 }
 
