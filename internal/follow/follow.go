@@ -106,6 +106,22 @@ type Event struct {
 	Stopping bool
 	// Started says the instance (re)started, which ends a Stopping.
 	Started bool
+	// Group names a group of instances the event changes as a whole
+	// (Swarm: a service, whose update or scale adds and removes tasks):
+	// the session calls GroupConn.Sync with it, bursts coalesced. ID is
+	// "" then. Only a Conn that implements GroupConn may report one.
+	Group string
+}
+
+// GroupConn is a Conn whose instances come in groups that an event can
+// name as a whole (Swarm: a service's tasks, which a scale or an update
+// changes without an event per task).
+type GroupConn interface {
+	Conn
+	// Sync re-reads the instances of one group an event named: those it
+	// holds now (new values: the sink keeps what it is given) and the IDs
+	// of instances it held that are gone. It runs under CallTimeout.
+	Sync(ctx context.Context, group string) (current []catalog.Instance, gone []string, err error)
 }
 
 // Listing is what Conn.List returns.

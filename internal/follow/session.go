@@ -3,6 +3,7 @@ package follow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -51,6 +52,9 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 			switch {
 			case e.DaemonWide:
 				pending.Flag()
+				return
+			case e.Group != "":
+				pending.AddGroup(e.Group)
 				return
 			case e.Stopping:
 				// At once, not after the fetches queued before it: new
@@ -108,6 +112,11 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 				return listedAt, err
 			}
 		}
+		for group := range pending.TakeGroups() {
+			if err := s.sync(sctx, group); err != nil {
+				return listedAt, err
+			}
+		}
 		for id, deleted := range ids {
 			if err := s.apply(sctx, id, deleted); err != nil {
 				return listedAt, err
@@ -128,6 +137,31 @@ func (s *session) refresh(ctx context.Context) error {
 		s.known[in.ID] = in
 		s.sink.Put(in)
 	}
+	return nil
+}
+
+// sync brings one group up to date: one GroupConn.Sync per pending group.
+func (s *session) sync(ctx context.Context, group string) error {
+	gc, ok := s.conn.(GroupConn)
+	if !ok {
+		return fmt.Errorf("the stream named the group %q, but the connection has no groups", group)
+	}
+	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	current, gone, err := gc.Sync(cctx, group)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, id := range gone {
+		if _, known := s.known[id]; known {
+			s.drop(id)
+		}
+	}
+	for _, in := range current {
+		s.known[in.ID] = in
+		s.sink.Put(in)
+	}
+	s.loop.log().Debug("group synced", zap.String("group", group), zap.Int(s.loop.Things, len(current)), zap.Int("gone", len(gone)))
 	return nil
 }
 
