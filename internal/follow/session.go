@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -157,11 +159,16 @@ func (s *session) sync(ctx context.Context, group string) error {
 			s.drop(id)
 		}
 	}
+	changed := 0
 	for _, in := range current {
+		if old, ok := s.known[in.ID]; ok && same(old, in) {
+			continue // a re-listing finds most of a group unchanged
+		}
+		changed++
 		s.known[in.ID] = in
 		s.sink.Put(in)
 	}
-	s.loop.log().Debug("group synced", zap.String("group", group), zap.Int(s.loop.Things, len(current)), zap.Int("gone", len(gone)))
+	s.loop.log().Debug("group synced", zap.Int("changed", changed), zap.String("group", group), zap.Int(s.loop.Things, len(current)), zap.Int("gone", len(gone)))
 	return nil
 }
 
@@ -190,6 +197,13 @@ func (s *session) apply(ctx context.Context, id string, deleted bool) error {
 	s.loop.log().Debug(s.loop.Thing+" updated", zap.String(s.loop.Thing, in.Name), zap.String("id", in.ID),
 		zap.Stringer("state", in.State), zap.Stringer("health", in.Health))
 	return nil
+}
+
+// same says whether a and b are the same in every field.
+func same(a, b catalog.Instance) bool {
+	return a.ID == b.ID && a.Name == b.Name && a.State == b.State && a.Health == b.Health &&
+		a.WakeOnConnect == b.WakeOnConnect && maps.Equal(a.Labels, b.Labels) &&
+		slices.Equal(a.Networks, b.Networks) && slices.Equal(a.Ports, b.Ports)
 }
 
 func (s *session) drop(id string) {
