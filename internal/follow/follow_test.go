@@ -172,15 +172,15 @@ func TestWrapCall(t *testing.T) {
 	}
 }
 
-// same compares every field of catalog.Instance: a field added there must
+// Same compares every field of catalog.Instance: a field added there must
 // be added to it, or a group's re-listing would miss its changes.
 func TestSameCoversEveryField(t *testing.T) {
 	if n := reflect.TypeOf(catalog.Instance{}).NumField(); n != 8 {
-		t.Fatalf("catalog.Instance has %d fields; same compares 8: update it", n)
+		t.Fatalf("catalog.Instance has %d fields; Same compares 8: update it", n)
 	}
 	a := catalog.Instance{ID: "a", Name: "a", Labels: map[string]string{"k": "v"}, State: catalog.StateRunning,
 		Networks: []catalog.Attachment{{Network: "n", Address: "10.0.0.2"}}, Ports: []catalog.PublishedPort{{GuestPort: 80}}}
-	if !same(a, a) {
+	if !Same(a, a) {
 		t.Fatal("an instance differs from itself")
 	}
 	for _, change := range []func(*catalog.Instance){
@@ -194,8 +194,8 @@ func TestSameCoversEveryField(t *testing.T) {
 	} {
 		b := a
 		change(&b)
-		if same(a, b) {
-			t.Errorf("same(%+v, %+v) = true", a, b)
+		if Same(a, b) {
+			t.Errorf("Same(%+v, %+v) = true", a, b)
 		}
 	}
 }

@@ -161,7 +161,7 @@ func (s *session) sync(ctx context.Context, group string) error {
 	}
 	changed := 0
 	for _, in := range current {
-		if old, ok := s.known[in.ID]; ok && same(old, in) {
+		if old, ok := s.known[in.ID]; ok && Same(old, in) {
 			continue // a re-listing finds most of a group unchanged
 		}
 		changed++
@@ -199,8 +199,8 @@ func (s *session) apply(ctx context.Context, id string, deleted bool) error {
 	return nil
 }
 
-// same says whether a and b are the same in every field.
-func same(a, b catalog.Instance) bool {
+// Same says whether a and b are the same in every field.
+func Same(a, b catalog.Instance) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.State == b.State && a.Health == b.Health &&
 		a.WakeOnConnect == b.WakeOnConnect && maps.Equal(a.Labels, b.Labels) &&
 		slices.Equal(a.Networks, b.Networks) && slices.Equal(a.Ports, b.Ports)
