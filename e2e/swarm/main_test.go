@@ -118,8 +118,16 @@ func initSwarm() error {
 	if out, err := docker(2*time.Minute, "swarm", "init", "--advertise-addr", "127.0.0.1"); err != nil {
 		return fmt.Errorf("docker swarm init: %v\n%s", err, out)
 	}
-	if out, err := docker(30*time.Second, "node", "update", "--label-add", nodeMarker+"=1", "self"); err != nil {
-		return fmt.Errorf("marking the node: %v\n%s", err, out)
+	node, err := docker(30*time.Second, "info", "--format", "{{.Swarm.NodeID}}")
+	if err == nil {
+		var out string
+		if out, err = docker(30*time.Second, "node", "update", "--label-add", nodeMarker+"=1", strings.TrimSpace(node)); err != nil {
+			err = fmt.Errorf("%v: %s", err, out)
+		}
+	}
+	if err != nil {
+		_, _ = docker(2*time.Minute, "swarm", "leave", "--force")
+		return fmt.Errorf("marking the node: %v", err)
 	}
 	return nil
 }
@@ -245,7 +253,7 @@ func buildImage(name, dockerfile string, files map[string]string) (string, error
 			return "", err
 		}
 	}
-	ref := "caddy-dicer-test/" + name + ":" + dockertest.RunID()[:12]
+	ref := "caddy-dicer-test/" + name + ":" + dockertest.RunID()
 	cmd := exec.Command("docker", "build", "--quiet", "--tag", ref, dir)
 	cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
