@@ -272,6 +272,7 @@ func TestSwarmRollingUpdate(t *testing.T) {
 // gets no requests while its check fails; once a healthy version runs, it
 // does.
 func TestSwarmHealthGate(t *testing.T) {
+	began := time.Now()
 	s := createService(t, "health", helloHC, 1, "--env", "HEALTH=bad")
 	// The task's container runs and serves, but is not healthy.
 	deadline := time.Now().Add(time.Minute)
@@ -286,16 +287,21 @@ func TestSwarmHealthGate(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for i := range 20 {
+	t.Logf("%v: the task container runs, unhealthy", time.Since(began))
+	// Each 503 comes after lb_try_duration (5s) of finding no routable
+	// task: three of them cover 15s of the task failing its check.
+	for i := range 3 {
 		if status, body, err := get(context.Background(), s.host); err != nil || status != 503 {
 			t.Fatalf("request %d while unhealthy: %d %q %v, want 503", i, status, body, err)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	t.Logf("%v: 503 while unhealthy; updating to a healthy version", time.Since(began))
 	if out, err := docker(2*time.Minute, "service", "update", "--detach", "--quiet", "--env-rm", "HEALTH", s.name); err != nil {
 		t.Fatalf("docker service update: %v\n%s", err, out)
 	}
-	waitServedBy(t, s, waitRunning(t, s, 1), time.Minute)
+	ts := waitRunning(t, s, 1)
+	t.Logf("%v: the healthy task runs", time.Since(began))
+	waitServedBy(t, s, ts, time.Minute)
 }
 
 // The permission allows a certificate for a service's hosts (Caddy's
