@@ -2,9 +2,11 @@ package swarm
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/swarm"
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
@@ -181,5 +183,63 @@ func TestSchedule(t *testing.T) {
 	s.remove("a")
 	if got := s.take(now.Add(time.Hour)); len(got) != 0 {
 		t.Fatalf("take = %v after remove", got)
+	}
+}
+
+// TestStalenessBound measures, with the default intervals, how stale a
+// route can be for a change Swarm sends no event for (a task on another
+// node): a converging service's (a replacement task starting elsewhere)
+// and a settled service's (a task failing elsewhere). It takes about 30 s,
+// so it runs only without -short.
+func TestStalenessBound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures the default reconciliation intervals (about 30 s): run without -short")
+	}
+	f := newFakeSwarm()
+	threeWeb(f)
+	sink := start(t, f, Config{})
+	measure := func(change func(), cond func(followtest.View) bool) time.Duration {
+		at := time.Now()
+		f.update(change)
+		sink.WaitFor(t, 2*DefaultResync, "the change", cond)
+		return time.Since(at)
+	}
+	var settled, converging []time.Duration
+	for i := range 3 {
+		id := fmt.Sprintf("web-t%d", i+1)
+		settled = append(settled, measure(
+			func() { f.tasks[id] = task("web", i+1, "n2", failed, shutdown) },
+			func(v followtest.View) bool { _, ok := v.ByID[id]; return !ok }))
+		// Now 2 of 3: converging until the replacement runs.
+		for j := range 3 {
+			slot := 10*(i+1) + j
+			tk := task("web", slot, "n3", starting, running)
+			converging = append(converging, measure(
+				func() { f.tasks[tk.ID] = tk },
+				func(v followtest.View) bool { _, ok := v.ByID[tk.ID]; return ok }))
+			if j < 2 {
+				// Rejected there: still converging.
+				f.update(func() { f.tasks[tk.ID] = task("web", slot, "n3", swarm.TaskStateRejected, shutdown) })
+			} else {
+				// Running: the re-listing that sees it finds the service
+				// settled, and re-lists it next after Resync.
+				f.update(func() { f.tasks[tk.ID] = task("web", slot, "n3", running, running) })
+				sink.WaitFor(t, wait, "the replacement running", func(v followtest.View) bool {
+					return v.ByID[tk.ID].State == catalog.StateRunning
+				})
+			}
+		}
+	}
+	t.Logf("settled service, task failing on another node: %v (bound: Resync %v + a tick)", settled, DefaultResync)
+	t.Logf("converging service, task appearing on another node: %v (bound: Converging %v + a tick)", converging, DefaultConverging)
+	for _, d := range settled {
+		if d > DefaultResync+time.Second {
+			t.Errorf("a settled service was %v stale, more than Resync %v", d, DefaultResync)
+		}
+	}
+	for _, d := range converging {
+		if d > DefaultConverging+time.Second {
+			t.Errorf("a converging service was %v stale, more than Converging %v", d, DefaultConverging)
+		}
 	}
 }
