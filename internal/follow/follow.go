@@ -1,15 +1,16 @@
 // Package follow is the daemon-neutral part of following a daemon's
 // instances: the whole session (subscribe first, then list, Replace, then
 // each event coalesced into one fetch of the instance it names, applied or
-// dropped), the reconnect loop around sessions with its two paces, and the
+// dropped, or into one re-listing of the group of instances it names), the
+// reconnect loop around sessions with its two paces, and the
 // way it reports why a session ended without flooding the log while a
 // daemon stays down (R6).
 //
-// An adapter (internal/dicer, internal/docker) implements only its daemon's
+// An adapter (internal/dicer, internal/docker, internal/swarm) implements only its daemon's
 // calls, as a Daemon and the Conn it opens for each session: connect,
 // subscribe (reporting the instances each event touches or deletes, and
-// daemon-wide changes), list, fetch one instance, re-read what a
-// daemon-wide change touched, translate the daemon's records into
+// daemon-wide changes, and groups), list, fetch one instance, re-read what a
+// daemon-wide change touched (and, a GroupConn, a group), translate the daemon's records into
 // catalog.Instance values, and explain the error that ended a session.
 package follow
 

@@ -1,6 +1,8 @@
 package swarm
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/docker/docker/api/types/events"
@@ -221,5 +223,14 @@ func TestConfigCheck(t *testing.T) {
 	}
 	if err := (Config{Docker: dockerConfig("ssh://x")}).Check(); err == nil {
 		t.Error("an ssh address passed")
+	}
+}
+
+// An Engine that is no swarm manager is told as such, naming what to do.
+func TestExplainNotManager(t *testing.T) {
+	a := &Adapter{}
+	e := a.Explain(follow.WrapCall("ServiceList", errors.New("Error response from daemon: This node is not a swarm manager. Use \"docker swarm init\" or \"docker swarm join\" to connect this node to swarm and try again.")))
+	if e.Call != "ServiceList" || !strings.HasPrefix(e.Reason, "the Engine is not a swarm manager") || e.Auth {
+		t.Errorf("Explain = %+v", e)
 	}
 }
