@@ -305,9 +305,11 @@ func TestSwarmHealthGate(t *testing.T) {
 }
 
 // The permission allows a certificate for a service's hosts (Caddy's
-// internal CA, on demand), and for no other name.
+// internal CA, on demand), whatever the state of its tasks (a service
+// scaled to zero too), and for no other name.
 func TestSwarmPermission(t *testing.T) {
 	s := createService(t, "perm", helloV1, 1)
+	idle := createService(t, "perm-idle", helloV1, 0)
 	waitServedBy(t, s, waitRunning(t, s, 1), 30*time.Second)
 	handshake := func(name string) error {
 		d := &net.Dialer{Timeout: 10 * time.Second}
@@ -323,6 +325,9 @@ func TestSwarmPermission(t *testing.T) {
 	}
 	if err := handshake(s.host); err != nil {
 		t.Errorf("a certificate for the service's host %s: %v", s.host, err)
+	}
+	if err := handshake(idle.host); err != nil {
+		t.Errorf("a certificate for the host %s of a service scaled to zero: %v", idle.host, err)
 	}
 	if err := handshake(dockertest.Name("nobody") + ".test"); err == nil {
 		t.Error("a certificate for a host no service claims was issued")
