@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/swarm"
 
@@ -359,7 +360,7 @@ func firstServed(t *testing.T, s svc, host string, timeout time.Duration) time.T
 func TestSwarmChangeToRoute(t *testing.T) {
 	s := createService(t, "measure", helloV1, 2, "--stop-grace-period", "2s")
 	waitServedBy(t, s, waitRunning(t, s, 2), 30*time.Second)
-	var up, down []time.Duration
+	var up, down, command []time.Duration
 	for i := range 10 {
 		before := waitRunning(t, s, 2)
 		if out, err := docker(time.Minute, "service", "scale", "--detach", s.name+"=3"); err != nil {
@@ -381,9 +382,11 @@ func TestSwarmChangeToRoute(t *testing.T) {
 		at := firstServed(t, s, added, 30*time.Second)
 		up = append(up, at.Sub(addedTask.Status.Timestamp))
 
-		// Scale down: Swarm picks the task to stop; the last request it
-		// gets is sent before the route drops it.
+		// Scale down: Swarm picks the task to stop and sends its container
+		// SIGTERM (the kill event, whose time is recorded); the last
+		// request the task gets is sent before the route drops it.
 		three := waitRunning(t, s, 3)
+		kills := watchKills(t, s)
 		start := time.Now()
 		if out, err := docker(time.Minute, "service", "scale", "--detach", s.name+"=2"); err != nil {
 			t.Fatalf("scale down: %v\n%s", err, out)
@@ -407,20 +410,28 @@ func TestSwarmChangeToRoute(t *testing.T) {
 		if gone == "" {
 			t.Fatal("no task was scaled away")
 		}
-		// Keep sending for a second: the scaled-away task must get none.
+		// Keep sending for a second, to see any request it still gets.
 		for end := time.Now().Add(time.Second); time.Now().Before(end); {
 			sent := time.Now()
 			if _, body, err := get(context.Background(), s.host); err == nil {
 				last[strings.TrimPrefix(body, "hello from ")] = sent
 			}
 		}
-		d := last[gone].Sub(issued)
-		if last[gone].IsZero() || d < 0 {
-			d = 0
+		after := func(from time.Time) time.Duration {
+			if d := last[gone].Sub(from); !last[gone].IsZero() && d > 0 {
+				return d
+			}
+			return 0 // none after it
 		}
-		down = append(down, d)
-		t.Logf("round %d: new task routed %v after Swarm reported it running; scaled-away task's last request %v after the scale command returned",
-			i+1, up[len(up)-1].Round(time.Millisecond), d.Round(time.Millisecond))
+		killed := kills(gone)
+		if killed.IsZero() {
+			t.Fatalf("no kill event for the scaled-away task %s", gone)
+		}
+		down = append(down, after(killed))
+		command = append(command, after(issued))
+		t.Logf("round %d: new task routed %v after Swarm reported it running; the scaled-away task's last request was sent %v after its kill, %v after the scale command returned (Swarm killed it %v after)",
+			i+1, up[len(up)-1].Round(time.Millisecond), down[len(down)-1].Round(time.Millisecond),
+			command[len(command)-1].Round(time.Millisecond), killed.Sub(issued).Round(time.Millisecond))
 	}
 	report := func(what string, ds []time.Duration) {
 		sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
@@ -428,5 +439,45 @@ func TestSwarmChangeToRoute(t *testing.T) {
 			what, ((ds[4] + ds[5]) / 2).Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond), len(ds))
 	}
 	report("scale up, task running -> routed", up)
-	report("scale down, command returned -> last request to the task", down)
+	report("task stop, its container's kill event -> last request sent to it", down)
+	report("scale down, command returned -> last request sent to the stopped task", command)
+}
+
+// watchKills records the time of the first kill event of each task
+// container of s from now on, until the test ends; the returned function
+// gives it for a hostname (the container ID's first 12 characters), or
+// zero. It waits up to 5s for an event not yet seen.
+func watchKills(t *testing.T, s svc) func(host string) time.Time {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	msgs, _ := cli.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("type", "container"), filters.Arg("event", "kill"),
+		filters.Arg("label", "com.docker.swarm.service.name="+s.name))})
+	var mu sync.Mutex
+	seen := map[string]time.Time{}
+	go func() {
+		for m := range msgs {
+			if len(m.Actor.ID) < 12 {
+				continue
+			}
+			mu.Lock()
+			if _, ok := seen[m.Actor.ID[:12]]; !ok {
+				seen[m.Actor.ID[:12]] = time.Unix(0, m.TimeNano)
+			}
+			mu.Unlock()
+		}
+	}()
+	return func(host string) time.Time {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			mu.Lock()
+			at := seen[host]
+			mu.Unlock()
+			if !at.IsZero() || time.Now().After(deadline) {
+				return at
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }
