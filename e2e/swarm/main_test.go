@@ -45,6 +45,7 @@ var (
 	helloHC   string // the same with a health check (exec form: no shell in it)
 	caddyAddr string // 127.0.0.1:port where Caddy's :80 is published
 	tlsAddr   string // 127.0.0.1:port where Caddy's :443 is published
+	vipAddr   string // 127.0.0.1:port where Caddy's :81 (endpoint vip) is published
 	caddyName string // its container
 )
 
@@ -161,7 +162,7 @@ func setup() error {
 	caddyName = dockertest.Name("caddy")
 	if out, err := docker(time.Minute, "run", "--detach", "--name", caddyName, "--network", network,
 		"--label", "caddy-dicer.test.run="+dockertest.RunID(),
-		"--publish", "127.0.0.1::80", "--publish", "127.0.0.1::443",
+		"--publish", "127.0.0.1::80", "--publish", "127.0.0.1::81", "--publish", "127.0.0.1::443",
 		"--volume", "/var/run/docker.sock:/var/run/docker.sock",
 		caddyImage); err != nil {
 		return fmt.Errorf("starting Caddy: %v\n%s", err, out)
@@ -170,6 +171,9 @@ func setup() error {
 		return err
 	}
 	if tlsAddr, err = published(caddyName, "443/tcp"); err != nil {
+		return err
+	}
+	if vipAddr, err = published(caddyName, "81/tcp"); err != nil {
 		return err
 	}
 	// Caddy answers once it runs: a host no service claims gets 503.
@@ -198,7 +202,7 @@ CMD ["run", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]
 `
 
 // caddyfile routes every host to the services whose caddy.host lists it,
-// over plain HTTP, and over HTTPS with on-demand certificates from Caddy's
+// over plain HTTP (on :81 to their virtual IPs), and over HTTPS with on-demand certificates from Caddy's
 // internal CA that the swarm permission allows. The retry settings are
 // the README's for zero-downtime deploys.
 const caddyfile = `{
@@ -217,6 +221,16 @@ const caddyfile = `{
 	reverse_proxy {
 		dynamic swarm
 		lb_policy round_robin
+		lb_try_duration 5s
+		lb_try_interval 50ms
+	}
+}
+
+:81 {
+	reverse_proxy {
+		dynamic swarm {
+			endpoint vip
+		}
 		lb_try_duration 5s
 		lb_try_interval 50ms
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
+	nettypes "github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
@@ -148,7 +150,7 @@ func waitServedBy(t *testing.T, s svc, hosts map[string]swarm.Task, timeout time
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s served by %v (%d failed), want %v", s.host, byHost, failed, want)
+			t.Fatalf("%s served by %v (%d failed), want %v; Caddy's log:\n%s", s.host, byHost, failed, want, caddyLog(s.name))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -335,6 +337,78 @@ func TestSwarmPermission(t *testing.T) {
 	}
 }
 
+// With endpoint vip the service's virtual IP on the network is the one
+// upstream. Swarm's VIPs need IPVS in the kernel; where it has it, new
+// connections reach both tasks. Where not (this project's test machine),
+// the VIP answers nothing, and the test checks that Caddy sends the
+// service's requests to the VIP, and nowhere else.
+func TestSwarmVIP(t *testing.T) {
+	s := createService(t, "vip", helloV1, 2)
+	ts := waitRunning(t, s, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	service, _, err := cli.ServiceInspectWithRaw(ctx, s.name, swarm.ServiceInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw, err := cli.NetworkInspect(ctx, network, nettypes.InspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vip string
+	for _, v := range service.Endpoint.VirtualIPs {
+		if v.NetworkID == nw.ID {
+			vip, _, _ = strings.Cut(v.Addr, "/")
+		}
+	}
+	if vip == "" {
+		t.Fatalf("%s has no VIP on %s: %+v", s.name, network, service.Endpoint.VirtualIPs)
+	}
+	fresh := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	request := func() (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+vipAddr+"/", nil)
+		req.Host = s.host
+		resp, err := fresh.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimPrefix(strings.TrimSpace(string(body)), "hello from ")
+	}
+	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
+		t.Logf("no IPVS in this kernel (%v): Swarm's VIPs answer nothing here; checking where Caddy sends the requests", err)
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(caddyLog(s.host), `"upstream":"`+vip+`:8080"`) {
+			if time.Now().After(deadline) {
+				t.Fatalf("Caddy never sent a request for %s to the VIP %s:8080; its log:\n%s", s.host, vip, caddyLog(s.host))
+			}
+			request()
+		}
+		for _, line := range strings.Split(caddyLog(s.host), "\n") {
+			if strings.Contains(line, `"upstream":"`) && !strings.Contains(line, `"upstream":"`+vip+`:8080"`) {
+				t.Errorf("a request for %s went elsewhere than the VIP: %s", s.host, line)
+			}
+		}
+		return
+	}
+	seen := map[string]int{}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(seen) < 2 {
+		if status, body := request(); status == 200 {
+			seen[body]++
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("through the VIP, served by %v; want both tasks %v; Caddy's log:\n%s", seen, slices.Sorted(keys(ts)), caddyLog(s.host))
+		}
+	}
+	for h := range seen {
+		if _, ok := ts[h]; !ok {
+			t.Errorf("served by %s, not a task of %s", h, s.name)
+		}
+	}
+}
+
 // ---- item 4: how long a Swarm change takes to reach the route -------------
 
 // firstServed sends requests for s's host back to back until one is
@@ -480,4 +554,20 @@ func watchKills(t *testing.T, s svc) func(host string) time.Time {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// caddyLog returns the lines of Caddy's log that mention about, for a
+// failure's message.
+func caddyLog(about string) string {
+	out, _ := docker(30*time.Second, "logs", caddyName)
+	var lines []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, about) || strings.Contains(l, "swarm") && strings.Contains(l, "\"error\"") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) > 40 {
+		lines = lines[len(lines)-40:]
+	}
+	return strings.Join(lines, "\n")
 }
