@@ -89,6 +89,7 @@ func (f *fakeSwarm) ServiceList(context.Context, swarm.ServiceListOptions) ([]sw
 
 func (f *fakeSwarm) ServiceInspectWithRaw(_ context.Context, id string, _ swarm.ServiceInspectOptions) (swarm.Service, []byte, error) {
 	f.count("ServiceInspect")
+	f.count("ServiceInspect " + id)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	s, ok := f.services[id]

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/swarm"
 	"go.uber.org/zap"
 
@@ -161,6 +162,28 @@ func TestReconciliationBound(t *testing.T) {
 	})
 	if took := time.Since(changed); took > resync {
 		t.Errorf("a converging service took %v, want less than Resync (%v)", took, resync)
+	}
+}
+
+// A node event (a node down, drained) re-lists the services with a task
+// on that node, and only them.
+func TestNodeEventRelistsItsServices(t *testing.T) {
+	f := newFakeSwarm()
+	threeWeb(f)
+	f.update(func() {
+		f.services["other"] = replicated("other", "other", 1, nil)
+		tk := task("other", 1, "n9", running, running)
+		f.tasks[tk.ID] = tk
+	})
+	sink := start(t, f, Config{Resync: time.Hour})
+	f.update(func() { f.tasks["web-t1"] = task("web", 1, "n2", swarm.TaskStateOrphaned, shutdown) })
+	f.events <- events.Message{Type: events.NodeEventType, Action: "update", Actor: events.Actor{ID: "n2"}}
+	sink.WaitFor(t, wait, "web-t1 gone", func(v followtest.View) bool { _, ok := v.ByID["web-t1"]; return !ok })
+	if f.Calls("ServiceInspect api") == 0 {
+		t.Error("api, with a task on n2, was not re-listed")
+	}
+	if n := f.Calls("ServiceInspect other"); n != 0 {
+		t.Errorf("other, with no task on n2, was re-listed %d times", n)
 	}
 }
 
