@@ -181,6 +181,7 @@ func (p *DaemonsPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 var (
 	_ daemonPermission = (*DicerPermission)(nil)
 	_ daemonPermission = (*DockerPermission)(nil)
+	_ daemonPermission = (*SwarmPermission)(nil)
 
 	_ caddy.Provisioner           = (*DaemonsPermission)(nil)
 	_ caddyfile.Unmarshaler       = (*DaemonsPermission)(nil)

@@ -268,3 +268,22 @@ func TestDaemonsPermissionTakesALaterBackend(t *testing.T) {
 		t.Errorf("daemons %s", p.DaemonsRaw)
 	}
 }
+
+// The Swarm backend's permission is a kind `permission daemons` takes,
+// with its own settings.
+func TestDaemonsPermissionTakesSwarm(t *testing.T) {
+	d := caddyfile.NewTestDispenser(`daemons {
+		docker
+		swarm {
+			address unix:///run/swarm-manager.sock
+			allow_suffix apps.example.net
+		}
+	}`)
+	var p DaemonsPermission
+	if err := p.UnmarshalCaddyfile(d); err != nil {
+		t.Fatalf("permission daemons with a swarm block: %v", err)
+	}
+	if len(p.DaemonsRaw) != 2 || !strings.Contains(string(p.DaemonsRaw[1]), `"module":"swarm"`) {
+		t.Errorf("blocks %s, want docker then swarm", p.DaemonsRaw)
+	}
+}

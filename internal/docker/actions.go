@@ -34,7 +34,7 @@ var ErrNotLabelled = errors.New("container is not labelled " + catalog.LabelStan
 func (a *Adapter) Actions() *Actions { return &Actions{a: a} }
 
 func (x *Actions) client() (*client.Client, error) {
-	x.once.Do(func() { x.cli, x.err = x.a.newClient() })
+	x.once.Do(func() { x.cli, x.err = x.a.NewClient() })
 	return x.cli, x.err
 }
 

@@ -9,12 +9,13 @@ type Pending struct {
 	mu      sync.Mutex
 	ids     map[string]bool // ID -> deleted
 	flagged bool
+	groups  map[string]struct{}
 	notify  chan struct{} // capacity 1: "there is work"
 }
 
 // NewPending returns an empty set.
 func NewPending() *Pending {
-	return &Pending{ids: make(map[string]bool), notify: make(chan struct{}, 1)}
+	return &Pending{ids: make(map[string]bool), groups: make(map[string]struct{}), notify: make(chan struct{}, 1)}
 }
 
 // Add records an event for id. deleted sticks until the next Take: a
@@ -36,6 +37,23 @@ func (p *Pending) Flag() {
 	p.signal()
 }
 
+// AddGroup records an event about a group of instances as a whole.
+func (p *Pending) AddGroup(group string) {
+	p.mu.Lock()
+	p.groups[group] = struct{}{}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// TakeGroups empties the set of groups and returns them.
+func (p *Pending) TakeGroups() map[string]struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	groups := p.groups
+	p.groups = make(map[string]struct{}, len(groups))
+	return groups
+}
+
 func (p *Pending) signal() {
 	select {
 	case p.notify <- struct{}{}:
@@ -43,8 +61,8 @@ func (p *Pending) signal() {
 	}
 }
 
-// Notify receives once there is something to Take (one notification for
-// any number of Adds and Flags).
+// Notify receives once there is something to Take or TakeGroups (one
+// notification for any number of Adds, AddGroups and Flags).
 func (p *Pending) Notify() <-chan struct{} { return p.notify }
 
 // Take empties the set: the IDs, each with whether it was deleted, and
