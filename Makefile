@@ -32,9 +32,9 @@ test-short: ## the hermetic unit tests only (go test -short): no Docker Engine, 
 	go vet ./...
 	go test -short -count=1 ./...
 
-test-e2e: ## end-to-end: build Caddy with xcaddy, run it against a simulated Dicer host in a network namespace (root)
-	go vet -tags e2e ./e2e/
-	CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -timeout 20m ./e2e/
+test-e2e: ## end-to-end: build Caddy with xcaddy, run it against a simulated Dicer host in a network namespace (root), and in a container on a single-node Docker swarm the test makes and leaves
+	go vet -tags e2e ./e2e/...
+	CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 20m ./e2e/...
 
 lint: ## golangci-lint with the committed .golangci.yml
 	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION) run ./...
@@ -46,7 +46,7 @@ build: bin/caddy bin/dicer-testd ## build bin/caddy (Caddy with the plugin) with
 
 # What the binaries are built from: a change to any of these (or to the
 # versions in bin/.versions) rebuilds them, nothing else does.
-GO_SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './bin/*' -not -path './.git/*')
+GO_SOURCES := $(shell find . -name '*.go' -not -name '*_test.go' -not -path './bin/*' -not -path './.git/*' -not -path './example/*')
 VERSIONS_STAMP := bin/.versions
 
 # The stamp is rewritten only when the versions differ from those it holds,
@@ -90,7 +90,8 @@ bin/image/demo/hello: $(GO_SOURCES) go.mod go.sum
 	mkdir -p $(@D)
 	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $@ ./internal/dockertest/helloserver
 
-test-compose: image ## the Docker-only quick start with docker-compose: up, routed, scaled to 2, down, nothing left
+test-compose: image ## the Docker-only quick start with docker-compose: loads as Compose v2 loads it; up, routed, scaled to 2, down, nothing left
+	cd example/compose/v2check && go run . ../compose.yaml
 	./example/compose/test.sh
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s), one after the other

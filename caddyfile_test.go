@@ -2,7 +2,6 @@ package caddydicer
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -78,7 +77,17 @@ func cfCheckModulesDecode(t *testing.T, adapted []byte) {
 		case map[string]any:
 			for k, child := range v {
 				obj, isObj := child.(map[string]any)
+				if list, ok := child.([]any); ok && (k == "sources" || k == "daemons") {
+					// dynamic multi's sources, permission daemons' daemons
+					for _, elem := range list {
+						walk(map[string]any{map[string]string{"sources": "dynamic_upstreams", "daemons": "permission"}[k]: elem})
+					}
+					continue
+				}
 				switch {
+				case isObj && k == "permission" && obj["module"] == "daemons":
+					found++
+					cfStrictDecode(t, obj, "module", new(DaemonsPermission))
 				case isObj && k == "dynamic_upstreams" && obj["source"] == "dicer":
 					found++
 					cfStrictDecode(t, obj, "source", new(DicerUpstreams))
@@ -830,7 +839,7 @@ func TestCaddyfileJSONValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+			ctx, cancel := newLoad(t)
 			defer cancel()
 			var err error
 			switch tc.module {

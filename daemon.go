@@ -114,31 +114,8 @@ func open(daemon daemonSettings) (*connection, string, error) {
 // startupWait bounds how long a config load waits for its daemons' first
 // listings, so that a daemon which is down never stops Caddy from starting
 // (R9). A load waits it at most once, however many of its daemons are down:
-// see loadDeadline.
+// see LoadState.
 const startupWait = 3 * time.Second
-
-// loadDeadlines holds, for each config load being provisioned, the time
-// until which its modules wait for their connections to settle: startupWait
-// after the first of them began to wait. Modules are provisioned one after
-// the other, so without it each daemon that is down would add its own
-// startupWait. A load is known by its context's Done channel, which all its
-// modules share (Caddy hands them contexts derived with values, such as the
-// http app's per server, but cancelled only with the load).
-var loadDeadlines sync.Map // <-chan struct{} -> time.Time
-
-// loadDeadline returns the deadline of the config load ctx belongs to,
-// fixing it at the first call of the load.
-func loadDeadline(ctx context.Context) time.Time {
-	load := ctx.Done()
-	if load == nil {
-		return time.Now().Add(startupWait) // no load to share a deadline with
-	}
-	v, loaded := loadDeadlines.LoadOrStore(load, time.Now().Add(startupWait))
-	if !loaded {
-		context.AfterFunc(ctx, func() { loadDeadlines.Delete(load) })
-	}
-	return v.(time.Time)
-}
 
 // connections holds the shared daemon connections across config reloads,
 // keyed by connSpec.key.
@@ -160,6 +137,9 @@ type connection struct {
 	// API's explain.
 	routes      routeSet
 	permissions permissionSet
+	// standby wakes and puts on standby the instances labelled
+	// caddy.standby_after; nil for a daemon that wakes on connect (Dicer).
+	standby *standby
 
 	// started guards the start of the adapter and of settle, at the first
 	// await (after the first module told the catalog its views and route
@@ -185,6 +165,9 @@ func (c *connection) Destruct() error {
 	c.cancel()
 	<-c.done
 	c.prober.Wait()
+	if c.standby != nil {
+		c.standby.close()
+	}
 	return nil
 }
 
@@ -200,6 +183,8 @@ type connSpec struct {
 	run           func(ctx context.Context, sink catalog.Sink)
 	// readinessTimeout is the ReadinessTimeout setting (0: the default).
 	readinessTimeout time.Duration
+	// actions, if set, are the writes for scale to zero (Docker).
+	actions standbyActions
 }
 
 // newConnSpec puts together what opens a shared connection to a backend's
@@ -244,6 +229,9 @@ func dial(spec connSpec) (*connection, error) {
 		opts.Probe = func(r catalog.ProbeRequest) { c.prober.Probe(r) }
 		c.catalog = catalog.New(opts)
 		c.prober = readiness.New(runCtx, spec.readinessTimeout, 0, c.markReady, spec.opts.Logger)
+		if spec.actions != nil {
+			c.standby = newStandby(runCtx, spec.actions, c.catalog, spec.opts.Logger)
+		}
 		trace := c.trace()
 		c.start = func(deadline time.Time) {
 			go func() {
@@ -264,8 +252,11 @@ func dial(spec connSpec) (*connection, error) {
 // the connection has settled (listed, or given startupWait to), or once
 // the deadline of the config load ctx belongs to has passed (R9). ctx
 // ending stops the wait, not the connection.
-func (c *connection) await(ctx context.Context) {
-	deadline := loadDeadline(ctx)
+func (c *connection) await(ctx caddy.Context) error {
+	deadline, err := loadDeadline(ctx)
+	if err != nil {
+		return err
+	}
 	c.started.Do(func() { c.start(deadline) })
 	wait := time.NewTimer(time.Until(deadline))
 	defer wait.Stop()
@@ -274,6 +265,7 @@ func (c *connection) await(ctx context.Context) {
 	case <-wait.C:
 	case <-ctx.Done():
 	}
+	return nil
 }
 
 // markReady is the prober's verdict on an instance (R1a), counted.

@@ -21,7 +21,7 @@ func TestSharedConnection_R9_reload_counts(t *testing.T) {
 		t.Fatal(err)
 	}
 	load := func() (caddy.Context, *DicerUpstreams, *DicerPermission) {
-		ctx, _ := caddy.NewContext(caddy.Context{Context: context.Background()})
+		ctx, _ := newLoad(t)
 		u := &DicerUpstreams{Daemon: settings, upstreamSource: upstreamSource{Selector: "app=web"}}
 		p := &DicerPermission{Daemon: settings}
 		if err := u.Provision(ctx); err != nil {
@@ -92,7 +92,7 @@ func TestSharedConnection_R9_settings_key(t *testing.T) {
 // so a config's load time does not grow with its number of routes.
 func TestSharedConnection_R9_down_daemon_waited_for_once(t *testing.T) {
 	settings := Daemon{Address: "unix:" + filepath.Join(t.TempDir(), "nobody.sock")}
-	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	ctx, cancel := newLoad(t)
 	defer cancel()
 	provision := func(m interface {
 		Provision(caddy.Context) error
@@ -125,7 +125,7 @@ func TestSharedConnection_R9_down_daemon_waited_for_once(t *testing.T) {
 func TestSharedConnection_R9_down_daemons_waited_for_once_per_load(t *testing.T) {
 	dir := t.TempDir()
 	load := func() time.Duration {
-		ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+		ctx, cancel := newLoad(t)
 		t.Cleanup(cancel)
 		start := time.Now()
 		for i, m := range []interface {
@@ -157,3 +157,14 @@ func TestSharedConnection_R9_down_daemons_waited_for_once_per_load(t *testing.T)
 }
 
 type testServerKey struct{}
+
+// newLoad returns the context of a new, empty config load, as Caddy gives
+// its modules (with the config's apps, such as LoadState), and its cancel.
+func newLoad(t testing.TB) (caddy.Context, context.CancelFunc) {
+	t.Helper()
+	base, err := caddy.ProvisionContext(&caddy.Config{})
+	if err != nil {
+		t.Fatalf("provision an empty config: %v", err)
+	}
+	return caddy.NewContext(base)
+}

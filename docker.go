@@ -1,7 +1,9 @@
 package caddydicer
 
 import (
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -18,8 +20,9 @@ func init() {
 
 // DockerEngine is how a module reaches a Docker Engine. Every module that
 // names the same Engine with the same settings shares one connection and
-// one container catalog, which outlive config reloads. The plugin only
-// reads from the Engine.
+// one container catalog, which outlive config reloads. The plugin reads
+// from the Engine, and writes to it only to start, stop, pause and unpause
+// containers labelled `caddy.standby_after` (scale to zero).
 type DockerEngine struct {
 	// Address is the Engine's API endpoint: `unix:///var/run/docker.sock`
 	// or `tcp://host:2376`. Placeholders such as `{env.ENGINE}` are
@@ -65,8 +68,10 @@ type DockerTLS struct {
 // about; no request waits on the Engine and Caddy is never reloaded.
 //
 // Upstreams are the routable containers (running, with an address on the
-// route's network, and healthy if they have a health check) in name order;
-// none means 503.
+// route's network, and healthy if they have a health check) in name order.
+// With none, a container labelled `caddy.standby_after` that is stopped or
+// paused is started (or unpaused) and the request waits for it, up to
+// wake_timeout; otherwise none means 503.
 type DockerUpstreams struct {
 	DockerEngine
 	upstreamSource
@@ -76,6 +81,14 @@ type DockerUpstreams struct {
 	// `caddy.network` label, else its only network; a container on several
 	// networks with neither gets no requests, and one warning says so.
 	Network string `json:"network,omitempty"`
+
+	// WakeTimeout is how long a request waits for a container that it
+	// wakes (scale to zero: a container labelled `caddy.standby_after`,
+	// stopped or paused, when none of the route's containers is
+	// routable). After that the request is answered 503 with a
+	// Retry-After header, and the container keeps starting. Example:
+	// `2m` for an app that starts slowly. Default: `30s`.
+	WakeTimeout caddy.Duration `json:"wake_timeout,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -88,6 +101,13 @@ func (DockerUpstreams) CaddyModule() caddy.ModuleInfo {
 
 // Provision connects to the Engine, or joins the shared connection.
 func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
+	if u.WakeTimeout < 0 {
+		return fmt.Errorf("wake_timeout: %s is negative", time.Duration(u.WakeTimeout))
+	}
+	u.wakeTimeout = time.Duration(u.WakeTimeout)
+	if u.wakeTimeout == 0 {
+		u.wakeTimeout = defaultWakeTimeout
+	}
 	return u.provision(ctx, &u.DockerEngine, u.Network)
 }
 
@@ -103,6 +123,7 @@ func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 //		selector <selector>
 //		port <port>
 //		network <network>
+//		wake_timeout <duration>
 //		published_port_host <host>
 //		readiness_timeout <duration>
 //		tls {
@@ -115,10 +136,23 @@ func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 // A selector with spaces is quoted: `dynamic docker "tier in (web,edge)" 8080`.
 func (u *DockerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return u.unmarshal(d, "docker", &u.DockerEngine, func(d *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
-		if _, ok, err := settingAt(d, seen, "network"); !ok || err != nil {
+		setting, ok, err := settingAt(d, seen, "network", "wake_timeout")
+		if !ok || err != nil {
 			return ok, err
 		}
-		return true, oneValue(d, &u.Network)
+		if setting == "network" {
+			return true, oneValue(d, &u.Network)
+		}
+		var raw string
+		if err := oneValue(d, &raw); err != nil {
+			return true, err
+		}
+		dur, err := caddy.ParseDuration(raw)
+		if err != nil || dur <= 0 {
+			return true, d.Errf("wake_timeout: %q is not a positive duration (e.g. 30s)", raw)
+		}
+		u.WakeTimeout = caddy.Duration(dur)
+		return true, nil
 	})
 }
 
@@ -181,7 +215,9 @@ func (e *DockerEngine) spec() (connSpec, error) {
 	if err != nil {
 		return connSpec{}, err
 	}
-	return newConnSpec("docker", a.Address(), pph, docker.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run), nil
+	spec := newConnSpec("docker", a.Address(), pph, docker.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run)
+	spec.actions = dockerActions{a.Actions()}
+	return spec, nil
 }
 
 // validateStatic checks the settings that need no placeholder replacement,
@@ -212,9 +248,15 @@ func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[stri
 	}
 }
 
+// dockerActions are the adapter's writes, as the connection uses them.
+type dockerActions struct{ *docker.Actions }
+
+func (dockerActions) Denied(err error) bool { return docker.Denied(err) }
+
 // Interface guards
 var (
 	_ daemonSettings = (*DockerEngine)(nil)
+	_ standbyActions = dockerActions{}
 
 	_ caddy.Provisioner           = (*DockerUpstreams)(nil)
 	_ caddy.CleanerUpper          = (*DockerUpstreams)(nil)

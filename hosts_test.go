@@ -18,7 +18,7 @@ import (
 
 // permissionFor is a permission over a catalog holding instances, with the
 // given settings applied.
-func permissionFor(t *testing.T, settings hostPermission, instances ...catalog.Instance) *hostPermission {
+func permissionFor(t testing.TB, settings hostPermission, instances ...catalog.Instance) *hostPermission {
 	t.Helper()
 	c := catalog.New(catalog.Options{})
 	c.Replace(instances)

@@ -127,6 +127,18 @@ func (m connMetrics) applied(received time.Time) {
 // so that a handshake only adds to one.
 type decisionCounters struct{ allowed, denied prometheus.Counter }
 
+// count adds a decision; a permission not provisioned (unit tests) has no
+// counters.
+func (d decisionCounters) count(allowed bool) {
+	switch {
+	case d.allowed == nil:
+	case allowed:
+		d.allowed.Inc()
+	default:
+		d.denied.Inc()
+	}
+}
+
 func newDecisionCounters(c *connection) decisionCounters {
 	return decisionCounters{
 		allowed: metrics.decisions.WithLabelValues(c.kind, c.address, "allowed"),

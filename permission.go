@@ -72,8 +72,7 @@ func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) err
 	registerMetrics(ctx)
 	p.decisions = newDecisionCounters(p.conn)
 	p.conn.permissions.add(p)
-	p.conn.await(ctx)
-	return nil
+	return p.conn.await(ctx)
 }
 
 // settle checks the permission's own settings and works out what
@@ -124,11 +123,10 @@ func allowedSuffix(raw string) (string, error) {
 func (p *hostPermission) CertificateAllowed(_ context.Context, name string) error {
 	host := catalog.NormalizeHost(name)
 	err := p.decide(host)
+	p.decisions.count(err == nil)
 	if err != nil {
-		p.decisions.denied.Inc()
 		return p.refuse(host, err)
 	}
-	p.decisions.allowed.Inc()
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -40,6 +41,13 @@ type upstreamSource struct {
 	conn  *connection
 	view  *catalog.View
 	route catalog.Route
+	// group is the members of the `dynamic multi` that holds the source,
+	// if one does (see upstreams_multi.go); inGroup says s is one of them.
+	group   *sourceGroup
+	inGroup bool
+	// wakeTimeout bounds how long a request waits for an instance that
+	// it wakes (Docker scale to zero).
+	wakeTimeout time.Duration
 	// noUpstream and wakes count requests that found no upstream and
 	// those sent to an instance on standby (R5), resolved at provision:
 	// a request only adds to them.
@@ -68,7 +76,12 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 	s.noUpstream = metrics.noUpstream.WithLabelValues(s.conn.kind, s.conn.address, name)
 	s.wakes = s.conn.metrics.wakes(wakeRequested)
 	s.conn.routes.add(s, name)
-	s.conn.await(ctx)
+	if err := s.conn.await(ctx); err != nil {
+		return err
+	}
+	if err := s.joinGroup(ctx); err != nil {
+		return err
+	}
 	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
 		zap.Int("port", s.Port), zap.String("network", network))
 	return nil
@@ -76,31 +89,84 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 
 // GetUpstreams returns where the request may go: fresh values on every
 // call, since reverse_proxy writes into them. It costs one atomic load, the
-// route's precomputed candidates, and an allocation per upstream plus two.
+// route's precomputed candidates, and an allocation per upstream plus two;
+// an instance labelled caddy.standby_after adds an atomic store. Only a
+// request that finds nothing routable and an instance to wake waits (see
+// wake). As a source of a `dynamic multi`, it answers with the multi's
+// other sources of this plugin (R5b, upstreams_multi.go): an index lookup
+// in each of their catalogs for a host its own daemon does not list, and
+// their picks when it has no routable instance.
 func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
 	var buf [8]catalog.Target
-	targets := s.conn.catalog.Snapshot().Targets(buf[:0], s.route, catalog.NormalizeHost(r.Host))
+	var targets []catalog.Target
+	deferred := false // to another source of the multi
+	pick := catalog.PickedNone
+	snap, host := s.conn.catalog.Snapshot(), catalog.NormalizeHost(r.Host)
+	if s.group == nil {
+		targets, pick = snap.Pick(buf[:0], s.route, host, false)
+	} else {
+		targets, deferred = s.group.targets(s, snap, buf[:0], host)
+	}
 	if len(targets) == 0 {
-		s.noUpstream.Inc()
-		return nil, nil
+		if deferred {
+			return nil, nil
+		}
+		ups, err := s.wake(r, host, buf[:0])
+		if len(ups) == 0 && s.noUpstream != nil { // nil: not provisioned (unit tests)
+			s.noUpstream.Inc()
+		}
+		return ups, err
 	}
-	if targets[0].Wakes {
-		s.wakes.Inc() // the fallback is alone (R5)
+	if pick == catalog.PickedStandby && s.wakes != nil {
+		s.wakes.Inc() // the connection wakes it (R5)
 	}
+	return s.upstreams(r, targets), nil
+}
+
+// upstreams turns targets into fresh upstreams, recording the use of
+// those labelled caddy.standby_after (scale to zero).
+func (s *upstreamSource) upstreams(r *http.Request, targets []catalog.Target) []*reverseproxy.Upstream {
 	block := make([]reverseproxy.Upstream, len(targets))
 	ups := make([]*reverseproxy.Upstream, len(targets))
 	for i, t := range targets {
 		block[i].Dial = t.Dial
 		ups[i] = &block[i]
+		if t.Activity != nil && s.conn.standby != nil {
+			s.conn.standby.record(r, t.Activity, &block[i])
+		}
 	}
-	return ups, nil
+	return ups
 }
 
-// Cleanup releases the view and the shared connection.
+// wake is GetUpstreams for a route with nothing routable: on a daemon
+// that Caddy wakes instances of (Docker), it wakes one and holds the
+// request until it is ready, at most wakeTimeout; then, or when the
+// instance cannot be woken, the one upstream answers 503 with
+// Retry-After. Nothing to wake: no upstreams, which Caddy answers 503.
+func (s *upstreamSource) wake(r *http.Request, host string, buf []catalog.Target) ([]*reverseproxy.Upstream, error) {
+	if s.conn.standby == nil {
+		return nil, nil
+	}
+	targets, retry := s.conn.standby.hold(r, s.route, host, s.wakeTimeout, buf)
+	if len(targets) == 0 {
+		if retry == 0 {
+			return nil, nil
+		}
+		if u := s.conn.standby.standInUpstream(retry); u != nil {
+			return []*reverseproxy.Upstream{u}, nil
+		}
+		return nil, nil
+	}
+	return s.upstreams(r, targets), nil
+}
+
+// Cleanup releases the view and the shared connection, and leaves the
+// multi's group.
 func (s *upstreamSource) Cleanup() error {
 	if s.key != "" {
 		s.conn.routes.remove(s) // first: the admin API reads the route
 	}
+	s.leaveGroup()
 	if s.view != nil {
 		s.conn.catalog.Unwatch(s.view)
 		s.view = nil

@@ -50,6 +50,7 @@ type Catalog struct {
 
 	probe      func(ProbeRequest)
 	probeGen   uint64
+	seq        uint64      // changes from the daemon so far (see Seq)
 	routePorts map[int]int // route port -> routes using it
 }
 
@@ -61,6 +62,23 @@ type Snapshot struct {
 	hosts     *immutable.Map[string, []*entry]
 	wildcards *immutable.Map[string, []*entry]
 	views     map[*View][]*entry
+	// next is closed when a newer snapshot replaces this one.
+	next chan struct{}
+}
+
+// Changed is closed as soon as a newer snapshot replaces s: a request that
+// waits for an instance to become routable (a wake, R5) waits on it, and
+// no one polls.
+func (s *Snapshot) Changed() <-chan struct{} { return s.next }
+
+// store publishes snap, then tells the waiters on the one it replaces.
+// Writers hold c.mu (New excepted, which has no reader yet).
+func (c *Catalog) store(snap *Snapshot) {
+	snap.next = make(chan struct{})
+	old := c.current.Swap(snap)
+	if old != nil {
+		close(old.next)
+	}
 }
 
 // View is a selector the catalog keeps the matching instances of, so a
@@ -86,7 +104,7 @@ func New(opts Options) *Catalog {
 		probe:      opts.Probe,
 		routePorts: make(map[int]int),
 	}
-	c.current.Store(&Snapshot{
+	c.store(&Snapshot{
 		reach:     &c.reach,
 		hosts:     immutable.NewMap[string, []*entry](newHasher()),
 		wildcards: immutable.NewMap[string, []*entry](newHasher()),
@@ -128,7 +146,7 @@ func (c *Catalog) Watch(sel selector.Selector) *View {
 		views[k] = es
 	}
 	views[v] = matched
-	c.current.Store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
+	c.store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
 	return v
 }
 
@@ -165,7 +183,7 @@ func (c *Catalog) Unwatch(v *View) {
 			views[k] = es
 		}
 	}
-	c.current.Store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
+	c.store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
 }
 
 // Put implements Sink.
@@ -177,6 +195,10 @@ func (c *Catalog) Put(inst Instance) {
 	e := newEntry(inst)
 	e.stopping = stopping
 	e.countSleeps(old)
+	e.keepActivity(old)
+	c.seq++
+	e.seq = c.seq
+	e.keepEvents(old)
 	probe := c.admit(old, e)
 	c.byID[inst.ID] = e
 	c.publish(c.current.Load(), old, e)
@@ -210,6 +232,7 @@ func (c *Catalog) Replace(instances []Instance) {
 	defer c.mu.Unlock()
 	next := make(map[string]*entry, len(instances))
 	var probes []ProbeRequest
+	c.seq++
 	for _, inst := range instances {
 		// A re-listing ends a Stopping: a start missed while the daemon was
 		// out of reach must not keep an instance out for good. One still
@@ -218,6 +241,9 @@ func (c *Catalog) Replace(instances []Instance) {
 		old := c.byID[inst.ID]
 		e := newEntry(inst)
 		e.countSleeps(old)
+		e.keepActivity(old)
+		e.seq = c.seq
+		e.keepEvents(old)
 		if r := c.admit(old, e); r.Gen != 0 {
 			probes = append(probes, r)
 		}
@@ -263,7 +289,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		}
 		views[v] = matched
 	}
-	c.current.Store(&Snapshot{reach: &c.reach, hosts: hosts.Map(), wildcards: wildcards.Map(), views: views})
+	c.store(&Snapshot{reach: &c.reach, hosts: hosts.Map(), wildcards: wildcards.Map(), views: views})
 	for _, r := range probes {
 		c.sendProbe(r) // before Ready: whoever waits for it may wait for these
 	}
@@ -298,7 +324,7 @@ func (c *Catalog) publish(snap *Snapshot, old, e *entry) {
 		}
 		views[v] = swap(list, old, e, is)
 	}
-	c.current.Store(&Snapshot{reach: snap.reach, hosts: hosts, wildcards: wildcards, views: views})
+	c.store(&Snapshot{reach: snap.reach, hosts: hosts, wildcards: wildcards, views: views})
 }
 
 // reindex returns index with old replaced by e under the keys keys gives
@@ -403,6 +429,11 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 // none) can get no requests, or fewer than its labels suggest.
 func (c *Catalog) warnNoRequests(old, e *entry) {
 	name := zap.String("instance", e.inst.Name)
+	if e.badStandby != "" && (old == nil || old.inst.Labels[e.badStandby] != e.inst.Labels[e.badStandby]) {
+		c.logger.Warn("instance is never put on standby nor woken by Caddy: label "+e.badStandby+
+			" is not valid (caddy.standby_after: a positive duration such as 15m; caddy.standby: stop or pause)",
+			name, zap.String(e.badStandby, e.inst.Labels[e.badStandby]))
+	}
 	if e.port < 0 && (old == nil || old.inst.Labels[LabelPort] != e.inst.Labels[LabelPort]) {
 		c.logger.Warn("instance gets no requests: label caddy.port is not a port number (1-65535)",
 			name, zap.String("caddy.port", e.inst.Labels[LabelPort]))
@@ -469,37 +500,57 @@ func (h *hasher) Equal(a, b string) bool { return a == b }
 
 // Stopping implements Sink: the instance leaves its rotations at once, and
 // stays out while later Puts still say it runs, until Started or a
-// re-listing (Replace).
+// re-listing (Replace). The event is counted, whatever the state (see
+// Sleeper.StopEvent).
 func (c *Catalog) Stopping(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.byID[id]
-	if old == nil || old.stopping {
+	if old == nil {
 		return
 	}
-	switch old.inst.State {
-	case StateRunning, StateStarting, StateRestarting:
-	default:
-		return // out of its rotations already
-	}
+	c.seq++
 	e := *old
-	e.inst.State, e.stopping = StateStopping, true
+	e.stopEvent = c.seq
+	switch {
+	case old.stopping:
+	case old.inst.State == StateRunning, old.inst.State == StateStarting, old.inst.State == StateRestarting:
+		e.inst.State, e.stopping = StateStopping, true
+	}
 	c.byID[id] = &e
 	c.publish(c.current.Load(), old, &e)
 	c.logChange(old, &e, "")
 }
 
-// Started implements Sink: it ends a Stopping; the next Put says how the
-// instance is now.
+// CancelStopping undoes a Stopping made before a stop or pause that then
+// failed (scale to zero): the instance, running all along, is back in its
+// rotations.
+func (c *Catalog) CancelStopping(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.byID[id]
+	if old == nil || !old.stopping || old.inst.State != StateStopping {
+		return
+	}
+	e := *old
+	e.inst.State, e.stopping = StateRunning, false
+	c.byID[id] = &e
+	c.publish(c.current.Load(), old, &e)
+	c.logChange(old, &e, "")
+}
+
+// Started implements Sink: it ends a Stopping, and is counted (see
+// Sleeper.StartEvent); the next Put says how the instance is now.
 func (c *Catalog) Started(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.byID[id]
-	if old == nil || !old.stopping {
+	if old == nil {
 		return
 	}
+	c.seq++
 	e := *old
-	e.stopping = false
+	e.stopping, e.startEvent = false, c.seq
 	c.byID[id] = &e
 	c.publish(c.current.Load(), old, &e)
 }

@@ -52,6 +52,24 @@ type entry struct {
 	// stopping is set from Sink.Stopping until Started or a Put that shows
 	// the instance no longer running.
 	stopping bool
+	// standby is the caddy.standby_after policy; activity is set when it
+	// is valid (kept from the entry this one replaces), and badStandby
+	// names a label with a bad value.
+	standby    Standby
+	activity   *Activity
+	badStandby string
+	// seq is the catalog's Seq when the daemon last described the instance;
+	// startEvent and stopEvent when an event last said it started, and
+	// stopped or is stopping (Sink.Started, Sink.Stopping), in the order
+	// the daemon sent them.
+	seq, startEvent, stopEvent uint64
+}
+
+// keepEvents carries the event counts of old (nil: none) over to e.
+func (e *entry) keepEvents(old *entry) {
+	if old != nil {
+		e.startEvent, e.stopEvent = old.startEvent, old.stopEvent
+	}
 }
 
 func newEntry(inst Instance) *entry {
@@ -63,6 +81,7 @@ func newEntry(inst Instance) *entry {
 			break
 		}
 	}
+	e.standby, e.badStandby = parseStandby(inst.Labels)
 	if raw, ok := inst.Labels[LabelPort]; ok {
 		e.port = parsePort(raw)
 	}
@@ -105,6 +124,18 @@ func (e *entry) countSleeps(old *entry) {
 	e.sleeps = old.sleeps
 	if frozen(e.inst.State) && !frozen(old.inst.State) {
 		e.sleeps++
+	}
+}
+
+// keepActivity carries the Activity of old, the entry e replaces (nil:
+// none), over to e, or starts one, when e has a standby policy.
+func (e *entry) keepActivity(old *entry) {
+	switch {
+	case e.standby.After == 0:
+	case old != nil && old.activity != nil:
+		e.activity = old.activity
+	default:
+		e.activity = new(Activity)
 	}
 }
 
@@ -291,9 +322,19 @@ type endpoint struct {
 // resolve applies R3, R4 and the network rule of R11 for a route. An empty
 // dial means the instance gets no requests.
 func (e *entry) resolve(route Route, at *reach) endpoint {
-	port := e.guestPort(route.Port)
-	if port == 0 {
+	host, port, published := e.place(route, at)
+	if host == "" {
 		return endpoint{}
+	}
+	return endpoint{dial: joinHostPort(spelling(host, e.sleeps), port), published: published}
+}
+
+// place is where resolve sends requests, before the host is spelt and
+// joined with the port: no allocation. An empty host means none.
+func (e *entry) place(route Route, at *reach) (host string, port int, published bool) {
+	port = e.guestPort(route.Port)
+	if port == 0 {
+		return "", 0, false
 	}
 	var net Attachment
 	if n := e.network(route.Network); n != nil {
@@ -304,13 +345,10 @@ func (e *entry) resolve(route Route, at *reach) endpoint {
 			continue
 		}
 		if host := at.publishedHost(p.HostIP, net.Gateway); host != "" {
-			return endpoint{dial: joinHostPort(spelling(host, e.sleeps), int(p.HostPort)), published: true}
+			return host, int(p.HostPort), true
 		}
 	}
-	if net.Address == "" {
-		return endpoint{}
-	}
-	return endpoint{dial: joinHostPort(spelling(net.Address, e.sleeps), port)}
+	return net.Address, port, false
 }
 
 // reach holds the daemon-wide facts R4 uses to reach a published port.

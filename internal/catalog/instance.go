@@ -13,6 +13,14 @@ const (
 	// LabelNetwork names the network to reach an instance on, when it is on
 	// several (R11).
 	LabelNetwork = "caddy.network"
+	// LabelStandbyAfter opts an instance into scale to zero by Caddy
+	// (Docker): after this long (a Go duration such as `15m`) with no
+	// request through Caddy and none in flight, Caddy puts it on standby,
+	// and a request wakes it.
+	LabelStandbyAfter = "caddy.standby_after"
+	// LabelStandby says how Caddy puts it on standby: `stop` (the
+	// default) or `pause`.
+	LabelStandby = "caddy.standby"
 )
 
 // State is an instance's lifecycle state, as its daemon reports it.

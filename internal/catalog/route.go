@@ -20,42 +20,98 @@ type Target struct {
 	Instance string
 	// Dial is host:port, never localhost (R4).
 	Dial string
-	// Wakes is set on the fallback to an instance on standby (R5): the
-	// connection to Dial wakes it.
-	Wakes bool
+	// Activity is set for an instance labelled caddy.standby_after: the
+	// request path records its use there.
+	Activity *Activity
 }
 
 // Targets appends to dst where a request for host (normalized with
 // NormalizeHost) may go on route, in instance-name order: every routable
 // instance (R1-R4), else at most one instance to wake (R5), else nothing.
 func (s *Snapshot) Targets(dst []Target, route Route, host string) []Target {
-	candidates, exact := s.candidates(route, host) // R2a: a wildcard only for a host nobody lists exactly
+	dst, _ = s.Pick(dst, route, host, false)
+	return dst
+}
+
+// Pick says what kind of targets a route picks for a request: the
+// routable instances, else the one to wake (R5, in order of preference),
+// else nothing.
+type Pick uint8
+
+const (
+	// PickedNone: no target.
+	PickedNone Pick = iota
+	// PickedRoutable: the routable instances.
+	PickedRoutable
+	// PickedWoken: the instance to wake is one already on its way up
+	// (R5, first choice).
+	PickedWoken
+	// PickedStandby: the instance to wake is on standby (R5, second
+	// choice).
+	PickedStandby
+)
+
+// Pick is Targets for a route that is one of several serving the same
+// requests (the sources of one `dynamic multi`), each over its own daemon's
+// catalog: it also says what it picked, so that R5 can hold across them,
+// and claimedElsewhere says that an instance of another catalog lists host
+// exactly, which takes host from this catalog's wildcard claimants too
+// (R2a).
+func (s *Snapshot) Pick(dst []Target, route Route, host string, claimedElsewhere bool) ([]Target, Pick) {
+	candidates, exact := s.candidates(route, host, claimedElsewhere)
 	n := len(dst)
 	for _, e := range candidates {
 		if !e.routable(route.Network) || !e.servesHost(host, exact) {
 			continue
 		}
 		if ep := e.resolve(route, s.reach); ep.dial != "" {
-			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial})
+			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial, Activity: e.activity})
 		}
 	}
 	if len(dst) > n {
-		return dst
+		return dst, PickedRoutable
 	}
-	if e, ep := s.fallback(candidates, route, host, exact); e != nil {
-		dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial, Wakes: e.inst.State == StateStandby})
+	e, pick := s.fallback(candidates, route, host, exact)
+	if e != nil {
+		dst = append(dst, Target{Instance: e.inst.Name, Dial: e.resolve(route, s.reach).dial})
 	}
-	return dst
+	return dst, pick
 }
 
-// candidates are the instances route considers for host (R2, R2a), and
-// whether some instance lists host exactly.
-func (s *Snapshot) candidates(route Route, host string) ([]*entry, bool) {
+// PickOf is what Pick would pick, without the targets: no allocation, and
+// no more work than up to the first routable instance.
+func (s *Snapshot) PickOf(route Route, host string, claimedElsewhere bool) Pick {
+	candidates, exact := s.candidates(route, host, claimedElsewhere)
+	for _, e := range candidates {
+		if !e.routable(route.Network) || !e.servesHost(host, exact) {
+			continue
+		}
+		if h, _, _ := e.place(route, s.reach); h != "" {
+			return PickedRoutable
+		}
+	}
+	_, pick := s.fallback(candidates, route, host, exact)
+	return pick
+}
+
+// ListsExactly reports whether an instance, in any state, lists host in
+// its caddy.host label by name (not through a wildcard).
+func (s *Snapshot) ListsExactly(host string) bool {
+	_, ok := s.hosts.Get(host)
+	return ok
+}
+
+// candidates is the instances that may serve host on route (R2), and
+// whether host is listed exactly, here or (claimedElsewhere) in another
+// catalog serving the same requests, which keeps wildcard claimants out
+// (R2a).
+func (s *Snapshot) candidates(route Route, host string, claimedElsewhere bool) ([]*entry, bool) {
 	candidates, exact := s.hosts.Get(host)
+	exact = exact || claimedElsewhere
 	if route.View != nil {
 		candidates = s.views[route.View]
 	} else if !exact {
-		candidates = s.byWildcard(host)
+		candidates = s.byWildcard(host) // R2a: only a host nobody lists exactly
 	}
 	return candidates, exact
 }
@@ -63,23 +119,38 @@ func (s *Snapshot) candidates(route Route, host string) ([]*entry, bool) {
 // fallback picks the one instance to wake when none is routable (R5): one
 // that runs but awaits its first health verdict (just woken), else the first
 // on standby whose requests go to a published port, the connection to which
-// makes the daemon wake it.
-func (s *Snapshot) fallback(candidates []*entry, route Route, host string, exact bool) (*entry, endpoint) {
+// makes the daemon wake it. An instance that Caddy itself wakes (Docker,
+// caddy.standby_after) counts the same, on its way up or on standby, but
+// has no place to send the request to yet: its pick comes with a nil
+// entry, and the request waits for it (see WakeCandidates).
+func (s *Snapshot) fallback(candidates []*entry, route Route, host string, exact bool) (*entry, Pick) {
 	for _, e := range candidates {
-		if e.awaitingVerdict() && e.servesHost(host, exact) {
-			if ep := e.resolve(route, s.reach); ep.dial != "" {
-				return e, ep
+		if !e.servesHost(host, exact) {
+			continue
+		}
+		if e.wakingUp() {
+			return nil, PickedWoken
+		}
+		if e.awaitingVerdict() {
+			if h, _, _ := e.place(route, s.reach); h != "" {
+				return e, PickedWoken
 			}
 		}
 	}
 	for _, e := range candidates {
-		if e.inst.WakeOnConnect && e.inst.State == StateStandby && e.servesHost(host, exact) {
-			if ep := e.resolve(route, s.reach); ep.published {
-				return e, ep
+		if !e.servesHost(host, exact) {
+			continue
+		}
+		if e.sleeping() {
+			return nil, PickedStandby
+		}
+		if e.inst.WakeOnConnect && e.inst.State == StateStandby {
+			if _, _, published := e.place(route, s.reach); published {
+				return e, PickedStandby
 			}
 		}
 	}
-	return nil, endpoint{}
+	return nil, PickedNone
 }
 
 // byWildcard is the instances whose caddy.host has a wildcard pattern

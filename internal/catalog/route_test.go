@@ -83,6 +83,7 @@ func runTargets(t *testing.T, cases []targetsCase) {
 				v := b.run(c, tc.sel, tc.instances)
 				got := request(c, v, tc.port, tc.host)
 				mustEqual(t, b.name, got, tc.want)
+				samePick(t, b.name, c.Snapshot(), catalog.Route{View: v, Port: tc.port}, catalog.NormalizeHost(tc.host), got)
 				for _, ts := range c.Snapshot().Targets(nil, catalog.Route{View: v, Port: tc.port}, catalog.NormalizeHost(tc.host)) {
 					if h, _, err := net.SplitHostPort(ts.Dial); err != nil || h == "localhost" || h == "" {
 						t.Errorf("%s: dial %q: want host:port, never localhost (R4)", b.name, ts.Dial)
@@ -90,6 +91,22 @@ func runTargets(t *testing.T, cases []targetsCase) {
 				}
 			}
 		})
+	}
+}
+
+// samePick checks that Pick, alone on its route, picks what Targets does
+// (got), and that PickOf says what Pick picked: routable instances when
+// one of them is, a fallback when only one instance is returned and none
+// is routable, none for none.
+func samePick(t *testing.T, what string, snap *catalog.Snapshot, route catalog.Route, host string, got []string) {
+	t.Helper()
+	picked, kind := snap.Pick(nil, route, host, false)
+	mustEqual(t, what+": Pick", targets(picked), got)
+	if of := snap.PickOf(route, host, false); of != kind {
+		t.Errorf("%s: PickOf %d, Pick %d", what, of, kind)
+	}
+	if (kind == catalog.PickedNone) != (len(picked) == 0) || kind > catalog.PickedRoutable && len(picked) != 1 {
+		t.Errorf("%s: Pick %d with %d targets", what, kind, len(picked))
 	}
 }
 
@@ -956,4 +973,104 @@ func TestTargets_R5_no_connection_reused_across_a_freeze(t *testing.T) {
 	c.Replace([]catalog.Instance{sleepy()})
 	c.Replace([]catalog.Instance{sleepy(standby())})
 	step("re-listed after a wake and a new standby", sleepy(standby()), true)
+}
+
+// TestPick is what a route picks when it is one of several serving the
+// same requests (the sources of one `dynamic multi`): the kind of its
+// targets, for R5 to hold across them, and R2a across their catalogs.
+func TestPick(t *testing.T) {
+	web := label("app", "web")
+	cases := []struct {
+		name             string
+		instances        []catalog.Instance
+		sel              string
+		host             string
+		claimedElsewhere bool
+		want             []string
+		kind             catalog.Pick
+	}{
+		{
+			name:      "routable",
+			instances: []catalog.Instance{inst("web-1", web), inst("web-2", web, standby(), publish("", 32768, 8080))},
+			sel:       "app=web", host: "shop.example.com",
+			want: []string{"web-1 10.0.0.2:8080"}, kind: catalog.PickedRoutable,
+		},
+		{
+			name:      "R5_woken",
+			instances: []catalog.Instance{inst("web-1", web, wake(), health(catalog.HealthStarting))},
+			sel:       "app=web", host: "shop.example.com",
+			want: []string{"web-1 10.0.0.2:8080"}, kind: catalog.PickedWoken,
+		},
+		{
+			name:      "R5_standby",
+			instances: []catalog.Instance{inst("web-1", web, standby(), publish("192.168.1.10", 32768, 8080))},
+			sel:       "app=web", host: "shop.example.com",
+			want: []string{"web-1 192.168.1.10:32768"}, kind: catalog.PickedStandby,
+		},
+		{
+			name:      "none",
+			instances: []catalog.Instance{inst("web-1", web, state(catalog.StateStopped))},
+			sel:       "app=web", host: "shop.example.com",
+			kind: catalog.PickedNone,
+		},
+		{
+			name:      "R2a_wildcard_serves_a_host_nobody_lists",
+			instances: []catalog.Instance{inst("any", host("*.example.com"))},
+			host:      "shop.example.com",
+			want:      []string{"any 10.0.0.2:8080"}, kind: catalog.PickedRoutable,
+		},
+		{
+			name:      "R2a_host_listed_in_another_catalog_leaves_wildcards_out",
+			instances: []catalog.Instance{inst("any", host("*.example.com"))},
+			host:      "shop.example.com", claimedElsewhere: true,
+			kind: catalog.PickedNone,
+		},
+		{
+			name:      "R2a_selector_route_too",
+			instances: []catalog.Instance{inst("any", web, host("*.example.com"))},
+			sel:       "app=web", host: "shop.example.com", claimedElsewhere: true,
+			kind: catalog.PickedNone,
+		},
+		{
+			name:      "R2a_listed_here_and_elsewhere_both_serve",
+			instances: []catalog.Instance{inst("shop", host("shop.example.com"))},
+			host:      "shop.example.com", claimedElsewhere: true,
+			want: []string{"shop 10.0.0.2:8080"}, kind: catalog.PickedRoutable,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := catalog.New(catalog.Options{})
+			for _, i := range tc.instances {
+				c.Put(i)
+			}
+			route := catalog.Route{Port: 8080}
+			if tc.sel != "" {
+				route.View = watch(c, tc.sel)
+			}
+			snap := c.Snapshot()
+			got, kind := snap.Pick(nil, route, tc.host, tc.claimedElsewhere)
+			mustEqual(t, "targets", targets(got), tc.want)
+			if kind != tc.kind {
+				t.Errorf("kind %d, want %d", kind, tc.kind)
+			}
+			if of := snap.PickOf(route, tc.host, tc.claimedElsewhere); of != tc.kind {
+				t.Errorf("PickOf %d, want %d", of, tc.kind)
+			}
+		})
+	}
+}
+
+// TestListsExactly: a host listed by name, in any state, not through a
+// wildcard.
+func TestListsExactly(t *testing.T) {
+	c := catalog.New(catalog.Options{})
+	c.Put(inst("shop", host("shop.example.com"), state(catalog.StateStopped)))
+	c.Put(inst("any", host("*.example.net")))
+	snap := c.Snapshot()
+	for h, want := range map[string]bool{"shop.example.com": true, "a.example.net": false, "example.com": false} {
+		if got := snap.ListsExactly(h); got != want {
+			t.Errorf("ListsExactly(%s) = %v, want %v", h, got, want)
+		}
+	}
 }

@@ -155,8 +155,8 @@ type Candidate struct {
 // NormalizeHost), in name order, whether requests go to it now and why
 // (not): what Targets answers, with its reasons.
 func (s *Snapshot) Explain(route Route, host string) []Candidate {
-	list, exact := s.candidates(route, host)
-	targets := s.Targets(nil, route, host)
+	list, exact := s.candidates(route, host, false)
+	targets, pick := s.Pick(nil, route, host, false)
 	out := make([]Candidate, 0, len(list))
 	for _, e := range list {
 		c := Candidate{Instance: e.inst.Name}
@@ -164,7 +164,7 @@ func (s *Snapshot) Explain(route Route, host string) []Candidate {
 			c.Target, c.Dial, c.Why = true, targets[i].Dial, "routable"
 			if !e.routable(route.Network) {
 				c.Why = "no instance is routable: " + e.notRoutable(route.Network) + ", woken by the requests (scale to zero)"
-				if targets[i].Wakes {
+				if pick == PickedStandby {
 					c.Why = "no instance is routable: on standby, woken by the requests (scale to zero)"
 				}
 			}

@@ -109,9 +109,9 @@ func TestExplain(t *testing.T) {
 	if len(list) != 1 || !list[0].Target || !strings.Contains(list[0].Why, "on standby, woken") {
 		t.Errorf("standby fallback: %+v", list)
 	}
-	ts := c.Snapshot().Targets(nil, catalog.Route{View: v, Port: 8080}, "x")
-	if len(ts) != 1 || !ts[0].Wakes {
-		t.Errorf("Targets of a standby fallback: %+v, want one that Wakes", ts)
+	ts, pick := c.Snapshot().Pick(nil, catalog.Route{View: v, Port: 8080}, "x", false)
+	if len(ts) != 1 || pick != catalog.PickedStandby {
+		t.Errorf("Pick of a standby fallback: %+v %v, want one, PickedStandby", ts, pick)
 	}
 }
 

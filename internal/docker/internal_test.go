@@ -68,14 +68,14 @@ func TestEventContainer(t *testing.T) {
 		{"image event", events.Message{Type: events.ImageEventType, Action: "pull"}, none, false},
 	}
 	for _, tt := range tests {
-		got, ok := eventContainer(tt.m)
+		got, ok := ContainerEvent(tt.m)
 		if got != tt.want || ok != tt.ok {
-			t.Errorf("%s: eventContainer = %+v, %v; want %+v, %v", tt.name, got, ok, tt.want, tt.ok)
+			t.Errorf("%s: ContainerEvent = %+v, %v; want %+v, %v", tt.name, got, ok, tt.want, tt.ok)
 		}
 	}
 }
 
-// The Engine is asked for exactly the events eventContainer uses.
+// The Engine is asked for exactly the events ContainerEvent uses.
 func TestEventFilters(t *testing.T) {
 	f := eventFilters()
 	for _, typ := range []string{"container", "network"} {
@@ -146,7 +146,7 @@ func TestLoopLogs(t *testing.T) {
 	refused := follow.WrapCall("ContainerList", &url.Error{Op: "Get", URL: "http://x", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}})
 	denied := follow.WrapCall("Events", &net.OpError{Op: "dial", Err: syscall.EACCES})
 	down := followtest.Ended{Err: refused}
-	logs := followtest.PlaySessions((&Adapter{}).Loop(), explain,
+	logs := followtest.PlaySessions((&Adapter{}).Loop(), Explain,
 		down, down, down,
 		followtest.Ended{Err: denied},
 		down,

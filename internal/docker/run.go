@@ -65,10 +65,15 @@ func eventFilters() filters.Args {
 		filters.Arg("event", string(events.ActionConnect)),
 		filters.Arg("event", string(events.ActionDisconnect)),
 	)
+	AddContainerActions(f)
+	return f
+}
+
+// AddContainerActions adds to f the container events ContainerEvent uses.
+func AddContainerActions(f filters.Args) {
 	for _, a := range containerActions {
 		f.Add("event", string(a))
 	}
-	return f
 }
 
 // Adapter follows one Docker Engine, read-only. New makes it from a
@@ -129,7 +134,7 @@ func (a *Adapter) Loop() *follow.Loop {
 
 // Connect implements follow.Daemon.
 func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, error) {
-	cli, err := a.newClient()
+	cli, err := a.NewClient()
 	if err != nil {
 		return nil, err
 	}
@@ -141,10 +146,11 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 }
 
 // Explain implements follow.Daemon.
-func (a *Adapter) Explain(err error) follow.End { return explain(err) }
+func (a *Adapter) Explain(err error) follow.End { return Explain(err) }
 
-// explain says why a session ended.
-func explain(err error) follow.End {
+// Explain says why a session with the Engine ended (the Swarm adapter,
+// which talks to the same Engine API, shares it).
+func Explain(err error) follow.End {
 	call, reason, auth := describe(err)
 	return follow.End{Call: call, Reason: reason, Auth: auth, Unreachable: !auth && unreachable(err)}
 }
@@ -272,7 +278,7 @@ func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
 				}
 				return follow.WrapCall("Events", err)
 			case m := <-msgs:
-				ev, ok := eventContainer(m)
+				ev, ok := ContainerEvent(m)
 				if !ok {
 					continue
 				}
@@ -338,11 +344,12 @@ func (c *conn) Refresh(context.Context, map[string]catalog.Instance) ([]catalog.
 	return nil, nil
 }
 
-// eventContainer says which container an event is about and what it tells
-// before any inspection (destroyed; stopping: a kill with a stop signal,
+// ContainerEvent says which container an event is about and what it tells
+// before any inspection (the Swarm adapter reads its task containers' events
+// with it) (destroyed; stopping: a kill with a stop signal,
 // die or stop; started); ok is false for an event that changes nothing
 // reported.
-func eventContainer(m events.Message) (ev follow.Event, ok bool) {
+func ContainerEvent(m events.Message) (ev follow.Event, ok bool) {
 	switch m.Type {
 	case events.ContainerEventType:
 		ev.ID = m.Actor.ID

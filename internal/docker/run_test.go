@@ -595,7 +595,7 @@ func TestAPIVersionNegotiation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ac, err := a.newClient()
+	ac, err := a.NewClient()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -293,3 +293,16 @@ func normalizePorts(ps []catalog.PublishedPort) []catalog.PublishedPort {
 	})
 	return slices.Compact(ps)
 }
+
+// SummaryState is the state and health of a listed container, as
+// fromSummary reads them (the Swarm adapter reads its local task
+// containers' with it); known is false when the listing does not tell a
+// running container's health.
+func SummaryState(c container.Summary) (state catalog.State, health catalog.Health, known bool) {
+	state = translateState(c.State)
+	if state != catalog.StateRunning {
+		return state, catalog.HealthNone, true
+	}
+	health, known = healthFromStatus(c.Status)
+	return state, health, known
+}

@@ -51,9 +51,10 @@ func (c Config) loadTLS() (*tls.Config, []byte, error) {
 	return cfg, material, nil
 }
 
-// newClient makes an Engine client. The API version is negotiated at the
+// NewClient makes an Engine client for the Adapter's settings (the Swarm
+// adapter shares them). The API version is negotiated at the
 // first call, so an older Engine works.
-func (a *Adapter) newClient() (*client.Client, error) {
+func (a *Adapter) NewClient() (*client.Client, error) {
 	opts := []client.Opt{}
 	if a.tls != nil {
 		// Before WithHost, which sets up this transport's dialer.

@@ -1,15 +1,16 @@
 // Package follow is the daemon-neutral part of following a daemon's
 // instances: the whole session (subscribe first, then list, Replace, then
 // each event coalesced into one fetch of the instance it names, applied or
-// dropped), the reconnect loop around sessions with its two paces, and the
+// dropped, or into one re-listing of the group of instances it names), the
+// reconnect loop around sessions with its two paces, and the
 // way it reports why a session ended without flooding the log while a
 // daemon stays down (R6).
 //
-// An adapter (internal/dicer, internal/docker) implements only its daemon's
+// An adapter (internal/dicer, internal/docker, internal/swarm) implements only its daemon's
 // calls, as a Daemon and the Conn it opens for each session: connect,
 // subscribe (reporting the instances each event touches or deletes, and
-// daemon-wide changes), list, fetch one instance, re-read what a
-// daemon-wide change touched, translate the daemon's records into
+// daemon-wide changes, and groups), list, fetch one instance, re-read what a
+// daemon-wide change touched (and, a GroupConn, a group), translate the daemon's records into
 // catalog.Instance values, and explain the error that ended a session.
 package follow
 
@@ -106,6 +107,22 @@ type Event struct {
 	Stopping bool
 	// Started says the instance (re)started, which ends a Stopping.
 	Started bool
+	// Group names a group of instances the event changes as a whole
+	// (Swarm: a service, whose update or scale adds and removes tasks):
+	// the session calls GroupConn.Sync with it, bursts coalesced. ID is
+	// "" then. Only a Conn that implements GroupConn may report one.
+	Group string
+}
+
+// GroupConn is a Conn whose instances come in groups that an event can
+// name as a whole (Swarm: a service's tasks, which a scale or an update
+// changes without an event per task).
+type GroupConn interface {
+	Conn
+	// Sync re-reads the instances of one group an event named: those it
+	// holds now (new values: the sink keeps what it is given) and the IDs
+	// of instances it held that are gone. It runs under CallTimeout.
+	Sync(ctx context.Context, group string) (current []catalog.Instance, gone []string, err error)
 }
 
 // Listing is what Conn.List returns.

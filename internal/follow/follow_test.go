@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
 func TestBackoff(t *testing.T) {
@@ -166,5 +169,33 @@ func TestWrapCall(t *testing.T) {
 	}
 	if call, cause := Call(nil); call != "" || cause != nil {
 		t.Fatalf("Call(nil) = %q, %v", call, cause)
+	}
+}
+
+// Same compares every field of catalog.Instance: a field added there must
+// be added to it, or a group's re-listing would miss its changes.
+func TestSameCoversEveryField(t *testing.T) {
+	if n := reflect.TypeOf(catalog.Instance{}).NumField(); n != 8 {
+		t.Fatalf("catalog.Instance has %d fields; Same compares 8: update it", n)
+	}
+	a := catalog.Instance{ID: "a", Name: "a", Labels: map[string]string{"k": "v"}, State: catalog.StateRunning,
+		Networks: []catalog.Attachment{{Network: "n", Address: "10.0.0.2"}}, Ports: []catalog.PublishedPort{{GuestPort: 80}}}
+	if !Same(a, a) {
+		t.Fatal("an instance differs from itself")
+	}
+	for _, change := range []func(*catalog.Instance){
+		func(i *catalog.Instance) { i.Name = "b" },
+		func(i *catalog.Instance) { i.Labels = map[string]string{"k": "w"} },
+		func(i *catalog.Instance) { i.State = catalog.StateStopped },
+		func(i *catalog.Instance) { i.Health = catalog.HealthHealthy },
+		func(i *catalog.Instance) { i.Networks = []catalog.Attachment{{Network: "n", Address: "10.0.0.3"}} },
+		func(i *catalog.Instance) { i.Ports = nil },
+		func(i *catalog.Instance) { i.WakeOnConnect = true },
+	} {
+		b := a
+		change(&b)
+		if Same(a, b) {
+			t.Errorf("Same(%+v, %+v) = true", a, b)
+		}
 	}
 }

@@ -13,6 +13,7 @@ type Pending struct {
 	ids       map[string]PendingEvent
 	flagged   bool
 	flaggedAt time.Time
+	groups    map[string]struct{}
 	notify    chan struct{} // capacity 1: "there is work"
 }
 
@@ -26,7 +27,7 @@ type PendingEvent struct {
 
 // NewPending returns an empty set.
 func NewPending() *Pending {
-	return &Pending{ids: make(map[string]PendingEvent), notify: make(chan struct{}, 1)}
+	return &Pending{ids: make(map[string]PendingEvent), groups: make(map[string]struct{}), notify: make(chan struct{}, 1)}
 }
 
 // Add records an event for id. deleted sticks until the next Take: a
@@ -57,6 +58,23 @@ func (p *Pending) Flag() {
 	p.signal()
 }
 
+// AddGroup records an event about a group of instances as a whole.
+func (p *Pending) AddGroup(group string) {
+	p.mu.Lock()
+	p.groups[group] = struct{}{}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// TakeGroups empties the set of groups and returns them.
+func (p *Pending) TakeGroups() map[string]struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	groups := p.groups
+	p.groups = make(map[string]struct{}, len(groups))
+	return groups
+}
+
 func (p *Pending) signal() {
 	select {
 	case p.notify <- struct{}{}:
@@ -64,8 +82,8 @@ func (p *Pending) signal() {
 	}
 }
 
-// Notify receives once there is something to Take (one notification for
-// any number of Adds and Flags).
+// Notify receives once there is something to Take or TakeGroups (one
+// notification for any number of Adds, AddGroups and Flags).
 func (p *Pending) Notify() <-chan struct{} { return p.notify }
 
 // Take empties the set: the IDs, each with what its events said, and

@@ -3,6 +3,9 @@ package follow
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -53,6 +56,9 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 			switch {
 			case e.DaemonWide:
 				pending.Flag()
+				return
+			case e.Group != "":
+				pending.AddGroup(e.Group)
 				return
 			case e.Stopping:
 				// At once, not after the fetches queued before it: new
@@ -112,6 +118,11 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 			}
 			trace.eventApplied(flaggedAt)
 		}
+		for group := range pending.TakeGroups() {
+			if err := s.sync(sctx, group); err != nil {
+				return listedAt, err
+			}
+		}
 		for id, ev := range ids {
 			if err := s.apply(sctx, id, ev.Deleted); err != nil {
 				return listedAt, err
@@ -133,6 +144,36 @@ func (s *session) refresh(ctx context.Context) error {
 		s.known[in.ID] = in
 		s.sink.Put(in)
 	}
+	return nil
+}
+
+// sync brings one group up to date: one GroupConn.Sync per pending group.
+func (s *session) sync(ctx context.Context, group string) error {
+	gc, ok := s.conn.(GroupConn)
+	if !ok {
+		return fmt.Errorf("the stream named the group %q, but the connection has no groups", group)
+	}
+	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	current, gone, err := gc.Sync(cctx, group)
+	cancel()
+	if err != nil {
+		return err
+	}
+	for _, id := range gone {
+		if _, known := s.known[id]; known {
+			s.drop(id)
+		}
+	}
+	changed := 0
+	for _, in := range current {
+		if old, ok := s.known[in.ID]; ok && Same(old, in) {
+			continue // a re-listing finds most of a group unchanged
+		}
+		changed++
+		s.known[in.ID] = in
+		s.sink.Put(in)
+	}
+	s.loop.log().Debug("group synced", zap.Int("changed", changed), zap.String("group", group), zap.Int(s.loop.Things, len(current)), zap.Int("gone", len(gone)))
 	return nil
 }
 
@@ -161,6 +202,13 @@ func (s *session) apply(ctx context.Context, id string, deleted bool) error {
 	s.loop.log().Debug(s.loop.Thing+" updated", zap.String(s.loop.Thing, in.Name), zap.String("id", in.ID),
 		zap.Stringer("state", in.State), zap.Stringer("health", in.Health))
 	return nil
+}
+
+// Same says whether a and b are the same in every field.
+func Same(a, b catalog.Instance) bool {
+	return a.ID == b.ID && a.Name == b.Name && a.State == b.State && a.Health == b.Health &&
+		a.WakeOnConnect == b.WakeOnConnect && maps.Equal(a.Labels, b.Labels) &&
+		slices.Equal(a.Networks, b.Networks) && slices.Equal(a.Ports, b.Ports)
 }
 
 func (s *session) drop(id string) {

@@ -12,7 +12,10 @@
 // $LISTEN_DELAY (a Go duration) after it starts; GET /slow?d=<duration>
 // answers after that long; and on SIGTERM it drains: it stops accepting
 // connections at once, finishes the requests in flight, and exits
-// $EXIT_DELAY after the signal (default: as soon as they are done).
+// $EXIT_DELAY after the signal (default: as soon as they are done). GET
+// /listening answers when it began to listen (Unix time in nanoseconds),
+// so a test can tell an app's own start time from the delay in front of
+// it.
 //
 // With -healthcheck it is the health check itself: it GETs
 // http://127.0.0.1:$PORT/healthz and exits 0 on a 200, else 1.
@@ -24,9 +27,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -76,6 +81,10 @@ func main() {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, body)
 	})
+	var listening atomic.Int64
+	mux.HandleFunc("/listening", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, strconv.FormatInt(listening.Load(), 10)+"\n")
+	})
 	srv := &http.Server{Addr: ":" + port, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	// PID 1 gets no default signal handling: drain on SIGTERM.
@@ -92,9 +101,15 @@ func main() {
 		close(drained)
 	}()
 	time.Sleep(envDuration("LISTEN_DELAY"))
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	ln, err := net.Listen("tcp", srv.Addr)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "helloserver:", err)
 		os.Exit(1) //nolint:gocritic // nothing deferred matters once serving failed
+	}
+	listening.Store(time.Now().UnixNano())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(os.Stderr, "helloserver:", err)
+		os.Exit(1)
 	}
 	<-drained
 }

@@ -1,0 +1,427 @@
+package caddydicer
+
+// Scale to zero on Docker, through a real Caddy against the real Engine:
+// a request wakes a container labelled caddy.standby_after, Caddy puts it
+// on standby when idle, and every way a wake can go wrong ends in a 503
+// with Retry-After, never a loop of start calls.
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+)
+
+// containerEvents records the Engine's events about one container from now
+// on, until the test ends.
+type containerEvents struct {
+	mu   sync.Mutex
+	seen []events.Message
+}
+
+func watchEvents(t *testing.T, cli *client.Client, id string) *containerEvents {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	msgs, errs := cli.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
+		filters.Arg("type", string(events.ContainerEventType)), filters.Arg("container", id))})
+	ev := &containerEvents{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case m := <-msgs:
+				ev.mu.Lock()
+				ev.seen = append(ev.seen, m)
+				ev.mu.Unlock()
+			case <-errs:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return ev
+}
+
+// count is the number of events with this action so far.
+func (e *containerEvents) count(action events.Action) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, m := range e.seen {
+		if m.Action == action {
+			n++
+		}
+	}
+	return n
+}
+
+// first is the time of the first event with this action, if any.
+func (e *containerEvents) first(action events.Action) (time.Time, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, m := range e.seen {
+		if m.Action == action {
+			return time.Unix(0, m.TimeNano), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// engineState is the container's state word as the Engine says it.
+func engineState(t *testing.T, cli *client.Client, c dockertest.Container) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	in, err := cli.ContainerInspect(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in.State.Status
+}
+
+// waitState waits up to d until the Engine says c is in state.
+func waitState(t *testing.T, cli *client.Client, c dockertest.Container, state string, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		got := engineState(t, cli, c)
+		if got == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s is %s, not %s, after %s", c.Name, got, state, d)
+		}
+		time.Sleep(50 * time.Millisecond) // the Engine's state, polled by the test only
+	}
+}
+
+// standbySite is a site routing app=<app> on port 8080, with extra lines
+// in the dynamic block.
+func standbySite(app, extra string) string {
+	return fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic docker {
+			selector app=%s
+			port 8080
+			%s
+		}
+		%s
+	}
+}`, httpPort, app, extra, upstreamHeader)
+}
+
+// getRetry sends GET path for host to Caddy's HTTP port, with its own timeout, returning the
+// answer and its Retry-After header.
+func getRetry(tester *caddytest.Tester, host, path string, timeout time.Duration) (reply, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d%s", httpPort, path), nil)
+	if err != nil {
+		return reply{err: err}, ""
+	}
+	req.Host = host
+	res, err := http.DefaultClient.Do(req) // no client timeout: ctx's
+	if err != nil {
+		return reply{err: err}, ""
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err == nil && res.Header.Get(runHeader) != dockertest.RunID() {
+		err = errForeign
+	}
+	return reply{status: res.StatusCode, body: string(body), upstream: res.Header.Get("X-Upstream"), err: err}, res.Header.Get("Retry-After")
+}
+
+// A burst of 100 concurrent requests for a site whose one container is
+// stopped: one start call, 100 answers 200.
+func TestDocker_Standby_burst_wakes_once(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("sb-burst")
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-burst", NoStart: true,
+		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
+	ev := watchEvents(t, cli, c.ID)
+	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
+	host := hostName("sb-burst")
+
+	const n = 100
+	replies := make([]reply, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i] = request(tester, host, 30*time.Second)
+		}()
+	}
+	wg.Wait()
+	ok := 0
+	for _, r := range replies {
+		if r.err == nil && r.status == http.StatusOK && r.body == hello("sb-burst") {
+			ok++
+		} else if ok == 0 {
+			t.Logf("e.g. %s", r)
+		}
+	}
+	if ok != n {
+		t.Errorf("%d of %d answered 200", ok, n)
+	}
+	if got := ev.count(events.ActionStart); got != 1 {
+		t.Errorf("%d start events, want 1", got)
+	}
+}
+
+// Idle: with caddy.standby_after=2s the container is stopped about 2 s
+// after the last request, and not before; a request in flight (a slow
+// response) keeps it up past that; the next request wakes it again.
+func TestDocker_Standby_idle_stop_and_in_flight(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("sb-idle")
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-idle", NoStart: true,
+		Labels: map[string]string{"app": app, "caddy.standby_after": "2s"}})
+	ev := watchEvents(t, cli, c.ID)
+	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
+	host := hostName("sb-idle")
+
+	mustGet(t, tester, host, http.StatusOK, hello("sb-idle"))
+	last := time.Now()
+	waitState(t, cli, c, "exited", 10*time.Second)
+	stopped, _ := ev.first(events.ActionKill)
+	// Caddy's idle clock starts when it routes the request, a moment
+	// before this test has the answer.
+	if idle := stopped.Sub(last); idle < 1900*time.Millisecond || idle > 5*time.Second {
+		t.Errorf("stopped %s after the last request, want about standby_after (2s)", idle)
+	} else {
+		t.Logf("stopped %s after the last request", idle.Round(time.Millisecond))
+	}
+
+	// Woken again. A first request lets Caddy know reverse_proxy's
+	// in-flight count for the container's address; then a 5 s response,
+	// counted only there, keeps it up well past 2 s.
+	mustGet(t, tester, host, http.StatusOK, hello("sb-idle"))
+	r, _ := getRetry(tester, host, "/slow?d=5s", 30*time.Second)
+	if r.err != nil || r.status != http.StatusOK {
+		t.Fatalf("slow request: %s", r)
+	}
+	if got := ev.count(events.ActionKill); got != 1 {
+		t.Fatalf("%d stops (kill events) by the end of a 5 s response, want 1 (the first idle stop only)", got)
+	}
+	if got := ev.count(events.ActionStart); got != 2 {
+		t.Errorf("%d starts, want 2", got)
+	}
+	waitState(t, cli, c, "exited", 10*time.Second)
+}
+
+// Pause mode: the idle container is paused, and a request unpauses it.
+func TestDocker_Standby_pause_mode_resumes(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("sb-pause")
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-pause",
+		Labels: map[string]string{"app": app, "caddy.standby_after": "1s", "caddy.standby": "pause"}})
+	ev := watchEvents(t, cli, c.ID)
+	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
+	host := hostName("sb-pause")
+
+	answersWithin(t, tester, host, http.StatusOK, hello("sb-pause"), waitFor)
+	for round := 1; round <= 2; round++ {
+		waitState(t, cli, c, "paused", 10*time.Second)
+		start := time.Now()
+		mustGet(t, tester, host, http.StatusOK, hello("sb-pause"))
+		t.Logf("round %d: paused container answered in %s", round, time.Since(start).Round(time.Millisecond))
+		if got := ev.count(events.ActionUnPause); got != round {
+			t.Fatalf("%d unpause events, want %d", got, round)
+		}
+	}
+	if got := ev.count(events.ActionStart); got != 0 {
+		t.Errorf("%d start events in pause mode, want 0", got)
+	}
+}
+
+// A container that exits at once when started is started once, then left
+// alone: each request gets 503 with Retry-After at once, and the log says
+// why.
+func TestDocker_Standby_broken_container_is_not_woken_in_a_loop(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("sb-broken")
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-broken", NoStart: true, Env: []string{"PORT=notaport"},
+		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
+	ev := watchEvents(t, cli, c.ID)
+	tester, logFile := dockerCaddy(t, "", standbySite(app, ""))
+	host := hostName("sb-broken")
+
+	for i := range 20 {
+		start := time.Now()
+		r, retry := getRetry(tester, host, "/", 30*time.Second)
+		if r.err != nil || r.status != http.StatusServiceUnavailable {
+			t.Fatalf("request %d: %s, want 503", i, r)
+		}
+		secs, err := strconv.Atoi(retry)
+		if err != nil || secs < 1 {
+			t.Fatalf("request %d: Retry-After %q, want a number of seconds", i, retry)
+		}
+		if i > 0 && time.Since(start) > time.Second {
+			t.Errorf("request %d held %s: a failed container's requests must not wait", i, time.Since(start))
+		}
+		time.Sleep(100 * time.Millisecond) // requests spread over 2 s
+	}
+	if got := ev.count(events.ActionStart); got != 1 {
+		t.Errorf("%d start events, want 1", got)
+	}
+	if lines := logLines(t, logFile, "wake failed", `"result":"exited"`); len(lines) != 1 {
+		t.Errorf("want one log line for the failed wake, got %d: %q", len(lines), lines)
+	}
+}
+
+// wake_timeout bounds the hold: a container slower than that to accept
+// connections gets the request a 503 with Retry-After; it keeps starting,
+// and answers a later request.
+func TestDocker_Standby_wake_timeout_gives_503_with_retry_after(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("sb-slow")
+	dockertest.Start(t, cli, dockertest.Options{Name: "sb-slow", NoStart: true, Env: []string{"LISTEN_DELAY=3s"},
+		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
+	tester, _ := dockerCaddy(t, "", standbySite(app, "wake_timeout 500ms"))
+	host := hostName("sb-slow")
+
+	start := time.Now()
+	r, retry := getRetry(tester, host, "/", 30*time.Second)
+	took := time.Since(start)
+	if r.err != nil || r.status != http.StatusServiceUnavailable || retry == "" {
+		t.Fatalf("got %s with Retry-After %q, want 503 with Retry-After", r, retry)
+	}
+	if took < 500*time.Millisecond || took > 3*time.Second {
+		t.Errorf("answered after %s, want about wake_timeout (500ms)", took)
+	}
+	answersWithin(t, tester, host, http.StatusOK, hello("sb-slow"), 10*time.Second)
+}
+
+// A read-only socket (a socket proxy that refuses POST): a request for a
+// stopped container gets 503 with Retry-After, the error is logged once,
+// and the Engine is not asked again and again.
+func TestDocker_Standby_read_only_socket(t *testing.T) {
+	cli := engine(t)
+	proxy := dockertest.NewReadOnlyProxy(t)
+	app := dockertest.Name("sb-ro")
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-ro", NoStart: true,
+		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
+	tester, logFile := dockerCaddy(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic docker {
+			address %s
+			selector app=%s
+			port 8080
+		}
+	}
+}
+http://unused.invalid:%d {
+	reverse_proxy {
+		dynamic docker
+	}
+}`, httpPort, proxy.Host(), app, httpPort))
+	host := hostName("sb-ro")
+	for i := range 10 {
+		r, retry := getRetry(tester, host, "/", 30*time.Second)
+		if r.err != nil || r.status != http.StatusServiceUnavailable || retry == "" {
+			t.Fatalf("request %d: %s with Retry-After %q, want 503 with Retry-After", i, r, retry)
+		}
+	}
+	if got := proxy.Refused(); got != 1 {
+		t.Errorf("%d writes refused by the proxy, want 1", got)
+	}
+	if got := engineState(t, cli, c); got != "created" {
+		t.Errorf("container is %s", got)
+	}
+	if lines := logLines(t, logFile, "cannot wake instance", "refuses this client"); len(lines) != 1 {
+		t.Errorf("want one error line, got %d: %q", len(lines), lines)
+	}
+}
+
+// The permission allows a stopped labelled container's hosts, so the first
+// HTTPS request to it gets a certificate, and wakes it.
+func TestDocker_Standby_permission_allows_a_stopped_container(t *testing.T) {
+	cli := engine(t)
+	host := hostName("sb-tls")
+	dockertest.Start(t, cli, dockertest.Options{Name: "sb-tls", NoStart: true,
+		Labels: map[string]string{"caddy.host": host, "caddy.standby_after": "1h"}})
+	dockerCaddy(t, `
+on_demand_tls {
+	permission docker
+}`, `
+https:// {
+	tls internal {
+		on_demand
+	}
+	reverse_proxy {
+		dynamic docker {
+			port 8080
+		}
+	}
+}`)
+	// The first handshake may find Caddy's internal issuer still starting.
+	for deadline := time.Now().Add(waitFor); ; {
+		err := tlsHandshake(host)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("handshake for a stopped labelled container's host: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // poll the condition
+	}
+	if err := tlsHandshake(hostName("sb-nobody")); err == nil {
+		t.Fatal("handshake for a host nobody claims succeeded")
+	}
+	// And the request over it wakes the container.
+	httpsAddr := fmt.Sprintf("127.0.0.1:%d", httpsPort)
+	client := &http.Client{
+		Timeout: 30 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // Caddy's internal CA
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, httpsAddr)
+			},
+		},
+	}
+	defer client.CloseIdleConnections()
+	res, err := client.Get("https://" + host + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusOK || string(body) != hello("sb-tls") || res.Header.Get(runHeader) != dockertest.RunID() {
+		t.Errorf("HTTPS to the stopped container's host: %d %q, want 200 from it, woken", res.StatusCode, body)
+	}
+}
+
+// Without caddy.standby_after nothing is started: a stopped container's
+// route answers the usual bare 503 at once, and no start is made.
+func TestDocker_Standby_unlabelled_never_started(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("sb-plain")
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-plain", NoStart: true, Labels: map[string]string{"app": app}})
+	ev := watchEvents(t, cli, c.ID)
+	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
+	r, retry := getRetry(tester, hostName("sb-plain"), "/", 30*time.Second)
+	if r.err != nil || r.status != http.StatusServiceUnavailable || retry != "" || r.body != "" {
+		t.Fatalf("got %s with Retry-After %q, want a bare 503", r, retry)
+	}
+	if got := ev.count(events.ActionStart); got != 0 || engineState(t, cli, c) != "created" {
+		t.Errorf("%d start events, state %s: an unlabelled container was started", got, engineState(t, cli, c))
+	}
+}

@@ -1,0 +1,157 @@
+package catalog_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// sleeps labels the instance caddy.standby_after=d (scale to zero).
+func sleeps(d string) opt { return label(catalog.LabelStandbyAfter, d) }
+
+func candidateNames(cs []catalog.WakeCandidate) []string {
+	var names []string
+	for _, c := range cs {
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// Scale to zero on Docker: which instances a request may wake, in R5's
+// order.
+func TestStandby_WakeCandidates(t *testing.T) {
+	route := catalog.Route{Port: 8080}
+	for _, tc := range []struct {
+		name  string
+		insts []catalog.Instance
+		want  []string
+	}{
+		{"stopped, labelled", []catalog.Instance{inst("a", host("h"), sleeps("1m"), state(catalog.StateStopped), addr(""))}, []string{"a"}},
+		{"paused, labelled", []catalog.Instance{inst("a", host("h"), sleeps("1m"), state(catalog.StatePaused))}, []string{"a"}},
+		{"stopped, not labelled", []catalog.Instance{inst("a", host("h"), state(catalog.StateStopped))}, nil},
+		{"bad label", []catalog.Instance{inst("a", host("h"), sleeps("soon"), state(catalog.StateStopped))}, nil},
+		{"bad mode", []catalog.Instance{inst("a", host("h"), sleeps("1m"), label(catalog.LabelStandby, "freeze"), state(catalog.StateStopped))}, nil},
+		{"restarting (crash loop) is never one", []catalog.Instance{inst("a", host("h"), sleeps("1m"), state(catalog.StateRestarting))}, nil},
+		{"dead is never one", []catalog.Instance{inst("a", host("h"), sleeps("1m"), state(catalog.StateFailed))}, nil},
+		{"other host", []catalog.Instance{inst("a", host("other"), sleeps("1m"), state(catalog.StateStopped))}, nil},
+		{"name order", []catalog.Instance{
+			inst("b", host("h"), sleeps("1m"), state(catalog.StateStopped)),
+			inst("a", host("h"), sleeps("1m"), state(catalog.StatePaused)),
+		}, []string{"a", "b"}},
+		{"one on its way up comes first", []catalog.Instance{
+			inst("a", host("h"), sleeps("1m"), state(catalog.StateStopped)),
+			inst("b", host("h"), sleeps("1m"), health(catalog.HealthStarting)),
+		}, []string{"b", "a"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := catalog.New(catalog.Options{})
+			c.Replace(tc.insts)
+			got := candidateNames(c.Snapshot().WakeCandidates(nil, route, "h"))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("candidates %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// An instance being put on standby (Stopping from Caddy) is a candidate,
+// to wake once down; CancelStopping puts it back in its rotations.
+func TestStandby_stopping_and_cancel(t *testing.T) {
+	c := catalog.New(catalog.Options{})
+	c.Replace([]catalog.Instance{inst("a", host("h"), sleeps("1m"))})
+	route := catalog.Route{Port: 8080}
+	if got := targets(c.Snapshot().Targets(nil, route, "h")); len(got) != 1 {
+		t.Fatalf("targets %v", got)
+	}
+	c.Stopping("id-a")
+	if got := c.Snapshot().Targets(nil, route, "h"); len(got) != 0 {
+		t.Fatalf("targets while stopping: %v", got)
+	}
+	if got := candidateNames(c.Snapshot().WakeCandidates(nil, route, "h")); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("candidates while stopping: %v", got)
+	}
+	c.CancelStopping("id-a")
+	if got := c.Snapshot().Targets(nil, route, "h"); len(got) != 1 {
+		t.Fatalf("targets after CancelStopping: %v", got)
+	}
+}
+
+// Changed is closed by the next publish, and only then.
+func TestStandby_Changed(t *testing.T) {
+	c := catalog.New(catalog.Options{})
+	snap := c.Snapshot()
+	select {
+	case <-snap.Changed():
+		t.Fatal("closed before any change")
+	default:
+	}
+	c.Put(inst("a"))
+	select {
+	case <-snap.Changed():
+	default:
+		t.Fatal("not closed by a Put")
+	}
+	next := c.Snapshot()
+	c.MarkReady("id-a", 99, true) // an answer to no probe: no change
+	select {
+	case <-next.Changed():
+		t.Fatal("closed without a change")
+	default:
+	}
+}
+
+// The Activity of a labelled instance survives its changes; an unlabelled
+// one has none, so its requests record nothing.
+func TestStandby_Activity(t *testing.T) {
+	c := catalog.New(catalog.Options{})
+	c.Put(inst("a", host("h"), sleeps("1m")))
+	c.Put(inst("b", host("h")))
+	route := catalog.Route{Port: 8080}
+	ts := c.Snapshot().Targets(nil, route, "h")
+	if len(ts) != 2 || ts[0].Activity == nil || ts[1].Activity != nil {
+		t.Fatalf("targets %+v: want an Activity for a only", ts)
+	}
+	act := ts[0].Activity
+	if !act.Touch(time.Now()) || act.Touch(time.Now()) {
+		t.Error("Touch reports the first request only")
+	}
+	c.Put(inst("a", host("h"), sleeps("2m"), addr("10.0.0.9")))
+	if got := c.Snapshot().Targets(nil, route, "h")[0].Activity; got != act {
+		t.Error("a change of the instance lost its Activity")
+	}
+	act.Begin()
+	if act.InFlight() != 1 {
+		t.Errorf("a request whose counter is not known counts as in flight: %d", act.InFlight())
+	}
+	act.Learn("10.0.0.9:8080", fixedCount(3))
+	if act.InFlight() != 3 || !act.Knows("10.0.0.9:8080") {
+		t.Errorf("in flight %d, want the counter's 3", act.InFlight())
+	}
+	sl := c.Sleepers(nil)
+	if len(sl) != 1 || sl[0].Name != "a" || sl[0].Policy.After != 2*time.Minute || !sl[0].Ready {
+		t.Errorf("sleepers %+v", sl)
+	}
+}
+
+type fixedCount int
+
+func (n fixedCount) NumRequests() int { return int(n) }
+
+// A bad caddy.standby_after or caddy.standby is said once per value.
+func TestStandby_bad_label_logged(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	c := catalog.New(catalog.Options{Logger: zap.New(core)})
+	c.Put(inst("a", sleeps("-1s")))
+	c.Put(inst("a", sleeps("-1s"), addr("10.0.0.3")))
+	c.Put(inst("a", sleeps("1m"), label(catalog.LabelStandby, "nap")))
+	got := logs.FilterMessageSnippet("never put on standby").All()
+	if len(got) != 2 {
+		t.Fatalf("%d warnings, want 2 (one per bad value): %v", len(got), got)
+	}
+}

@@ -1,0 +1,109 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"syscall"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/client"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// Actions are the only writes the plugin makes to the Engine, for scale
+// to zero: start, stop, pause and unpause a container, and only one
+// labelled caddy.standby_after (a socket proxy can allow exactly these:
+// POST /containers/{id}/start, /stop, /pause, /unpause). Get them with
+// Adapter.Actions; they share one Engine client, made at the first call.
+type Actions struct {
+	a    *Adapter
+	once sync.Once
+	cli  *client.Client
+	err  error
+}
+
+// ErrNotLabelled is returned for a container without a valid
+// caddy.standby_after label: the plugin never writes to another.
+var ErrNotLabelled = errors.New("container is not labelled " + catalog.LabelStandbyAfter)
+
+// Actions returns the adapter's write actions.
+func (a *Adapter) Actions() *Actions { return &Actions{a: a} }
+
+func (x *Actions) client() (*client.Client, error) {
+	x.once.Do(func() { x.cli, x.err = x.a.NewClient() })
+	return x.cli, x.err
+}
+
+// Close releases the Engine client.
+func (x *Actions) Close() error {
+	if x.cli != nil {
+		return x.cli.Close()
+	}
+	return nil
+}
+
+// Start starts the container with this ID and labels; one already running
+// is no error.
+func (x *Actions) Start(ctx context.Context, id string, labels map[string]string) error {
+	return x.do(ctx, "start", id, labels, func(cli *client.Client) error {
+		return cli.ContainerStart(ctx, id, container.StartOptions{})
+	})
+}
+
+// Stop stops it, giving it the Engine's stop timeout (its stop_grace_period
+// or 10 s) to drain after its stop signal.
+func (x *Actions) Stop(ctx context.Context, id string, labels map[string]string) error {
+	return x.do(ctx, "stop", id, labels, func(cli *client.Client) error {
+		return cli.ContainerStop(ctx, id, container.StopOptions{})
+	})
+}
+
+// Pause freezes it.
+func (x *Actions) Pause(ctx context.Context, id string, labels map[string]string) error {
+	return x.do(ctx, "pause", id, labels, func(cli *client.Client) error { return cli.ContainerPause(ctx, id) })
+}
+
+// Unpause resumes it; one not paused is no error.
+func (x *Actions) Unpause(ctx context.Context, id string, labels map[string]string) error {
+	return x.do(ctx, "unpause", id, labels, func(cli *client.Client) error {
+		err := cli.ContainerUnpause(ctx, id)
+		if err != nil && cerrdefs.IsConflict(err) {
+			return nil // not paused (any more)
+		}
+		return err
+	})
+}
+
+// do runs one action, for a labelled container only, and wraps its error
+// with the Engine's address, the action and the container.
+func (x *Actions) do(ctx context.Context, action, id string, labels map[string]string, call func(*client.Client) error) error {
+	if _, ok := labels[catalog.LabelStandbyAfter]; !ok {
+		return fmt.Errorf("docker %s: %s %s: %w", x.a.host, action, id, ErrNotLabelled)
+	}
+	cli, err := x.client()
+	if err == nil {
+		err = call(cli)
+	}
+	if err != nil {
+		return fmt.Errorf("docker %s: %s %s: %w", x.a.host, action, shortID(id), err)
+	}
+	return nil
+}
+
+// Denied reports whether err says the Engine (or a socket proxy in front
+// of it) refuses this client the action: retrying will not help until the
+// operator changes the permissions.
+func Denied(err error) bool {
+	return cerrdefs.IsPermissionDenied(err) || cerrdefs.IsUnauthorized(err) || errors.Is(err, syscall.EACCES)
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,73 @@
+package caddydicer
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+)
+
+// A dynamic upstream source only returns upstreams, and reverse_proxy
+// answers "no upstreams" with a bare 503 of its own. A request that a wake
+// cannot serve (wake_timeout, a failing container, a read-only socket)
+// gets one upstream of the connection's own instead: a loopback listener
+// that answers 503 with Retry-After, which reverse_proxy relays as it
+// relays any answer.
+
+// standInUpstream returns the upstream that answers 503 with this
+// Retry-After (in whole seconds, at least 1): reverse_proxy relays its
+// answer to the client as it is. nil if it cannot listen.
+func (w *standby) standInUpstream(retry time.Duration) *reverseproxy.Upstream {
+	secs := int((retry + time.Second - 1) / time.Second)
+	secs = max(secs, 1)
+	if secs > 60 {
+		secs = (secs + 59) / 60 * 60 // a handful of stand-ins, whatever the backoff left
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil
+	}
+	s := w.standIns[secs]
+	if s == nil {
+		var err error
+		if s, err = startStandIn(secs); err != nil {
+			w.logger.Error("cannot answer 503 with Retry-After", zap.Error(err))
+			return nil
+		}
+		w.standIns[secs] = s
+	}
+	return &reverseproxy.Upstream{Dial: s.dial}
+}
+
+// standIn is a loopback HTTP server answering every request with 503 and
+// a fixed Retry-After.
+type standIn struct {
+	dial string
+	srv  *http.Server
+}
+
+func startStandIn(secs int) (*standIn, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("stand-in upstream: %w", err)
+	}
+	retry := strconv.Itoa(secs)
+	body := "503 Service Unavailable: waking the service up; retry in " + retry + " s\n"
+	srv := &http.Server{
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Retry-After", retry)
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(body))
+		}),
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	go func() { _ = srv.Serve(ln) }()
+	return &standIn{dial: ln.Addr().String(), srv: srv}, nil
+}

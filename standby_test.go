@@ -1,0 +1,345 @@
+package caddydicer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// fakeActions stands for the Engine's writes: each call is counted and
+// answered by then, which may change the catalog as the Engine's events
+// would.
+type fakeActions struct {
+	calls atomic.Int32
+	then  func(action, id string) error
+}
+
+func (f *fakeActions) do(action, id string) error {
+	f.calls.Add(1)
+	return f.then(action, id)
+}
+
+func (f *fakeActions) Start(_ context.Context, id string, _ map[string]string) error {
+	return f.do("start", id)
+}
+
+func (f *fakeActions) Stop(_ context.Context, id string, _ map[string]string) error {
+	return f.do("stop", id)
+}
+
+func (f *fakeActions) Pause(_ context.Context, id string, _ map[string]string) error {
+	return f.do("pause", id)
+}
+
+func (f *fakeActions) Unpause(_ context.Context, id string, _ map[string]string) error {
+	return f.do("unpause", id)
+}
+func (f *fakeActions) Denied(err error) bool { return errors.Is(err, errDenied) }
+func (f *fakeActions) Close() error          { return nil }
+
+var errDenied = errors.New("denied")
+
+// sleeper is a container labelled caddy.standby_after=1h serving host h.
+func sleeper(state catalog.State) catalog.Instance {
+	in := catalog.Instance{ID: "id-a", Name: "a", State: state,
+		Labels:   map[string]string{catalog.LabelHost: "h", catalog.LabelStandbyAfter: "1h"},
+		Networks: []catalog.Attachment{{Network: "n"}}}
+	if state == catalog.StateRunning {
+		in.Networks[0].Address = "10.0.0.2"
+	}
+	return in
+}
+
+func newTestStandby(t *testing.T, f *fakeActions) (*standby, *catalog.Catalog, *observer.ObservedLogs) {
+	t.Helper()
+	core, logs := observer.New(zapcore.InfoLevel)
+	cat := catalog.New(catalog.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	w := newStandby(ctx, f, cat, zap.New(core))
+	t.Cleanup(func() { cancel(); w.close() })
+	return w, cat, logs
+}
+
+// A burst of requests for a stopped container: one start call, and every
+// request gets the container once the catalog shows it routable.
+func TestStandby_burst_one_start(t *testing.T) {
+	f := &fakeActions{}
+	w, cat, _ := newTestStandby(t, f)
+	f.then = func(string, string) error {
+		go func() {
+			time.Sleep(20 * time.Millisecond) // the Engine's event comes later
+			cat.Put(sleeper(catalog.StateRunning))
+		}()
+		return nil
+	}
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
+			if len(ts) == 1 && ts[0].Dial == "10.0.0.2:8080" && retry == 0 {
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 100 || f.calls.Load() != 1 {
+		t.Errorf("%d of 100 routed, %d start calls; want 100 and 1", ok.Load(), f.calls.Load())
+	}
+}
+
+// A container that exits right after its start is not started again for
+// firstBackoff: requests get a Retry-After at once, with no call.
+func TestStandby_failed_wake_backs_off(t *testing.T) {
+	f := &fakeActions{}
+	w, cat, logs := newTestStandby(t, f)
+	f.then = func(_, id string) error {
+		go func() {
+			// As the follow loop reports a container that dies at once:
+			// the start and die events, then one fetch, which finds it
+			// exited (it was never described running).
+			cat.Started(id)
+			cat.Stopping(id)
+			cat.Put(sleeper(catalog.StateStopped))
+		}()
+		return nil
+	}
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+	for i := range 5 {
+		start := time.Now()
+		ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
+		if len(ts) != 0 || retry < firstBackoff-time.Second || retry > firstBackoff {
+			t.Fatalf("request %d: targets %v, Retry-After %s; want none and about %s", i, ts, retry, firstBackoff)
+		}
+		if i > 0 && time.Since(start) > 100*time.Millisecond {
+			t.Errorf("request %d waited %s", i, time.Since(start))
+		}
+	}
+	if f.calls.Load() != 1 {
+		t.Errorf("%d start calls, want 1", f.calls.Load())
+	}
+	if n := logs.FilterMessageSnippet("wake failed").Len(); n != 1 {
+		t.Errorf("%d log lines for the failed wake, want 1", n)
+	}
+}
+
+// A description of the container fetched before the start (for the stop
+// event that put it on standby) may come after the start call: it says
+// stopped, and is no failed wake.
+func TestStandby_stale_description_is_no_exit(t *testing.T) {
+	f := &fakeActions{}
+	w, cat, _ := newTestStandby(t, f)
+	f.then = func(_, id string) error {
+		go func() {
+			cat.Put(sleeper(catalog.StateStopped)) // stale
+			time.Sleep(10 * time.Millisecond)
+			cat.Started(id)
+			cat.Put(sleeper(catalog.StateRunning))
+		}()
+		return nil
+	}
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+	ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
+	if len(ts) != 1 || retry != 0 {
+		t.Errorf("targets %v, Retry-After %s; want the container", ts, retry)
+	}
+}
+
+// A refused write (read-only socket): one call, one error line, then
+// Retry-After without calls.
+func TestStandby_denied(t *testing.T) {
+	f := &fakeActions{then: func(string, string) error { return errDenied }}
+	w, cat, logs := newTestStandby(t, f)
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+	for range 5 {
+		if ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", time.Second, nil); len(ts) != 0 || retry == 0 {
+			t.Fatalf("targets %v, Retry-After %s", ts, retry)
+		}
+	}
+	if f.calls.Load() != 1 || logs.FilterMessageSnippet("cannot wake").Len() != 1 {
+		t.Errorf("%d calls and %d error lines, want 1 and 1", f.calls.Load(), logs.FilterMessageSnippet("cannot wake").Len())
+	}
+}
+
+// wake_timeout: a container that does not become routable in time gets
+// the request a Retry-After; nothing to wake: no Retry-After (plain 503).
+func TestStandby_timeout_and_nothing_to_wake(t *testing.T) {
+	f := &fakeActions{then: func(string, string) error { return nil }}
+	w, cat, _ := newTestStandby(t, f)
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+	start := time.Now()
+	ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 100*time.Millisecond, nil)
+	if len(ts) != 0 || retry != retryAfterWaking || time.Since(start) < 100*time.Millisecond {
+		t.Errorf("targets %v, Retry-After %s after %s", ts, retry, time.Since(start))
+	}
+	if ts, retry := w.hold(httptest.NewRequest("GET", "http://x/", nil), catalog.Route{Port: 8080}, "x", time.Second, nil); len(ts) != 0 || retry != 0 {
+		t.Errorf("nothing to wake: targets %v, Retry-After %s", ts, retry)
+	}
+}
+
+// The stand-in upstream answers 503 with the Retry-After asked, in whole
+// seconds.
+func TestStandby_stand_in(t *testing.T) {
+	w, _, _ := newTestStandby(t, &fakeActions{})
+	u := w.standInUpstream(1500 * time.Millisecond)
+	if u == nil {
+		t.Fatal("no stand-in")
+	}
+	if again := w.standInUpstream(2 * time.Second); again.Dial != u.Dial {
+		t.Error("one stand-in per Retry-After value")
+	}
+	status, retry := getStandIn(t, u.Dial)
+	if status != 503 || retry != "2" {
+		t.Errorf("stand-in answered %d with Retry-After %q, want 503 and 2", status, retry)
+	}
+}
+
+func getStandIn(t *testing.T, dial string) (int, string) {
+	t.Helper()
+	res, err := http.Get("http://" + dial + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	return res.StatusCode, res.Header.Get("Retry-After")
+}
+
+// wake_timeout in the Caddyfile and in JSON: a positive duration, given
+// once; default 30s.
+func TestStandby_wake_timeout_setting(t *testing.T) {
+	u := new(DockerUpstreams)
+	if err := u.UnmarshalCaddyfile(caddyfile.NewTestDispenser("docker app=web 8080 {\n wake_timeout 1m30s\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if u.WakeTimeout != caddy.Duration(90*time.Second) {
+		t.Errorf("wake_timeout %s", time.Duration(u.WakeTimeout))
+	}
+	if got, _ := json.Marshal(u); !strings.Contains(string(got), `"wake_timeout":90000000000`) {
+		t.Errorf("JSON %s has no wake_timeout", got)
+	}
+	var fromJSON DockerUpstreams
+	if err := caddy.StrictUnmarshalJSON([]byte(`{"wake_timeout":"45s"}`), &fromJSON); err != nil || fromJSON.WakeTimeout != caddy.Duration(45*time.Second) {
+		t.Errorf("JSON wake_timeout: %v, %s", err, time.Duration(fromJSON.WakeTimeout))
+	}
+	for input, want := range map[string]string{
+		"docker {\n wake_timeout soon\n}":                 `wake_timeout: "soon" is not a positive duration`,
+		"docker {\n wake_timeout 0s\n}":                   `wake_timeout: "0s" is not a positive duration`,
+		"docker {\n wake_timeout 1s\n wake_timeout 2s\n}": "wake_timeout has already been specified",
+		"docker {\n wake_timeout\n}":                      "wrong argument count",
+	} {
+		err := new(DockerUpstreams).UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", input, err, want)
+		}
+	}
+	neg := &DockerUpstreams{WakeTimeout: caddy.Duration(-time.Second)}
+	if err := neg.Provision(caddy.Context{}); err == nil || !strings.Contains(err.Error(), "wake_timeout") {
+		t.Errorf("negative JSON wake_timeout: %v", err)
+	}
+	if err := new(DockerPermission).UnmarshalCaddyfile(caddyfile.NewTestDispenser("docker {\n wake_timeout 1s\n}")); err == nil {
+		t.Error("the permission took wake_timeout, a route setting")
+	}
+}
+
+// BenchmarkGetUpstreamsStandby is GetUpstreams for a route of three
+// running containers, labelled caddy.standby_after or not, on a Docker-like
+// connection (with scale to zero): the price of recording activity, once
+// reverse_proxy's in-flight counters are known.
+func BenchmarkGetUpstreamsStandby(b *testing.B) {
+	for _, labelled := range []bool{false, true} {
+		cat := catalog.New(catalog.Options{})
+		var all []catalog.Instance
+		for i := range 3 {
+			labels := map[string]string{"caddy.host": "shop.example.com"}
+			if labelled {
+				labels[catalog.LabelStandbyAfter] = "15m"
+			}
+			all = append(all, catalog.Instance{ID: fmt.Sprint(i), Name: fmt.Sprint("web-", i), Labels: labels, State: catalog.StateRunning,
+				Networks: []catalog.Attachment{{Network: "n", Address: fmt.Sprintf("10.0.0.%d", i+2)}}})
+		}
+		cat.Replace(all)
+		ctx, cancel := context.WithCancel(context.Background())
+		w := newStandby(ctx, &fakeActions{}, cat, zap.NewNop())
+		conn := &connection{catalog: cat, standby: w}
+		u := &DockerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
+		for _, t := range cat.Snapshot().Targets(nil, u.route, "shop.example.com") {
+			if t.Activity != nil {
+				t.Activity.Begin()
+				t.Activity.Learn(t.Dial, fixedInFlight(0))
+			}
+		}
+		req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/", nil)
+		b.Run(fmt.Sprintf("labelled=%v", labelled), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if ups, _ := u.GetUpstreams(req); len(ups) != 3 {
+					b.Fatalf("got %d upstreams, want 3", len(ups))
+				}
+			}
+		})
+		cancel()
+		w.close()
+	}
+}
+
+type fixedInFlight int
+
+func (n fixedInFlight) NumRequests() int { return int(n) }
+
+// R5b with a daemon whose instances Caddy wakes (Docker): in one `dynamic
+// multi`, a source whose only instance for the host is stopped wakes
+// nothing while another source has a routable one; once none has, it
+// wakes its own, once, and the request waits for it.
+func TestStandby_R5b_multi_wakes_only_when_no_source_serves(t *testing.T) {
+	f := &fakeActions{}
+	w, cat, _ := newTestStandby(t, f)
+	f.then = func(string, string) error {
+		go cat.Put(sleeper(catalog.StateRunning)) // the Engine's event
+		return nil
+	}
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+	docker := &upstreamSource{conn: &connection{catalog: cat, standby: w}, route: catalog.Route{Port: 8080}, wakeTimeout: 5 * time.Second}
+	other := member(t, "", routed("b-0", "10.0.2.1", catalog.LabelHost, "h"))
+	grouped(docker, other)
+	req := func() []*reverseproxy.Upstream {
+		t.Helper()
+		r := httptest.NewRequest(http.MethodGet, "http://h/", nil)
+		ups, err := docker.GetUpstreams(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ups
+	}
+
+	if ups := req(); len(ups) != 0 || f.calls.Load() != 0 {
+		t.Fatalf("with another daemon serving h: %d upstreams and %d start calls, want none and none", len(ups), f.calls.Load())
+	}
+	other.conn.catalog.Delete("b-0")
+	ups := req()
+	if len(ups) != 1 || ups[0].Dial != "10.0.0.2:8080" {
+		t.Fatalf("with no daemon serving h: upstreams %v, want the woken container", ups)
+	}
+	if n := f.calls.Load(); n != 1 {
+		t.Errorf("%d start calls, want 1", n)
+	}
+}

@@ -1,0 +1,135 @@
+package caddydicer
+
+import (
+	"slices"
+	"sync/atomic"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// Several daemons behind one route: Caddy's own `dynamic multi { dicer
+// {...} docker {...} }` asks each of its sources in turn and appends their
+// upstreams. Each of our sources answers from its own daemon's catalog, so
+// alone it would return its scale-to-zero fallback (R5) while another
+// source has routable instances, and two sources would each wake one
+// instance; and an exact `caddy.host` claim on one daemon would not keep
+// another daemon's wildcard claimants out (R2a). So the sources of this
+// plugin that one `dynamic multi` holds form a group, and each answers as
+// a member of it:
+//
+//   - R2a across daemons: a host that an instance of any member's daemon
+//     lists by name is served by no member's wildcard claimant;
+//   - R5 across daemons: a member returns its fallback only when no member
+//     has a routable instance for the request, and only the first member
+//     (in the order of the multi's block) with the best fallback returns
+//     it, an instance already on its way up (R5.1) before one on standby;
+//     so one instance is woken at a time for the whole route.
+//
+// Sources of other modules in the same multi (`a`, `srv`, ...) are not
+// members: their upstreams are appended as Caddy does.
+
+// sourceGroup is the members of one multi, in the multi's order (Caddy
+// provisions them in that order). The config load's LoadState holds it, so
+// it lives as long as the config that holds its multi. Membership changes only while the config
+// is provisioned or cleaned up; requests read it with one atomic load.
+type sourceGroup struct {
+	members atomic.Pointer[[]*upstreamSource]
+}
+
+// multiParent returns the `dynamic multi` source that is provisioning the
+// module ctx provisions, if it is one (Caddy's ctx.Modules ends with the
+// module and, before it, the module that loads it).
+func multiParent(ctx caddy.Context) (*reverseproxy.MultiUpstreams, bool) {
+	mods := ctx.Modules()
+	if len(mods) < 2 {
+		return nil, false
+	}
+	parent, ok := mods[len(mods)-2].(*reverseproxy.MultiUpstreams)
+	return parent, ok
+}
+
+// joinGroup makes s a member of the group of the multi that holds it, if
+// one does.
+func (s *upstreamSource) joinGroup(ctx caddy.Context) error {
+	parent, ok := multiParent(ctx)
+	if !ok {
+		return nil
+	}
+	state, err := loadState(ctx)
+	if err != nil {
+		return err
+	}
+	g := state.group(parent)
+	for {
+		old := g.members.Load()
+		var members []*upstreamSource
+		if old != nil {
+			members = slices.Clone(*old)
+		}
+		members = append(members, s)
+		if g.members.CompareAndSwap(old, &members) {
+			break
+		}
+	}
+	s.group, s.inGroup = g, true
+	return nil
+}
+
+// leaveGroup undoes joinGroup. It leaves s.group set: a request of the
+// unloading config may still be answered by s, against the members left.
+func (s *upstreamSource) leaveGroup() {
+	if !s.inGroup {
+		return
+	}
+	for {
+		old := s.group.members.Load()
+		members := slices.DeleteFunc(slices.Clone(*old), func(m *upstreamSource) bool { return m == s })
+		if s.group.members.CompareAndSwap(old, &members) {
+			break
+		}
+	}
+	s.inGroup = false
+}
+
+// targets appends to dst where a request for host goes through s as a
+// member of g (see above): its own instances, read from snap, with R2a and
+// R5 holding across the members; deferred says that another member's
+// instances serve or that its fallback is the one to wake, so that s
+// wakes none of its daemon's, Docker's included. The members' catalogs are read only for a
+// host that s's daemon does not list by name (R2a) and when s has no
+// routable instance (R5): a lookup each, no allocation.
+func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []catalog.Target, host string) (_ []catalog.Target, deferred bool) {
+	members := *g.members.Load()
+	listedHere := snap.ListsExactly(host)
+	listedElsewhere := false
+	if !listedHere {
+		for _, m := range members {
+			if m != s && m.conn.catalog.Snapshot().ListsExactly(host) {
+				listedElsewhere = true
+				break
+			}
+		}
+	}
+	n := len(dst)
+	dst, pick := snap.Pick(dst, s.route, host, listedElsewhere)
+	if pick == catalog.PickedNone || pick == catalog.PickedRoutable {
+		return dst, false
+	}
+	before := true // whether m comes before s in the multi
+	for _, m := range members {
+		if m == s {
+			before = false
+			continue
+		}
+		switch other := m.conn.catalog.Snapshot().PickOf(m.route, host, listedHere || listedElsewhere); {
+		case other == catalog.PickedRoutable,
+			other == catalog.PickedWoken && (pick == catalog.PickedStandby || before),
+			other == catalog.PickedStandby && pick == catalog.PickedStandby && before:
+			return dst[:n], true // m's instances serve, or m's fallback is the one woken
+		}
+	}
+	return dst, false
+}
