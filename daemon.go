@@ -231,6 +231,7 @@ func dial(spec connSpec) (*connection, error) {
 		c.prober = readiness.New(runCtx, spec.readinessTimeout, 0, c.markReady, spec.opts.Logger)
 		if spec.actions != nil {
 			c.standby = newStandby(runCtx, spec.actions, c.catalog, spec.opts.Logger)
+			c.standby.counted = func(r wakeResult) { c.metrics.wakes(string(r)).Inc() }
 		}
 		trace := c.trace()
 		c.start = func(deadline time.Time) {

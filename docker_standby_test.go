@@ -183,6 +183,9 @@ func TestDocker_Standby_burst_wakes_once(t *testing.T) {
 	if got := ev.count(events.ActionStart); got != 1 {
 		t.Errorf("%d start events, want 1", got)
 	}
+	if v := metric(t, "caddy_dicer_wakes_total", `kind="docker"`, `result="ready"`); v < 1 {
+		t.Errorf("caddy_dicer_wakes_total{kind=docker,result=ready} = %v, want at least 1", v)
+	}
 }
 
 // Idle: with caddy.standby_after=2s the container is stopped about 2 s

@@ -40,7 +40,8 @@ var metrics = struct {
 		"Readiness probes of instances without a health check (R1a), by result: accepted, timed_out.", "kind", "daemon", "result"),
 	wakes: counter("wakes_total",
 		"Instances woken for a request (scale to zero, R5), by result: requested (a request sent to an instance on standby, "+
-			"which the daemon wakes), or what a wake the plugin makes itself came to.", "kind", "daemon", "result"),
+			"which the daemon wakes), or what a wake Caddy makes itself (start, unpause) came to: "+
+			"ready, exited, too_slow, denied, error, canceled.", "kind", "daemon", "result"),
 	decisions: counter("permission_decisions_total",
 		"On-demand TLS permission decisions (R7), by decision: allowed, denied.", "kind", "daemon", "decision"),
 	noUpstream: counter("no_upstream_total",
@@ -53,18 +54,12 @@ func counter(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "caddy", Subsystem: "dicer", Name: name, Help: help}, labels)
 }
 
-// Wake results, the result label of caddy_dicer_wakes_total.
-const (
-	// wakeRequested: a request went to an instance on standby, whose
-	// daemon wakes it at the connection (Dicer).
-	wakeRequested = "requested"
-	// wakeWoken, wakeTimedOut and wakeFailed are for a wake the plugin
-	// makes itself (Docker: start or unpause): the instance became
-	// routable, did not in time, or the daemon refused.
-	wakeWoken    = "woken"
-	wakeTimedOut = "timed_out"
-	wakeFailed   = "failed"
-)
+// wakeRequested is the result label of caddy_dicer_wakes_total for a
+// request sent to an instance on standby, whose daemon wakes it at the
+// connection (Dicer). A wake Caddy makes itself (Docker: start or unpause)
+// is counted with its wakeResult: ready, exited, too_slow, denied, error,
+// canceled.
+const wakeRequested = "requested"
 
 // registerMetrics registers the collectors into the registry of ctx's
 // config, once per registry.
@@ -105,9 +100,8 @@ func newConnMetrics(kind, daemon string) connMetrics {
 	}
 }
 
-// wakes is the counter of wakes with result (wakeRequested, wakeWoken,
-// wakeTimedOut, wakeFailed) on this daemon; resolve it once, off the
-// request path.
+// wakes is the counter of wakes with result (wakeRequested, or a
+// wakeResult) on this daemon; resolve it once for the request path.
 func (m connMetrics) wakes(result string) prometheus.Counter {
 	return metrics.wakes.WithLabelValues(m.kind, m.daemon, result)
 }

@@ -66,6 +66,9 @@ const (
 // wakes, the idle timer, and the stand-in upstreams that answer 503 with
 // Retry-After.
 type standby struct {
+	// counted, if set, hears each wake's result (the wakes metric).
+	counted func(wakeResult)
+
 	actions standbyActions
 	catalog *catalog.Catalog
 	logger  *zap.Logger
@@ -382,6 +385,9 @@ func (w *standby) finish(wk *wake, result wakeResult, err error) {
 	wk.result = result
 	w.mu.Unlock()
 	defer close(wk.done) // after the log line: whoever waits on it sees it written
+	if w.counted != nil {
+		w.counted(result)
+	}
 
 	fields := []zap.Field{zap.String("instance", wk.name), zap.String("result", string(result))}
 	switch {
