@@ -124,7 +124,7 @@ var connections = caddy.NewUsagePool()
 // connection is one followed daemon: its catalog, fed by a background
 // adapter whose lifetime belongs to the pool entry, not to any module.
 type connection struct {
-	// kind is the backend ("dicer", "docker") and address the daemon's
+	// kind is the backend ("dicer", "docker", "swarm") and address the daemon's
 	// address: together they name the daemon in metrics, the admin API
 	// and logs. Never a token.
 	kind, address string

@@ -11,7 +11,7 @@ import (
 
 // Metrics, in Caddy's metrics registry (served at the admin API's
 // /metrics, and by the metrics handler), named caddy_dicer_*. Every one is
-// labelled by the daemon: kind (dicer, docker) and daemon (its address,
+// labelled by the daemon: kind (dicer, docker, swarm) and daemon (its address,
 // never a token). The collectors are package-level, so counts survive
 // config reloads, and registered into each config's registry.
 var metrics = struct {
