@@ -361,20 +361,7 @@ func TestDocker_Standby_permission_allows_a_stopped_container(t *testing.T) {
 	host := hostName("sb-tls")
 	dockertest.Start(t, cli, dockertest.Options{Name: "sb-tls", NoStart: true,
 		Labels: map[string]string{"caddy.host": host, "caddy.standby_after": "1h"}})
-	dockerCaddy(t, `
-on_demand_tls {
-	permission docker
-}`, `
-https:// {
-	tls internal {
-		on_demand
-	}
-	reverse_proxy {
-		dynamic docker {
-			port 8080
-		}
-	}
-}`)
+	dockerCaddy(t, onDemandDockerGlobal, onDemandDockerSite)
 	// The first handshake may find Caddy's internal issuer still starting.
 	for deadline := time.Now().Add(waitFor); ; {
 		err := tlsHandshake(host)

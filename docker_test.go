@@ -501,20 +501,7 @@ func TestDocker_R7_permission_allows_only_claimed_hosts(t *testing.T) {
 	if err := cli.ContainerStop(ctx, stopped.ID, container.StopOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	_, logFile := dockerCaddy(t, `
-on_demand_tls {
-	permission docker
-}`, `
-https:// {
-	tls internal {
-		on_demand
-	}
-	reverse_proxy {
-		dynamic docker {
-			port 8080
-		}
-	}
-}`)
+	_, logFile := dockerCaddy(t, onDemandDockerGlobal, onDemandDockerSite)
 
 	httpsAddr := fmt.Sprintf("127.0.0.1:%d", httpsPort)
 	// HTTPS through the on-demand certificate to the containers.
@@ -641,3 +628,25 @@ http://%[3]s:%[4]d {
 		t.Errorf("a warning names %s, which has a caddy.network label:\n%s", labelled.Name, strings.Join(w, "\n"))
 	}
 }
+
+// onDemandDockerGlobal and onDemandDockerSite are the global options and the
+// site of a Caddy that serves every host Docker containers claim over
+// HTTPS, with certificates from its internal issuer on demand (R7), to the
+// containers' port 8080.
+const (
+	onDemandDockerGlobal = `
+on_demand_tls {
+	permission docker
+}`
+	onDemandDockerSite = `
+https:// {
+	tls internal {
+		on_demand
+	}
+	reverse_proxy {
+		dynamic docker {
+			port 8080
+		}
+	}
+}`
+)
