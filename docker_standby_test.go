@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"testing"
@@ -125,6 +126,20 @@ func standbySite(app, extra string) string {
 }`, httpPort, app, extra, upstreamHeader)
 }
 
+// awaitListed waits until Caddy's catalog has the containers of app
+// (labelled app=<app>), as the admin API shows it. The tests share one
+// connection to the Engine, already following when their config loads, so
+// a container created just before reaches the catalog with its event, a
+// moment after the load: a request sent before then finds nothing to wake.
+func awaitListed(t *testing.T, app string) {
+	t.Helper()
+	eventually(t, "Caddy's catalog lists the containers of app="+app, func() bool {
+		var list []InstanceStatus
+		adminJSON(t, "/dicer/instances?selector="+url.QueryEscape("app="+app), &list)
+		return len(list) > 0
+	})
+}
+
 // getRetry sends GET path for host to Caddy's HTTP port, with its own timeout, returning the
 // answer and its Retry-After header.
 func getRetry(tester *caddytest.Tester, host, path string, timeout time.Duration) (reply, string) {
@@ -156,6 +171,7 @@ func TestDocker_Standby_burst_wakes_once(t *testing.T) {
 		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
 	ev := watchEvents(t, cli, c.ID)
 	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
+	awaitListed(t, app)
 	host := hostName("sb-burst")
 
 	const n = 100
@@ -198,6 +214,7 @@ func TestDocker_Standby_idle_stop_and_in_flight(t *testing.T) {
 		Labels: map[string]string{"app": app, "caddy.standby_after": "2s"}})
 	ev := watchEvents(t, cli, c.ID)
 	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
+	awaitListed(t, app)
 	host := hostName("sb-idle")
 
 	mustGet(t, tester, host, http.StatusOK, hello("sb-idle"))
@@ -237,6 +254,7 @@ func TestDocker_Standby_pause_mode_resumes(t *testing.T) {
 		Labels: map[string]string{"app": app, "caddy.standby_after": "1s", "caddy.standby": "pause"}})
 	ev := watchEvents(t, cli, c.ID)
 	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
+	awaitListed(t, app)
 	host := hostName("sb-pause")
 
 	answersWithin(t, tester, host, http.StatusOK, hello("sb-pause"), waitFor)
@@ -264,6 +282,7 @@ func TestDocker_Standby_broken_container_is_not_woken_in_a_loop(t *testing.T) {
 		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
 	ev := watchEvents(t, cli, c.ID)
 	tester, logFile := dockerCaddy(t, "", standbySite(app, ""))
+	awaitListed(t, app)
 	host := hostName("sb-broken")
 
 	for i := range 20 {
@@ -298,6 +317,7 @@ func TestDocker_Standby_wake_timeout_gives_503_with_retry_after(t *testing.T) {
 	dockertest.Start(t, cli, dockertest.Options{Name: "sb-slow", NoStart: true, Env: []string{"LISTEN_DELAY=3s"},
 		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
 	tester, _ := dockerCaddy(t, "", standbySite(app, "wake_timeout 500ms"))
+	awaitListed(t, app)
 	host := hostName("sb-slow")
 
 	start := time.Now()
@@ -407,6 +427,7 @@ func TestDocker_Standby_unlabelled_never_started(t *testing.T) {
 	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-plain", NoStart: true, Labels: map[string]string{"app": app}})
 	ev := watchEvents(t, cli, c.ID)
 	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
+	awaitListed(t, app)
 	r, retry := getRetry(tester, hostName("sb-plain"), "/", 30*time.Second)
 	if r.err != nil || r.status != http.StatusServiceUnavailable || retry != "" || r.body != "" {
 		t.Fatalf("got %s with Retry-After %q, want a bare 503", r, retry)
