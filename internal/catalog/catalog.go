@@ -503,56 +503,60 @@ func (h *hasher) Equal(a, b string) bool { return a == b }
 // re-listing (Replace). The event is counted, whatever the state (see
 // Sleeper.StopEvent).
 func (c *Catalog) Stopping(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.byID[id]
-	if old == nil {
-		return
-	}
-	c.seq++
-	e := *old
-	e.stopEvent = c.seq
-	switch {
-	case old.stopping:
-	case old.inst.State == StateRunning, old.inst.State == StateStarting, old.inst.State == StateRestarting:
-		e.inst.State, e.stopping = StateStopping, true
-	}
-	c.byID[id] = &e
-	c.publish(c.current.Load(), old, &e)
-	c.logChange(old, &e, "")
+	c.amend(id, true, func(e *entry) bool {
+		c.seq++
+		e.stopEvent = c.seq
+		switch {
+		case e.stopping:
+		case e.inst.State == StateRunning, e.inst.State == StateStarting, e.inst.State == StateRestarting:
+			e.inst.State, e.stopping = StateStopping, true
+		}
+		return true
+	})
 }
 
 // CancelStopping undoes a Stopping made before a stop or pause that then
 // failed (scale to zero): the instance, running all along, is back in its
 // rotations.
 func (c *Catalog) CancelStopping(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old := c.byID[id]
-	if old == nil || !old.stopping || old.inst.State != StateStopping {
-		return
-	}
-	e := *old
-	e.inst.State, e.stopping = StateRunning, false
-	c.byID[id] = &e
-	c.publish(c.current.Load(), old, &e)
-	c.logChange(old, &e, "")
+	c.amend(id, true, func(e *entry) bool {
+		if !e.stopping || e.inst.State != StateStopping {
+			return false
+		}
+		e.inst.State, e.stopping = StateRunning, false
+		return true
+	})
 }
 
 // Started implements Sink: it ends a Stopping, and is counted (see
 // Sleeper.StartEvent); the next Put says how the instance is now.
 func (c *Catalog) Started(id string) {
+	c.amend(id, false, func(e *entry) bool {
+		c.seq++
+		e.stopping, e.startEvent = false, c.seq
+		return true
+	})
+}
+
+// amend replaces the entry of id, if the catalog has one, with a copy that
+// change edits (under c.mu), and publishes it, logging the change when log
+// is set; change returns false to leave the entry as it is.
+func (c *Catalog) amend(id string, log bool, change func(e *entry) bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.byID[id]
 	if old == nil {
 		return
 	}
-	c.seq++
 	e := *old
-	e.stopping, e.startEvent = false, c.seq
+	if !change(&e) {
+		return
+	}
 	c.byID[id] = &e
 	c.publish(c.current.Load(), old, &e)
+	if log {
+		c.logChange(old, &e, "")
+	}
 }
 
 // holdStopping keeps an instance that an event said is stopping out of
