@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -177,6 +178,22 @@ func (r result) String() string {
 
 // get sends GET http://<host>/ to Caddy's HTTP port.
 func (c *caddyProc) get(host string) result { return c.getContext(context.Background(), host) }
+
+// burst sends n requests for host at once and returns their results, in
+// the order they were sent.
+func (c *caddyProc) burst(host string, n int) []result {
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = c.get(host)
+		}()
+	}
+	wg.Wait()
+	return results
+}
 
 // getContext is get, given up when ctx ends.
 func (c *caddyProc) getContext(ctx context.Context, host string) result {

@@ -210,17 +210,7 @@ http://sleepy.test {
 }
 `, source(a), source(b)))
 
-	const burst = 10
-	results := make([]result, burst)
-	var wg sync.WaitGroup
-	for i := range burst {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = c.get("sleepy.test")
-		}()
-	}
-	wg.Wait()
+	results := c.burst("sleepy.test", 10)
 	for i, r := range results {
 		if r.err != nil || r.status != http.StatusOK || r.body != hello(sbA) {
 			t.Errorf("request %d of the burst: %v, want 200 %q (the first source's instance)", i+1, r, hello(sbA))

@@ -375,17 +375,7 @@ func TestE2E_R5_burst_wakes_only_one_of_several_standby_instances(t *testing.T) 
 	}
 	c := startCaddy(t, "", proxySite(h, "sleepy.test", "app=sleepy", guestPort))
 
-	const burst = 10
-	results := make([]result, burst)
-	var wg sync.WaitGroup
-	for i := range burst {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = c.get("sleepy.test")
-		}()
-	}
-	wg.Wait()
+	results := c.burst("sleepy.test", 10)
 	for i, r := range results {
 		// The first on standby by name is the one woken (R5).
 		if r.err != nil || r.status != http.StatusOK || r.body != hello(names[0]) {
