@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"go/build"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -122,13 +121,7 @@ func testDaemon(t *testing.T) (*dicertest.Daemon, string) {
 // running instance there whose caddy.port label names that port.
 func instance(t *testing.T, d *dicertest.Daemon, name, ip string, labels map[string]string) *dicerpb.Instance {
 	t.Helper()
-	addr, stop, err := dicertest.ListenHello(ip+":0", name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	_, port, _ := net.SplitHostPort(addr)
-	l := map[string]string{"caddy.port": port}
+	l := map[string]string{"caddy.port": strconv.Itoa(helloOn(t, ip, name))}
 	for k, v := range labels {
 		l[k] = v
 	}
