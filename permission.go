@@ -107,7 +107,7 @@ func (p *hostPermission) settle() error {
 
 // allowedSuffix checks and normalizes an allow_suffix domain.
 func allowedSuffix(raw string) (string, error) {
-	d := catalog.NormalizeHost(strings.TrimSpace(raw))
+	d := catalog.NormalizeName(strings.TrimSpace(raw))
 	if d == "" || d != strings.ToLower(strings.TrimSuffix(strings.TrimSpace(raw), ".")) ||
 		strings.ContainsAny(d, "*/ ,[]") || strings.HasPrefix(d, ".") || strings.Contains(d, "..") {
 		return "", fmt.Errorf("allow_suffix: %q is not a domain name (e.g. example.com)", raw)
@@ -118,8 +118,10 @@ func allowedSuffix(raw string) (string, error) {
 // CertificateAllowed implements caddytls.OnDemandPermission: allowed only
 // for a name under allow_suffix (if set) that an instance matching
 // selector (if set) claims (R7), through a wildcard only with `wildcards
-// allow` (R7a). An allowed or refused name costs index lookups and no
-// allocation.
+// allow` (R7a). The name is read as a request's Host is (R2b): a trailing
+// dot is not dropped, so "shop.example.com." is not claimed by a label
+// listing shop.example.com. An allowed or refused name costs index
+// lookups and no allocation.
 func (p *hostPermission) CertificateAllowed(_ context.Context, name string) error {
 	host := catalog.NormalizeHost(name)
 	err := p.decide(host)

@@ -20,7 +20,8 @@ import (
 // plugin that one `dynamic multi` holds form a group, and each answers as
 // a member of it:
 //
-//   - R2a across daemons: a host that an instance of any member's daemon
+//   - R2a across daemons: a host that a candidate of any member (an
+//     instance of its daemon, one its selector matches if it has one)
 //     lists by name is served by no member's wildcard claimant;
 //   - R5 across daemons: a member returns its fallback only when no member
 //     has a routable instance for the request, and only the first member
@@ -99,15 +100,15 @@ func (s *upstreamSource) leaveGroup() {
 // R5 holding across the members; deferred says that another member's
 // instances serve or that its fallback is the one to wake, so that s
 // wakes none of its daemon's, Docker's included. The members' catalogs are read only for a
-// host that s's daemon does not list by name (R2a) and when s has no
+// host that no candidate of s lists by name (R2a) and when s has no
 // routable instance (R5): a lookup each, no allocation.
 func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []catalog.Target, host string) (_ []catalog.Target, deferred bool) {
 	members := *g.members.Load()
-	listedHere := snap.ListsExactly(host)
+	listedHere := snap.ClaimsExactly(s.route, host)
 	listedElsewhere := false
 	if !listedHere {
 		for _, m := range members {
-			if m != s && m.conn.catalog.Snapshot().ListsExactly(host) {
+			if m != s && m.conn.catalog.Snapshot().ClaimsExactly(m.route, host) {
 				listedElsewhere = true
 				break
 			}

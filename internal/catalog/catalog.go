@@ -3,6 +3,7 @@ package catalog
 import (
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -188,12 +189,11 @@ func (c *Catalog) Unwatch(v *View) {
 
 // Put implements Sink.
 func (c *Catalog) Put(inst Instance) {
+	e := newEntry(inst) // its labels parsed before the lock: a long one delays no other update
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.byID[inst.ID]
-	stopping := holdStopping(old, &inst)
-	e := newEntry(inst)
-	e.stopping = stopping
+	e.stopping = holdStopping(old, &e.inst)
 	e.countSleeps(old)
 	e.keepActivity(old)
 	c.seq++
@@ -228,18 +228,21 @@ func (c *Catalog) Delete(id string) {
 
 // Replace implements Sink: it rebuilds every index from a full listing.
 func (c *Catalog) Replace(instances []Instance) {
+	entries := make([]*entry, len(instances)) // labels parsed before the lock
+	for i, inst := range instances {
+		entries[i] = newEntry(inst)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := make(map[string]*entry, len(instances))
 	var probes []ProbeRequest
 	c.seq++
-	for _, inst := range instances {
+	for _, e := range entries {
 		// A re-listing ends a Stopping: a start missed while the daemon was
 		// out of reach must not keep an instance out for good. One still
 		// draining is running again here, so it is probed (R1a), and an
 		// app that closed its port on SIGTERM stays out until it dies.
-		old := c.byID[inst.ID]
-		e := newEntry(inst)
+		old := c.byID[e.inst.ID]
 		e.countSleeps(old)
 		e.keepActivity(old)
 		e.seq = c.seq
@@ -247,7 +250,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		if r := c.admit(old, e); r.Gen != 0 {
 			probes = append(probes, r)
 		}
-		next[inst.ID] = e
+		next[e.inst.ID] = e
 	}
 
 	for id, old := range c.byID {
@@ -328,18 +331,61 @@ func (c *Catalog) publish(snap *Snapshot, old, e *entry) {
 }
 
 // reindex returns index with old replaced by e under the keys keys gives
-// for either of them.
+// for either of them. The work is linear in the number of keys.
 func reindex(index *immutable.Map[string, []*entry], old, e *entry, keys func(*entry) []string) *immutable.Map[string, []*entry] {
-	for _, k := range keysOf(old, e, keys) {
-		list, _ := index.Get(k)
-		list = swap(list, old, e, e != nil && slices.Contains(keys(e), k))
-		if len(list) == 0 {
-			index = index.Delete(k)
-		} else {
-			index = index.Set(k, list)
+	var oldKeys, newKeys []string
+	if old != nil {
+		oldKeys = keys(old)
+	}
+	if e != nil {
+		newKeys = keys(e)
+	}
+	kept := setOf(newKeys)
+	for _, k := range oldKeys {
+		index = reindexKey(index, k, old, e, kept.has(newKeys, k))
+	}
+	was := setOf(oldKeys)
+	for _, k := range newKeys {
+		if !was.has(oldKeys, k) {
+			index = reindexKey(index, k, old, e, true)
 		}
 	}
 	return index
+}
+
+// reindexKey returns index with old taken out of the list under k, and e
+// put in if keep.
+func reindexKey(index *immutable.Map[string, []*entry], k string, old, e *entry, keep bool) *immutable.Map[string, []*entry] {
+	list, _ := index.Get(k)
+	if list = swap(list, old, e, keep); len(list) == 0 {
+		return index.Delete(k)
+	}
+	return index.Set(k, list)
+}
+
+// keySet is a set of an entry's keys (distinct, as parseHosts makes them):
+// a map when there are more than a few, nil (a linear search of the list)
+// otherwise.
+type keySet map[string]struct{}
+
+func setOf(list []string) keySet {
+	if len(list) <= 8 {
+		return nil
+	}
+	set := make(keySet, len(list))
+	for _, k := range list {
+		set[k] = struct{}{}
+	}
+	return set
+}
+
+// has reports whether list, of which set is setOf(list), holds k.
+func (set keySet) has(list []string, k string) bool {
+	if set == nil {
+		return contains(list, k)
+	}
+	_, ok := set[k]
+	return ok
 }
 
 // swap returns a copy of the name-sorted list without old and, if keep,
@@ -356,22 +402,6 @@ func swap(list []*entry, old, e *entry, keep bool) []*entry {
 		out = slices.Insert(out, i, e)
 	}
 	return out
-}
-
-// keysOf is the union of keys(old) and keys(e), nil entries having none.
-func keysOf(old, e *entry, keys func(*entry) []string) []string {
-	var all []string
-	if old != nil {
-		all = append(all, keys(old)...)
-	}
-	if e != nil {
-		for _, k := range keys(e) {
-			if !slices.Contains(all, k) {
-				all = append(all, k)
-			}
-		}
-	}
-	return all
 }
 
 func byName(a, b *entry) int {
@@ -434,6 +464,12 @@ func (c *Catalog) warnNoRequests(old, e *entry) {
 			" is not valid (caddy.standby_after: a positive duration such as 15m; caddy.standby: stop or pause)",
 			name, zap.String(e.badStandby, e.inst.Labels[e.badStandby]))
 	}
+	if e.overCap && (old == nil || old.inst.Labels[LabelHost] != e.inst.Labels[LabelHost]) {
+		label := e.inst.Labels[LabelHost]
+		c.logger.Warn("instance claims no host: its caddy.host label is over the cap of "+
+			strconv.Itoa(MaxHostNames)+" names and "+strconv.Itoa(MaxHostLabelBytes)+" bytes (R2c); it gets no requests",
+			name, zap.Int("bytes", len(label)), zap.String("caddy.host", clip(label)))
+	}
 	if e.port < 0 && (old == nil || old.inst.Labels[LabelPort] != e.inst.Labels[LabelPort]) {
 		c.logger.Warn("instance gets no requests: label caddy.port is not a port number (1-65535)",
 			name, zap.String("caddy.port", e.inst.Labels[LabelPort]))
@@ -463,7 +499,7 @@ func (c *Catalog) warnHostOnSelector(v *View, old, e *entry) {
 	}
 	c.logger.Warn("instance has a caddy.host label: on a selector route it gets requests only for the hosts it lists",
 		zap.String("instance", e.inst.Name), zap.String("selector", v.sel.String()),
-		zap.String("caddy.host", e.inst.Labels[LabelHost]))
+		zap.String("caddy.host", clip(e.inst.Labels[LabelHost])))
 }
 
 // relevant reports whether a route or the permission could ever use e: it

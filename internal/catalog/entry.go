@@ -17,9 +17,12 @@ type entry struct {
 	// wildcards the suffixes of its wildcard patterns ("example.com" for
 	// "*.example.com", R2a); restricted is set when the label is there at
 	// all, so the instance serves only what it lists (R2).
+	// overCap is set when the label is over the caps (R2c): it claims
+	// nothing, and still restricts.
 	hosts      []string
 	wildcards  []string
 	restricted bool
+	overCap    bool
 	// labelled is set when the instance has a caddy.* label: meant for a
 	// route or the permission.
 	labelled bool
@@ -74,7 +77,7 @@ func (e *entry) keepEvents(old *entry) {
 
 func newEntry(inst Instance) *entry {
 	e := &entry{inst: inst, listening: true}
-	e.hosts, e.wildcards, e.restricted = parseHosts(inst.Labels[LabelHost])
+	e.hosts, e.wildcards, e.restricted, e.overCap = parseHosts(inst.Labels[LabelHost])
 	for k := range inst.Labels {
 		if strings.HasPrefix(k, "caddy.") {
 			e.labelled = true
@@ -405,28 +408,65 @@ func parsePort(raw string) int {
 	return n
 }
 
+// The caps on what one caddy.host label may claim (R2c): a label with more
+// names, or more bytes, claims no host at all. They bound the work an
+// update of the instance costs the catalog (under its lock, for every
+// other instance's update too) and the names the permission can be made
+// to allow certificates for (R7), whoever labels the instance.
+const (
+	// MaxHostNames is the most names (exact or wildcard, duplicates
+	// counted once) one caddy.host label may list: 100, as many as
+	// Let's Encrypt puts in one certificate.
+	MaxHostNames = 100
+	// MaxHostLabelBytes is the longest caddy.host label value, in bytes:
+	// 8 KiB, 100 names of 80 bytes with their separators.
+	MaxHostLabelBytes = 8 << 10
+)
+
 // parseHosts splits and normalizes a caddy.host label into its exact names
 // and the suffixes of its wildcard patterns (R2a); restricted reports a
 // label that is there at all. A name with a `*` anywhere but as a whole
 // first label (`a.*.example.com`, `*example.com`, a lone `*`) matches no
-// request and is dropped.
-func parseHosts(raw string) (hosts, wildcards []string, restricted bool) {
+// request and is dropped. A label over the caps (R2c) gives no name and
+// overCap: it still restricts the instance, to no host. The work is linear
+// in the label's length, and stops at the caps.
+func parseHosts(raw string) (hosts, wildcards []string, restricted, overCap bool) {
 	if strings.TrimSpace(raw) == "" {
-		return nil, nil, false
+		return nil, nil, false, false
 	}
-	for _, h := range strings.Split(raw, ",") {
-		h = NormalizeHost(strings.TrimSpace(h))
+	if len(raw) > MaxHostLabelBytes {
+		return nil, nil, true, true
+	}
+	seen := make(map[string]struct{})
+	for item := range strings.SplitSeq(raw, ",") {
+		h := NormalizeName(strings.TrimSpace(item))
+		if _, dup := seen[h]; dup || h == "" {
+			continue
+		}
+		if seen[h] = struct{}{}; len(seen) > MaxHostNames {
+			return nil, nil, true, true
+		}
 		if suffix, ok := strings.CutPrefix(h, "*."); ok {
-			if validSuffix(suffix) && !contains(wildcards, suffix) {
+			if validSuffix(suffix) {
 				wildcards = append(wildcards, suffix)
 			}
 			continue
 		}
-		if h != "" && strings.IndexByte(h, '*') < 0 && !contains(hosts, h) {
+		if strings.IndexByte(h, '*') < 0 {
 			hosts = append(hosts, h)
 		}
 	}
-	return hosts, wildcards, true
+	return hosts, wildcards, true, false
+}
+
+// clip is a label value for a log line or the admin API: at most 256
+// bytes of it, then how long it is.
+func clip(label string) string {
+	const most = 256
+	if len(label) <= most {
+		return label
+	}
+	return label[:most] + "... (" + strconv.Itoa(len(label)) + " bytes)"
 }
 
 // validSuffix reports a wildcard pattern's suffix that a host can match:
@@ -458,10 +498,58 @@ func contains(list []string, s string) bool {
 }
 
 // NormalizeHost turns a request's Host (or a TLS server name) into the form
-// caddy.host names are indexed by: ASCII letters in lower case, without a
-// port, the brackets of an IPv6 literal or trailing dots. It is idempotent,
-// and does not allocate for a name already in that form.
+// caddy.host names are indexed by, exactly as Caddy's host matcher reads a
+// request's Host before it compares it with a site address (R2b): without
+// a port (net.SplitHostPort's rules; a bracketed IPv6 literal loses its
+// brackets, and so does a host without a port), ASCII letters in lower
+// case, and nothing else changed: a trailing dot stays, so that
+// "internal.example.com." is no more served than Caddy's site
+// internal.example.com matches it. It does not allocate for a name already
+// in that form. Label entries go through NormalizeName instead.
 func NormalizeHost(host string) string {
+	if h, ok := splitHost(host); ok {
+		host = h
+	} else {
+		host = strings.TrimPrefix(host, "[")
+		host = strings.TrimSuffix(host, "]")
+	}
+	return lowerASCII(host)
+}
+
+// splitHost is the host net.SplitHostPort returns, and whether it returns
+// one rather than an error, without the error's allocation.
+func splitHost(hostport string) (string, bool) {
+	i := strings.LastIndexByte(hostport, ':')
+	if i < 0 {
+		return "", false // missing port
+	}
+	var host string
+	j, k := 0, 0
+	if hostport[0] == '[' {
+		end := strings.IndexByte(hostport, ']')
+		if end < 0 || end+1 != i {
+			return "", false // missing ']', missing port or too many colons
+		}
+		host = hostport[1:end]
+		j, k = 1, end+1
+	} else {
+		host = hostport[:i]
+		if strings.IndexByte(host, ':') >= 0 {
+			return "", false // too many colons
+		}
+	}
+	if strings.IndexByte(hostport[j:], '[') >= 0 || strings.IndexByte(hostport[k:], ']') >= 0 {
+		return "", false // unexpected '[' or ']'
+	}
+	return host, true
+}
+
+// NormalizeName turns an entry of a caddy.host label (or a domain of the
+// operator's configuration, such as allow_suffix) into the form names are
+// indexed by: ASCII letters in lower case, without a port, the brackets of
+// an IPv6 literal or trailing dots (R2b: a trailing dot is ignorable in
+// labels only). It is idempotent.
+func NormalizeName(host string) string {
 	if i := strings.LastIndexByte(host, ':'); i >= 0 {
 		// An IPv6 literal has two colons or more, so that what is left of a
 		// bracketed one is not taken for host:port when normalised again.
@@ -471,7 +559,12 @@ func NormalizeHost(host string) string {
 			host = host[:i] // host:port; a bare IPv6 literal has more colons
 		}
 	}
-	host = strings.TrimRight(host, ".") // every trailing dot, so that "a.." normalises in one go
+	return lowerASCII(strings.TrimRight(host, ".")) // every trailing dot, so that "a.." normalises in one go
+}
+
+// lowerASCII is host with its ASCII letters in lower case; host itself,
+// without allocating, when it has none in upper case.
+func lowerASCII(host string) string {
 	for i := 0; i < len(host); i++ {
 		if c := host[i]; c >= 'A' && c <= 'Z' {
 			return asciiLower(host, i)

@@ -1,6 +1,7 @@
 package catalog_test
 
 import (
+	"net"
 	"strings"
 	"testing"
 
@@ -9,11 +10,12 @@ import (
 )
 
 // FuzzHost checks the caddy.host label and request-host normalisation
-// (R2, R7) on any label value and any request host:
-//   - NormalizeHost is idempotent, and its result has no ASCII upper case
-//     letter and no trailing dot;
+// (R2, R2b, R7) on any label value and any request host:
+//   - NormalizeHost reads a request host as Caddy's host matcher does
+//     (caddyRequestHost), then lower-cases its ASCII letters only;
 //   - each host the label lists is claimed, and so is each request form of
-//     it (upper case, a port, a trailing dot);
+//     it that Caddy's site for that host matches (upper case, a port), and
+//     none with a trailing dot, which Caddy's site does not match (R2b);
 //   - the request host is claimed exactly when its normalised form is one
 //     the label lists, and a host route sends it to the instance exactly
 //     then;
@@ -35,6 +37,8 @@ func FuzzHost(f *testing.F) {
 		{"192.0.2.1", "192.0.2.1:80"},
 		{"bücher.example", "BÜCHER.example"},
 		{"a..", "a."},
+		{"internal.example.com", "internal.example.com.:80"},
+		{"internal.example.com", "[internal.example.com]"},
 		{"[a:b]", "a:b"},
 		{"shop.example.com", "evil.example.com"},
 	} {
@@ -45,18 +49,18 @@ func FuzzHost(f *testing.F) {
 			t.Skip("wildcards: FuzzWildcardMatch")
 		}
 		norm := catalog.NormalizeHost(request)
-		if again := catalog.NormalizeHost(norm); again != norm {
-			t.Fatalf("NormalizeHost(%q) = %q, but NormalizeHost(%q) = %q", request, norm, norm, again)
+		if want := asciiLower(caddyRequestHost(request)); norm != want {
+			t.Fatalf("NormalizeHost(%q) = %q, want %q as Caddy's host matcher reads it", request, norm, want)
 		}
-		if strings.ContainsFunc(norm, func(r rune) bool { return r >= 'A' && r <= 'Z' }) || strings.HasSuffix(norm, ".") {
-			t.Fatalf("NormalizeHost(%q) = %q: not lower case without a trailing dot", request, norm)
+		if strings.ContainsFunc(norm, func(r rune) bool { return r >= 'A' && r <= 'Z' }) {
+			t.Fatalf("NormalizeHost(%q) = %q: not lower case", request, norm)
 		}
 
 		// listed are the names the label lists, as the catalog must index
 		// them: each comma-separated item, trimmed and normalised.
 		var listed []string
 		for _, h := range strings.Split(hostLabel, ",") {
-			if n := catalog.NormalizeHost(strings.TrimSpace(h)); n != "" {
+			if n := catalog.NormalizeName(strings.TrimSpace(h)); n != "" {
 				listed = append(listed, n)
 			}
 		}
@@ -94,6 +98,15 @@ func FuzzHost(f *testing.F) {
 					t.Fatalf("label %q lists %q, but the request host %q (normalised %q) is not claimed and served", hostLabel, l, form, h)
 				}
 			}
+			for _, form := range dottedForms(l) {
+				h := catalog.NormalizeHost(form)
+				if isListed(h) {
+					continue // the label lists that name too
+				}
+				if snap.Claimed(h) || served(hostRoute, h) || served(selRoute, h) {
+					t.Fatalf("R2b: label %q lists %q, and the request host %q (normalised %q), which Caddy's site %q does not match, is claimed or served", hostLabel, l, form, h, l)
+				}
+			}
 		}
 
 		want := isListed(norm)
@@ -110,18 +123,55 @@ func FuzzHost(f *testing.F) {
 }
 
 // requestForms are the ways a request (Host header or TLS server name) may
-// spell the normalised host h: in upper case, with a port, with a trailing
-// dot. Forms that only make sense for a name or an IP literal are limited
-// to hosts made of the characters such names have.
+// spell the normalised host h that Caddy's site h matches: in upper case,
+// with a port. Forms that only make sense for a name or an IP literal are
+// limited to hosts made of the characters such names have.
 func requestForms(h string) []string {
-	forms := []string{h, asciiUpper(h), h + "."}
-	if strings.ContainsFunc(h, func(r rune) bool { return r == '[' || r == ']' || r == ' ' || r == '\t' }) {
+	if strings.ContainsAny(h, "[]") {
+		return nil // no request host reads as a name with a bracket
+	}
+	forms := []string{h, asciiUpper(h)}
+	if strings.ContainsAny(h, " \t") {
 		return forms
 	}
 	if strings.Contains(h, ":") {
 		return append(forms, "["+h+"]", "["+asciiUpper(h)+"]:443")
 	}
-	return append(forms, h+":443", asciiUpper(h)+".:8443", h+":")
+	return append(forms, h+":443", asciiUpper(h)+":8443", h+":", "["+h+"]")
+}
+
+// dottedForms are spellings of h with trailing dots, which Caddy's site h
+// does not match (R2b).
+func dottedForms(h string) []string {
+	forms := []string{h + ".", h + "..", asciiUpper(h) + "."}
+	if strings.ContainsFunc(h, func(r rune) bool { return r == '[' || r == ']' || r == ':' }) {
+		return forms
+	}
+	return append(forms, h+".:80", asciiUpper(h)+"..:8443")
+}
+
+// caddyRequestHost is how Caddy's host matcher (caddyhttp.MatchHost, v2.11)
+// reads a request's Host before it compares it with a site address,
+// ignoring ASCII case: its own lines.
+func caddyRequestHost(host string) string {
+	reqHost, _, err := net.SplitHostPort(host)
+	if err != nil {
+		reqHost = host
+		reqHost = strings.TrimPrefix(reqHost, "[")
+		reqHost = strings.TrimSuffix(reqHost, "]")
+	}
+	return reqHost
+}
+
+// asciiLower lower-cases the ASCII letters of s only.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c - 'A' + 'a'
+		}
+	}
+	return string(b)
 }
 
 // asciiUpper upper-cases the ASCII letters of s only, as a client may; DNS
@@ -147,30 +197,36 @@ func TestNormalizeHostFuzzFindings(t *testing.T) {
 		{"R2_invalid_utf8_keeps_bytes", "A\xbd", "a\xbd"},
 		{"R2_non_ascii_letter_kept", "AÄ", "aÄ"},
 		{"R2_non_ascii_letter_alone_kept", "Ä", "Ä"},
-		// Idempotent: what is left of brackets is not read as host:port.
-		{"R2_bracketed_single_colon", "[:]", "["},
-		{"R2_bracketed_name_and_colon", "[a:b]", "[a"},
+		// As Caddy reads them (R2b): brackets without a port are trimmed.
+		{"R2b_bracketed_single_colon", "[:]", ":"},
+		{"R2b_bracketed_name_and_colon", "[a:b]", "a:b"},
 		{"R2_bracketed_ipv6_port", "[FD00::1]:443", "fd00::1"},
-		{"R2_every_trailing_dot", "a..", "a"},
-		{"R2_trailing_dots_and_port", "Shop.Example.com..:443", "shop.example.com"},
+		{"R2b_every_trailing_dot_kept", "a..", "a.."},
+		{"R2b_trailing_dots_and_port", "Shop.Example.com..:443", "shop.example.com.."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := catalog.NormalizeHost(tc.in)
 			if got != tc.want {
 				t.Errorf("NormalizeHost(%q) = %q, want %q", tc.in, got, tc.want)
 			}
-			if again := catalog.NormalizeHost(got); again != got {
-				t.Errorf("NormalizeHost(%q) = %q: not idempotent", got, again)
+			if caddy := asciiLower(caddyRequestHost(tc.in)); got != caddy {
+				t.Errorf("NormalizeHost(%q) = %q, Caddy reads %q", tc.in, got, caddy)
 			}
 		})
 	}
 
-	// A label and a request host that differ only in ASCII case match.
+	// A label and a request host that differ only in ASCII case match; a
+	// label's trailing dots are dropped, a request's are not (R2b).
 	c := catalog.New(catalog.Options{})
 	c.Put(inst("web", host("bÜcher.example, a\xbd, a..")))
-	for _, h := range []string{"BÜCHER.EXAMPLE", "A\xbd", "a.", "A"} {
+	for _, h := range []string{"BÜCHER.EXAMPLE", "A\xbd", "A"} {
 		if !c.Snapshot().Claimed(catalog.NormalizeHost(h)) {
 			t.Errorf("R7: %q not claimed by the label %q", h, "bÜcher.example, a\xbd, a..")
+		}
+	}
+	for _, h := range []string{"a.", "a..", "A.:443"} {
+		if c.Snapshot().Claimed(catalog.NormalizeHost(h)) {
+			t.Errorf("R2b: %q claimed by the label %q", h, "bÜcher.example, a\xbd, a..")
 		}
 	}
 }

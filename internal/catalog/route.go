@@ -1,6 +1,10 @@
 package catalog
 
-import "github.com/caddy-dicer/caddy-dicer/selector"
+import (
+	"slices"
+
+	"github.com/caddy-dicer/caddy-dicer/selector"
+)
 
 // Route is what one reverse_proxy route asks of the catalog.
 type Route struct {
@@ -54,9 +58,9 @@ const (
 // Pick is Targets for a route that is one of several serving the same
 // requests (the sources of one `dynamic multi`), each over its own daemon's
 // catalog: it also says what it picked, so that R5 can hold across them,
-// and claimedElsewhere says that an instance of another catalog lists host
-// exactly, which takes host from this catalog's wildcard claimants too
-// (R2a).
+// and claimedElsewhere says that a candidate of another of those routes
+// lists host exactly (ClaimsExactly), which takes host from this route's
+// wildcard claimants too (R2a).
 func (s *Snapshot) Pick(dst []Target, route Route, host string, claimedElsewhere bool) ([]Target, Pick) {
 	candidates, exact := s.candidates(route, host, claimedElsewhere)
 	n := len(dst)
@@ -101,19 +105,44 @@ func (s *Snapshot) ListsExactly(host string) bool {
 	return ok
 }
 
-// candidates is the instances that may serve host on route (R2), and
-// whether host is listed exactly, here or (claimedElsewhere) in another
-// catalog serving the same requests, which keeps wildcard claimants out
-// (R2a).
-func (s *Snapshot) candidates(route Route, host string, claimedElsewhere bool) ([]*entry, bool) {
-	candidates, exact := s.hosts.Get(host)
-	exact = exact || claimedElsewhere
-	if route.View != nil {
-		candidates = s.views[route.View]
-	} else if !exact {
-		candidates = s.byWildcard(host) // R2a: only a host nobody lists exactly
+// ClaimsExactly reports whether one of route's candidates, in any state,
+// lists host in its caddy.host label by name (not through a wildcard),
+// which takes host from the route's wildcard claimants (R2a): on a route
+// without a selector, any instance (ListsExactly); on a selector route,
+// only one that its selector matches, since an outsider gets none of the
+// route's requests. An index lookup and, on a selector route, a binary
+// search of its match list per instance listing host; no allocation.
+func (s *Snapshot) ClaimsExactly(route Route, host string) bool {
+	listing, ok := s.hosts.Get(host)
+	if !ok || route.View == nil {
+		return ok
 	}
-	return candidates, exact
+	return anyIn(listing, s.views[route.View])
+}
+
+// anyIn reports whether one of list is in sorted, a list sorted by name.
+func anyIn(list, sorted []*entry) bool {
+	for _, e := range list {
+		if i, ok := slices.BinarySearchFunc(sorted, e, byName); ok && sorted[i] == e {
+			return true
+		}
+	}
+	return false
+}
+
+// candidates is the instances that may serve host on route (R2), and
+// whether one of them, or (claimedElsewhere) one of another route's
+// serving the same requests, lists host exactly, which keeps the wildcard
+// claimants out (R2a): an instance outside a selector route's selector
+// takes no host from its wildcard claimants.
+func (s *Snapshot) candidates(route Route, host string, claimedElsewhere bool) ([]*entry, bool) {
+	if route.View != nil {
+		return s.views[route.View], claimedElsewhere || s.ClaimsExactly(route, host)
+	}
+	if listing, ok := s.hosts.Get(host); ok || claimedElsewhere {
+		return listing, true
+	}
+	return s.byWildcard(host), false // R2a: only a host nobody lists exactly
 }
 
 // fallback picks the one instance to wake when none is routable (R5): one

@@ -325,9 +325,38 @@ func TestTargets(t *testing.T) {
 			want: []string{"shop-1 10.0.0.2:8080"},
 		},
 		{
-			name:      "R2_host_request_trailing_dot_ignored",
+			// R2b: Caddy's site shop.example.com does not match the
+			// request host shop.example.com. either, which a catch-all
+			// site gets instead: the instance is not served there.
+			name:      "R2b_host_request_trailing_dot_not_ignored",
 			instances: []catalog.Instance{inst("shop-1", host("shop.example.com"))},
 			port:      8080, host: "shop.example.com.",
+		},
+		{
+			name:      "R2b_host_request_trailing_dots_not_ignored",
+			instances: []catalog.Instance{inst("shop-1", host("shop.example.com"))},
+			port:      8080, host: "shop.example.com..",
+		},
+		{
+			name:      "R2b_host_request_trailing_dot_and_port_not_ignored",
+			instances: []catalog.Instance{inst("shop-1", host("shop.example.com"))},
+			port:      8080, host: "shop.example.com.:80",
+		},
+		{
+			name:      "R2b_host_request_trailing_dot_listed_with_one_in_label_not_served",
+			instances: []catalog.Instance{inst("shop-1", host("shop.example.com."))},
+			port:      8080, host: "shop.example.com.",
+		},
+		{
+			name:      "R2b_host_request_bracketed_name_as_caddy_reads_it",
+			instances: []catalog.Instance{inst("shop-1", host("shop.example.com"))},
+			port:      8080, host: "[shop.example.com]:443",
+			want: []string{"shop-1 10.0.0.2:8080"},
+		},
+		{
+			name:      "R2b_host_request_empty_port",
+			instances: []catalog.Instance{inst("shop-1", host("shop.example.com"))},
+			port:      8080, host: "shop.example.com:",
 			want: []string{"shop-1 10.0.0.2:8080"},
 		},
 		{
@@ -337,9 +366,9 @@ func TestTargets(t *testing.T) {
 			want: []string{"shop-1 10.0.0.2:8080"},
 		},
 		{
-			name:      "R2_host_case_port_and_dot_together",
+			name:      "R2_host_case_port_and_label_dot_together",
 			instances: []catalog.Instance{inst("shop-1", host("SHOP.example.com.:443"))},
-			port:      8080, host: "Shop.Example.Com.:8443",
+			port:      8080, host: "Shop.Example.Com:8443",
 			want: []string{"shop-1 10.0.0.2:8080"},
 		},
 		{
@@ -363,8 +392,13 @@ func TestTargets(t *testing.T) {
 		{
 			name:      "R2_host_label_several_hosts_selector_route",
 			instances: []catalog.Instance{inst("web-1", web, host("shop.example.com, www.shop.example.com"))},
-			sel:       "app=web", port: 8080, host: "WWW.shop.example.com.",
+			sel:       "app=web", port: 8080, host: "WWW.shop.example.com",
 			want: []string{"web-1 10.0.0.2:8080"},
+		},
+		{
+			name:      "R2b_host_label_selector_route_trailing_dot_not_ignored",
+			instances: []catalog.Instance{inst("web-1", web, host("shop.example.com, www.shop.example.com"))},
+			sel:       "app=web", port: 8080, host: "WWW.shop.example.com.",
 		},
 		{
 			name:      "R2_host_listed_twice_one_target",
@@ -854,8 +888,9 @@ func TestClaimed(t *testing.T) {
 		{"R7_running_instance_host_claimed", "app.example.com", true},
 		{"R7_case_insensitive", "SHOP.EXAMPLE.COM", true},
 		{"R7_port_ignored", "shop.example.com:443", true},
-		{"R7_trailing_dot_ignored", "shop.example.com.", true},
-		{"R7_case_port_and_dot", "WWW.Shop.Example.Com.:8443", true},
+		{"R7_R2b_trailing_dot_not_ignored", "shop.example.com.", false},
+		{"R7_R2b_case_port_and_dot", "WWW.Shop.Example.Com.:8443", false},
+		{"R7_case_and_port", "WWW.Shop.Example.Com:8443", true},
 		{"R7_unknown_host_not_claimed", "evil.example.com", false},
 		{"R7_parent_domain_not_claimed", "example.com", false},
 		{"R7_subdomain_not_claimed", "x.shop.example.com", false},
@@ -900,8 +935,14 @@ func TestNormalizeHost(t *testing.T) {
 		{"shop.example.com", "shop.example.com"},
 		{"Shop.Example.COM", "shop.example.com"},
 		{"shop.example.com:443", "shop.example.com"},
-		{"shop.example.com.", "shop.example.com"},
-		{"SHOP.example.com.:8443", "shop.example.com"},
+		{"shop.example.com.", "shop.example.com."},
+		{"SHOP.example.com.:8443", "shop.example.com."},
+		{"shop.example.com..", "shop.example.com.."},
+		{"[shop.example.com]", "shop.example.com"},
+		{"[shop.example.com]:443", "shop.example.com"},
+		{"shop.example.com:", "shop.example.com"},
+		{"a:b:c", "a:b:c"},
+		{"[a]b:80", "a]b:80"},
 		{"192.0.2.1:80", "192.0.2.1"},
 		{"[fd00::1]:443", "fd00::1"},
 		{"[FD00::1]", "fd00::1"},

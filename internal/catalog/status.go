@@ -3,6 +3,7 @@ package catalog
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -169,7 +170,11 @@ func (s *Snapshot) Explain(route Route, host string) []Candidate {
 				}
 			}
 		} else if !e.servesHost(host, exact) {
-			c.Why = "caddy.host lists only other hosts: " + strings.TrimSpace(e.inst.Labels[LabelHost])
+			c.Why = "caddy.host lists only other hosts: " + clip(strings.TrimSpace(e.inst.Labels[LabelHost]))
+			if e.overCap {
+				c.Why = "caddy.host is over the cap of " + strconv.Itoa(MaxHostNames) + " names and " +
+					strconv.Itoa(MaxHostLabelBytes) + " bytes (R2c): it claims no host"
+			}
 		} else if c.Why = e.why(route, s.reach); c.Why == "" {
 			c.Why = "another instance is the scale-to-zero fallback"
 		}
