@@ -295,7 +295,7 @@ func TestCaddy_R2_host_route(t *testing.T) {
 	for host, want := range map[string]string{
 		"shop.example.com":       hello("shop"),
 		"WWW.Shop.Example.COM":   hello("shop"),
-		"shop.example.com.:9080": hello("shop"),
+		"shop.example.com:9080": hello("shop"),
 		"blog.example.com":       hello("blog"),
 	} {
 		if status, body := get(t, tester, host); status != http.StatusOK || body != want {
@@ -304,6 +304,11 @@ func TestCaddy_R2_host_route(t *testing.T) {
 	}
 	if status, _ := get(t, tester, "unclaimed.example.com"); status != http.StatusServiceUnavailable {
 		t.Errorf("unclaimed host: got %d, want 503", status)
+	}
+	// R2b: a trailing dot is not ignored in a request host, as Caddy's
+	// sites do not ignore it.
+	if status, _ := get(t, tester, "shop.example.com.:9080"); status != http.StatusServiceUnavailable {
+		t.Errorf("shop.example.com.:9080: got %d, want 503 (R2b)", status)
 	}
 }
 

@@ -6,10 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"go.uber.org/zap"
 
@@ -210,5 +214,167 @@ on_demand_tls {
 	}
 	if err := tlsHandshake("a.b.w.example.com"); err == nil {
 		t.Error("a.b.w.example.com: handshake succeeded, but a wildcard matches one label")
+	}
+}
+
+// TestCertificateAllowed_R2c_label_over_the_caps: an instance whose
+// caddy.host label lists 20,000 names gets a certificate for none of them.
+func TestCertificateAllowed_R2c_label_over_the_caps(t *testing.T) {
+	names := make([]string, 20000)
+	for i := range names {
+		names[i] = fmt.Sprintf("h%05d.example.com", i)
+	}
+	p := permissionFor(t, hostPermission{}, claimant("big", strings.Join(names, ",")),
+		claimant("shop", "shop.example.com"))
+	ctx := context.Background()
+	for _, name := range names {
+		if err := p.CertificateAllowed(ctx, name); err != errNotClaimed {
+			t.Fatalf("CertificateAllowed(%s) = %v, want %v: the label is over the caps (R2c)", name, err, errNotClaimed)
+		}
+	}
+	if err := p.CertificateAllowed(ctx, "shop.example.com"); err != nil {
+		t.Errorf("shop.example.com: %v, want allowed", err)
+	}
+}
+
+// TestCertificateAllowed_R2b_trailing_dot: a server name is read as a
+// request host is: with a trailing dot, it is not the name a label lists.
+func TestCertificateAllowed_R2b_trailing_dot(t *testing.T) {
+	p := permissionFor(t, hostPermission{AllowSuffix: []string{"example.com."}}, claimant("shop", "shop.example.com."))
+	ctx := context.Background()
+	if err := p.CertificateAllowed(ctx, "Shop.Example.com"); err != nil {
+		t.Errorf("Shop.Example.com: %v, want allowed (a label's trailing dot is ignored)", err)
+	}
+	for _, name := range []string{"shop.example.com.", "shop.example.com.."} {
+		if err := p.CertificateAllowed(ctx, name); err == nil {
+			t.Errorf("%s: allowed, want refused (R2b)", name)
+		}
+	}
+}
+
+// protectedSites are the site addresses FuzzHostMatchesCaddy protects, as
+// Caddy's host matcher holds them, each with the instance that claims it
+// (the label lists the site's name), at its own address.
+var protectedSites = []struct {
+	site, instance, label, ip string
+}{
+	{"internal.example.com", "internal", "internal.example.com", "10.0.1.1"},
+	{"*.wild.example.com", "wild", "*.wild.example.com", "10.0.1.2"},
+	{"192.0.2.7", "ip", "192.0.2.7", "10.0.1.3"},
+	{"fd00::7", "v6", "[fd00::7]", "10.0.1.4"},
+}
+
+// FuzzHostMatchesCaddy is R2b against Caddy's own host matcher
+// (caddyhttp.MatchHost, provisioned for each protected site's address):
+// for any Host, whenever a site's matcher does not match it, so that the
+// request goes to a catch-all site instead, the plugin's host route (the
+// catch-all's `dynamic dicer`) does not send it to the instance claiming
+// that site's name. Another instance's `*.example.com` is there too, to
+// be taken over (R2a) where it may.
+func FuzzHostMatchesCaddy(f *testing.F) {
+	for _, h := range []string{
+		"internal.example.com", "internal.example.com.", "internal.example.com..", "internal.example.com.:80",
+		"INTERNAL.Example.COM:9080", "[internal.example.com]", "[internal.example.com]:80", "internal.example.com:",
+		"a.wild.example.com", "a.wild.example.com.", "A.WILD.example.com.:443", ".wild.example.com", "a.b.wild.example.com",
+		"192.0.2.7", "192.0.2.7.", "192.0.2.7:80", "[fd00::7]:443", "fd00::7", "[FD00::7].", "x.example.com",
+		"internal.example.com\x00", "İnternal.example.com", "internal.example.com%2e",
+	} {
+		f.Add(h)
+	}
+	instances := []catalog.Instance{routed("outsider", "10.0.2.1", "caddy.host", "*.example.com")}
+	matchers := make([]caddyhttp.MatchHost, len(protectedSites))
+	for i, p := range protectedSites {
+		instances = append(instances, routed(p.instance, p.ip, "caddy.host", p.label))
+		matchers[i] = caddyhttp.MatchHost{p.site}
+		if err := matchers[i].Provision(caddy.Context{}); err != nil {
+			f.Fatal(err)
+		}
+	}
+	source := member(f, "", instances...)
+	repl := caddy.NewReplacer()
+	f.Fuzz(func(t *testing.T, host string) {
+		r := httptest.NewRequest(http.MethodGet, "http://example.net/", nil)
+		r.Host = host
+		r = r.WithContext(context.WithValue(r.Context(), caddy.ReplacerCtxKey, repl))
+		ups, err := source.GetUpstreams(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, p := range protectedSites {
+			if matchers[i].Match(r) {
+				continue
+			}
+			for _, u := range ups {
+				if u.Dial == p.ip+":8080" {
+					t.Fatalf("Host %q: Caddy's site %s does not match it, and the plugin sends it to %s, which claims that site (R2b)", host, p.site, p.instance)
+				}
+			}
+		}
+	})
+}
+
+// TestCaddy_R2b_trailing_dot_does_not_bypass_a_protected_site: a site
+// with basic_auth for internal.example.com next to a catch-all site, both
+// routing by caddy.host. A Host that Caddy's site does not match
+// (a trailing dot, two, a dot and a port) goes to the catch-all, which
+// must not serve the protected instance: 503, never its 200.
+func TestCaddy_R2b_trailing_dot_does_not_bypass_a_protected_site(t *testing.T) {
+	needsCaddy(t)
+	d, sock := testDaemon(t)
+	instance(t, d, "internal", "127.0.0.127", map[string]string{"caddy.host": "internal.example.com"})
+	instance(t, d, "public", "127.0.0.128", map[string]string{"caddy.host": "public.example.com"})
+	route := fmt.Sprintf(`reverse_proxy {
+		dynamic dicer {
+			address unix:%s
+		}
+	}`, sock)
+	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+http://internal.example.com {
+	basic_auth {
+		admin $2a$04$hf8FmHy9dLr82nWXLKLpge98EvctiwRbOapAGbqJjymP4nNFGoPZi
+	}
+	%s
+}
+
+http:// {
+	%s
+}`, route, route))
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+
+	eventually(t, "public.example.com answered by public", func() bool {
+		res, err := tester.Client.Do(hostRequest(t, "public.example.com"))
+		if err != nil {
+			return false
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode == http.StatusOK && string(body) == hello("public")
+	})
+	authorized := hostRequest(t, "internal.example.com")
+	authorized.SetBasicAuth("admin", "s3cret")
+	res, err := tester.Client.Do(authorized)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || string(body) != hello("internal") {
+		t.Fatalf("internal.example.com with its password: got %d %q, want 200 %q", res.StatusCode, body, hello("internal"))
+	}
+	for host, want := range map[string]int{
+		"internal.example.com":           http.StatusUnauthorized,
+		"INTERNAL.Example.com:9080":      http.StatusUnauthorized,
+		"internal.example.com.":          http.StatusServiceUnavailable,
+		"internal.example.com..":         http.StatusServiceUnavailable,
+		"internal.example.com.:80":       http.StatusServiceUnavailable,
+		"internal.example.com.:9080":     http.StatusServiceUnavailable,
+		"Internal.Example.COM.":          http.StatusServiceUnavailable,
+		"public.example.com.":            http.StatusServiceUnavailable,
+		"unclaimed.internal.example.com": http.StatusServiceUnavailable,
+	} {
+		if status, body := get(t, tester, host); status != want {
+			t.Errorf("Host %q: got %d %q, want %d", host, status, body, want)
+		}
 	}
 }

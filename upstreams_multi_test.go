@@ -179,6 +179,50 @@ func TestMultiGroup(t *testing.T) {
 			alone: []string{"10.0.1.1:8080"},
 		},
 		{
+			// A selector route's candidates are the instances its selector
+			// matches: an outsider on another daemon, even stopped, takes
+			// no name from its tenant's wildcard (R2a among the route's
+			// own candidates).
+			name: "R2a_an_outsider_of_the_selectors_takes_no_name_from_their_wildcard",
+			sources: func() []*upstreamSource {
+				outsider := routed("outsider", "10.0.2.1", "caddy.host", "pr-42.preview.example.com")
+				outsider.State = catalog.StateStopped
+				return []*upstreamSource{
+					member(t, "tenant=trusted", routed("preview", "10.0.1.1", "caddy.host", "*.preview.example.com", "tenant", "trusted")),
+					member(t, "tenant=trusted", outsider),
+				}
+			},
+			host:  "pr-42.preview.example.com",
+			alone: []string{"10.0.1.1:8080"},
+			want:  []string{"10.0.1.1:8080"},
+		},
+		{
+			name: "R2a_an_outsider_on_the_same_daemon_takes_no_name_from_the_selectors_wildcard",
+			sources: func() []*upstreamSource {
+				outsider := routed("outsider", "10.0.1.2", "caddy.host", "pr-42.preview.example.com")
+				outsider.State = catalog.StateStopped
+				return []*upstreamSource{
+					member(t, "tenant=trusted", routed("preview", "10.0.1.1", "caddy.host", "*.preview.example.com", "tenant", "trusted"), outsider),
+					member(t, "tenant=trusted"),
+				}
+			},
+			host:  "pr-42.preview.example.com",
+			alone: []string{"10.0.1.1:8080"},
+			want:  []string{"10.0.1.1:8080"},
+		},
+		{
+			name: "R2a_a_candidate_of_another_selector_takes_the_name",
+			sources: func() []*upstreamSource {
+				return []*upstreamSource{
+					member(t, "tenant=trusted", routed("preview", "10.0.1.1", "caddy.host", "*.preview.example.com", "tenant", "trusted")),
+					member(t, "tenant=trusted", routed("pr", "10.0.2.1", "caddy.host", "pr-42.preview.example.com", "tenant", "trusted")),
+				}
+			},
+			host:  "pr-42.preview.example.com",
+			alone: []string{"10.0.1.1:8080", "10.0.2.1:8080"},
+			want:  []string{"10.0.2.1:8080"},
+		},
+		{
 			name: "R2a_wildcards_serve_names_nobody_lists",
 			sources: func() []*upstreamSource {
 				return []*upstreamSource{

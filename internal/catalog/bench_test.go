@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
@@ -124,6 +125,25 @@ func BenchmarkStopping(b *testing.B) {
 				c.Stopping(running.ID)
 				c.Started(running.ID)
 				c.Put(running)
+			}
+		})
+	}
+}
+
+// BenchmarkPutHostLabel is the update of one instance (its state flips, its
+// caddy.host label stays) in a catalog of 1,000 others, by the number of
+// names its label lists: 20,000 is over the caps (R2c), and is not parsed.
+func BenchmarkPutHostLabel(b *testing.B) {
+	for _, n := range []int{1, 100, 20000} {
+		b.Run(fmt.Sprintf("names=%d", n), func(b *testing.B) {
+			c, _ := benchCatalog(1000)
+			label := host(strings.Join(hostNames(n), ","))
+			states := []catalog.State{catalog.StateRunning, catalog.StateStopped}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				c.Put(inst("labelled", label, state(states[i%2])))
+				i++
 			}
 		})
 	}
