@@ -293,10 +293,10 @@ func TestCaddy_R2_host_route(t *testing.T) {
 	tester.InitServer(config, "caddyfile")
 
 	for host, want := range map[string]string{
-		"shop.example.com":       hello("shop"),
-		"WWW.Shop.Example.COM":   hello("shop"),
+		"shop.example.com":      hello("shop"),
+		"WWW.Shop.Example.COM":  hello("shop"),
 		"shop.example.com:9080": hello("shop"),
-		"blog.example.com":       hello("blog"),
+		"blog.example.com":      hello("blog"),
 	} {
 		if status, body := get(t, tester, host); status != http.StatusOK || body != want {
 			t.Errorf("host %s: got %d %q, want 200 %q", host, status, body, want)
