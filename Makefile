@@ -15,7 +15,8 @@ FUZZ_TARGETS := \
 	FuzzParseToken:./internal/dicer \
 	FuzzTranslate:./internal/docker \
 	FuzzUpstreamsCaddyfile:. \
-	FuzzPermissionCaddyfile:.
+	FuzzPermissionCaddyfile:. \
+	FuzzHostMatchesCaddy:.
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 

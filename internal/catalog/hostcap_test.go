@@ -41,7 +41,8 @@ func TestPut_R2c_host_label_over_the_caps_claims_nothing(t *testing.T) {
 	}
 	for _, name := range names {
 		if claim := snap.ClaimOf(name, nil); claim != catalog.Unclaimed {
-			t.Fatalf("ClaimOf(%s) = %v, want Unclaimed (R7: the label is over the caps)", name, claim)
+			t.Errorf("ClaimOf(%s) = %v, want Unclaimed (R7: the label is over the caps)", name, claim)
+			break
 		}
 	}
 	for _, route := range []catalog.Route{{Port: 8080}, {View: v, Port: 8080}} {
