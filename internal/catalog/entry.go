@@ -16,9 +16,9 @@ type entry struct {
 	// hosts are the normalized exact names of the caddy.host label, and
 	// wildcards the suffixes of its wildcard patterns ("example.com" for
 	// "*.example.com", R2a); restricted is set when the label is there at
-	// all, so the instance serves only what it lists (R2).
-	// overCap is set when the label is over the caps (R2c): it claims
-	// nothing, and still restricts.
+	// all, so the instance serves only what it lists (R2); overCap when
+	// the label is over the caps (R2c): it then claims nothing, and still
+	// restricts.
 	hosts      []string
 	wildcards  []string
 	restricted bool
