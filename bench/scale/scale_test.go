@@ -383,4 +383,3 @@ func pct(ds []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
-
