@@ -8,6 +8,7 @@
 //	make build
 //	CADDY_DICER_P5=1 go test -count=1 -timeout 60m -v ./bench/scale/
 //
+// CADDY_DICER_SCALE_LOGS, if set, is a folder to keep Caddy's logs in.
 // CADDY_DICER_SCALE_CADDY names the Caddy binaries to compare in one run,
 // as label=path pairs separated by commas (default: this=bin/caddy), e.g.
 // base=/tmp/base/bin/caddy,this=bin/caddy; CADDY_DICER_SCALE_N the
@@ -46,7 +47,7 @@ const (
 	eventSpacing  = 250 * time.Millisecond // between two of them
 	steadyEvents  = 10                     // events once every verdict is in
 	verdictWindow = 90 * time.Second       // longest wait for the verdicts
-	warningText   = "did not accept a connection in time"
+	warningText   = `"msg":"instance did not accept a connection in time`
 )
 
 // binary is one Caddy build under test.
@@ -235,6 +236,11 @@ http://127.0.0.1:%d {
 	}
 	r.cpu = cpuTime(t, cmd.Process.Pid)
 	r.warnings = count(logFile, warningText)
+	if keep := os.Getenv("CADDY_DICER_SCALE_LOGS"); keep != "" {
+		data, _ := os.ReadFile(logFile)
+		writeFile(t, filepath.Join(keep, fmt.Sprintf("caddy-%s-%d.log", b.label, n)), string(data))
+	}
+	t.Logf("%s n=%d: events %v", b.label, n, r.early)
 	t.Logf("%s n=%d: first routing %s; events p50 %s p99 %s; steady p50 %s p99 %s; %d routable; RSS %d KB, peak %d KB; CPU %s; %d warnings",
 		b.label, n, first.Round(time.Millisecond), ms(pct(r.early, 50)), ms(pct(r.early, 99)),
 		ms(pct(r.steady, 50)), ms(pct(r.steady, 99)), r.verdicted, r.rssKB, r.hwmKB, r.cpu.Round(10*time.Millisecond), r.warnings)

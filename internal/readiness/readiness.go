@@ -6,9 +6,9 @@
 //
 // Its cost is bounded whatever the number of instances (R1b): while any
 // probe is pending, one scheduling goroutine and at most MaxDials workers,
-// each making one attempt (one socket) at a time; the retries of
-// instances already tried are spaced across all of them, a first attempt
-// comes before any retry, and the youngest probe first.
+// each making one attempt (one socket) at a time; attempts are spaced
+// (10,000 a second at most, retries 2,000), a first attempt comes before
+// any retry, and the youngest probe first.
 package readiness
 
 import (
@@ -49,12 +49,15 @@ const (
 	// stays free for the first attempt on an instance just started, even
 	// while many others time out on addresses that drop their SYNs.
 	maxRetryDials = 12
-	// retryGap spaces the retries across all instances (2,000 a second at
-	// most, after a burst of retryBurst): a catalog full of instances that
-	// never accept costs a bounded share of a CPU (a refused attempt costs
-	// about 40 µs), not all of it.
-	retryGap   = 500 * time.Microsecond
-	retryBurst = 16
+	// attemptGap spaces all attempts (10,000 a second at most, after a
+	// burst of attemptBurst), retryGap the retries (2,000 a second): a
+	// catalog full of instances that never accept costs a bounded share of
+	// a CPU (a refused attempt costs about 40 µs), never all of it, so
+	// that the events and requests Caddy serves meanwhile are not slowed.
+	attemptGap   = 100 * time.Microsecond
+	attemptBurst = 64
+	retryGap     = 500 * time.Microsecond
+	retryBurst   = 16
 	// attemptTimeout bounds one connection attempt (an address that drops
 	// SYNs, say).
 	attemptTimeout = 250 * time.Millisecond
@@ -80,8 +83,8 @@ type Prober struct {
 	// an instance just started is the likeliest to accept soon, and one
 	// refusing for long has its timeout to fall back on.
 	fresh, waiting, due, deadlines queue
-	inFlight                       int       // attempts running
-	nextRetry                      time.Time // earliest start of the next retry (retryGap)
+	inFlight                       int // attempts running
+	attemptPace, retryPace         pace
 	seq                            uint64
 	unsettled                      int           // probes whose first attempt has not ended
 	idle                           chan struct{} // closed while unsettled is 0
@@ -143,6 +146,8 @@ func New(ctx context.Context, timeout, interval time.Duration, ready func(id str
 		idle:      idle,
 		kick:      make(chan struct{}, 1),
 	}
+	p.attemptPace = pace{gap: attemptGap, burst: attemptBurst}
+	p.retryPace = pace{gap: retryGap, burst: retryBurst}
 	p.dial = p.dialTCP
 	return p
 }
@@ -251,27 +256,30 @@ func (p *Prober) step(now time.Time) (verdicts []verdict, wake time.Time, more b
 		verdicts = append(verdicts, verdict{probe: d, after: now.Sub(d.start)})
 	}
 	for p.inFlight < MaxDials && p.fresh.Len() > 0 {
+		if at := p.attemptPace.next; now.Before(at) {
+			wake = soonest(wake, at)
+			break
+		}
+		p.attemptPace.take(now)
 		p.launch(heap.Pop(&p.fresh).(*probe))
 	}
 	for w := p.waiting.peek(); w != nil && !now.Before(w.next); w = p.waiting.peek() {
 		heap.Push(&p.due, heap.Pop(&p.waiting))
 	}
 	for p.inFlight < maxRetryDials && p.due.Len() > 0 {
-		if now.Before(p.nextRetry) {
-			wake = p.nextRetry
+		if at := latest(p.attemptPace.next, p.retryPace.next); now.Before(at) {
+			wake = soonest(wake, at)
 			break
 		}
-		if floor := now.Add(-retryBurst * retryGap); p.nextRetry.Before(floor) {
-			p.nextRetry = floor
-		}
-		p.nextRetry = p.nextRetry.Add(retryGap)
+		p.attemptPace.take(now)
+		p.retryPace.take(now)
 		p.launch(heap.Pop(&p.due).(*probe))
 	}
-	if w := p.waiting.peek(); w != nil && (wake.IsZero() || w.next.Before(wake)) {
-		wake = w.next
+	if w := p.waiting.peek(); w != nil {
+		wake = soonest(wake, w.next)
 	}
-	if d := p.deadlines.peek(); d != nil && (wake.IsZero() || d.deadline.Before(wake)) {
-		wake = d.deadline
+	if d := p.deadlines.peek(); d != nil {
+		wake = soonest(wake, d.deadline)
 	}
 	if len(p.pending) == 0 {
 		p.stopScheduling()
@@ -456,6 +464,37 @@ func (q *queue) Pop() any {
 	q.items = q.items[:n]
 	pr.index[q.slot] = -1
 	return pr
+}
+
+// pace spaces events gap apart, after a burst of burst.
+type pace struct {
+	next  time.Time // the earliest time of the next event
+	gap   time.Duration
+	burst int
+}
+
+// take records an event at now, due (now is not before next).
+func (q *pace) take(now time.Time) {
+	if floor := now.Add(-time.Duration(q.burst) * q.gap); q.next.Before(floor) {
+		q.next = floor
+	}
+	q.next = q.next.Add(q.gap)
+}
+
+// soonest is the earlier of a and b, the zero time meaning none.
+func soonest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// latest is the later of a and b.
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // youngest orders probes from the last requested.
