@@ -204,15 +204,15 @@ func TestProbe_same_request_twice_is_one_probe(t *testing.T) {
 	noVerdict(t, ch, 20*time.Millisecond)
 }
 
-// The pace of one probe: the interval at first, then a fifth of the time
-// since it started, at most 5 ms during its first second, at most
-// MaxInterval after.
+// The pace of one probe: the interval at first, then a tenth of the time
+// since it started, at most 5 ms, during its first second; a fifth of it,
+// at most MaxInterval, after.
 func TestProbe_pause_backs_off(t *testing.T) {
 	p := New(context.Background(), 0, 0, nil, nil)
 	for _, c := range []struct{ elapsed, want time.Duration }{
 		{0, DefaultInterval},
 		{4 * time.Millisecond, DefaultInterval},
-		{10 * time.Millisecond, 2 * time.Millisecond},
+		{20 * time.Millisecond, 2 * time.Millisecond},
 		{50 * time.Millisecond, 5 * time.Millisecond},
 		{999 * time.Millisecond, 5 * time.Millisecond},
 		{2 * time.Second, 400 * time.Millisecond},

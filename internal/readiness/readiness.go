@@ -34,12 +34,13 @@ const (
 	// MaxInterval is the longest pause between two attempts on one
 	// instance.
 	MaxInterval = time.Second
-	// backoff: the pause after a failed attempt is the time since the
-	// probe started divided by this (at least the interval, at most
+	// The pause after a failed attempt is the time since the probe
+	// started divided by backoff (at least the interval, at most
 	// MaxInterval), so that a port that opens late is found at most a
-	// fifth of its start-up time late; during fastPhase, at most
-	// fastInterval: most apps bind their port within it.
+	// fifth of its start-up time late; during fastPhase, when most apps
+	// bind their port, it is a tenth of that time, at most fastInterval.
 	backoff      = 5
+	fastBackoff  = 10
 	fastPhase    = time.Second
 	fastInterval = 5 * time.Millisecond
 	// MaxDials bounds the connection attempts in flight, each one socket
@@ -356,14 +357,13 @@ func (p *Prober) attempt(pr *probe) {
 }
 
 // pause is the wait before the next attempt of a probe started elapsed
-// ago: elapsed/backoff, at least the interval, at most fastInterval during
-// fastPhase and MaxInterval after.
+// ago, at least the interval: during fastPhase elapsed/fastBackoff, at
+// most fastInterval; after it elapsed/backoff, at most MaxInterval.
 func (p *Prober) pause(elapsed time.Duration) time.Duration {
-	ceiling := MaxInterval
 	if elapsed < fastPhase {
-		ceiling = fastInterval
+		return max(min(elapsed/fastBackoff, fastInterval), p.interval)
 	}
-	return max(min(elapsed/backoff, ceiling), p.interval)
+	return max(min(elapsed/backoff, MaxInterval), p.interval)
 }
 
 // finish takes pr out of the prober. p.mu is held.
