@@ -109,11 +109,18 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 			listenToAccepted = append(listenToAccepted, time.Unix(0, int64(e.TS*1e9)).Sub(listening[i]))
 		}
 	}
+	var joinToAnswered []time.Duration
+	for i, at := range logTimes(t, logFile, "instance joins rotation", c.Name) {
+		if i < rounds {
+			joinToAnswered = append(joinToAnswered, answered[i].Sub(at))
+		}
+	}
 	row := func(what string, ds []time.Duration) string {
 		return fmt.Sprintf("| %s | %s | %s |", what, median(ds).Round(10*time.Microsecond), slices.Max(ds).Round(10*time.Microsecond))
 	}
-	t.Logf("\n| of %d starts | median | max |\n|---|---|---|\n%s\n%s\n%s\n%s\n%s\nprobe attempts per start: %v",
+	t.Logf("\n| of %d starts | median | max |\n|---|---|---|\n%s\n%s\n%s\n%s\n%s\n%s\nprobe attempts per start: %v",
 		rounds, row("start event to first 200", total), row("start event to the app listening", own),
 		row("app listening to first 200", after), row("probe: catalog Put to accepted", putToAccepted),
-		row("probe: app listening to accepted (log time)", listenToAccepted), attempts)
+		row("probe: app listening to accepted (log time)", listenToAccepted),
+		row("joins rotation (log time) to first 200", joinToAnswered), attempts)
 }
