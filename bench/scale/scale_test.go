@@ -19,7 +19,8 @@
 // event) to the first request routed to it, p50 and p99 (of 20), and the
 // same for 10 events once every never-accepting instance has had its
 // readiness verdict; Caddy's resident memory per instance (current and
-// peak, over a run with no instance), its CPU time and its warnings.
+// peak, over a run with no instance), its goroutines, its CPU time and its
+// warnings.
 // Everything stays on loopback (127.77.0.0/16 and 127.80.0.0/14).
 package scale
 
@@ -61,6 +62,7 @@ type result struct {
 	rssKB, hwmKB        int64
 	cpu                 time.Duration
 	warnings, verdicted int
+	goroutines          int // the most Caddy ran at one of the first events
 }
 
 func TestScale_never_accepting_catalog(t *testing.T) {
@@ -78,16 +80,16 @@ func TestScale_never_accepting_catalog(t *testing.T) {
 	for _, n := range sizes {
 		for _, b := range bins {
 			r := measure(t, b, n)
-			row := fmt.Sprintf("| %s | %d | %s | %s / %s | %s / %s | %.1f KB / %.1f KB | %.1f s | %d |",
+			row := fmt.Sprintf("| %s | %d | %s | %s / %s | %s / %s | %.1f KB / %.1f KB | %d | %.1f s | %d |",
 				b.label, n, r.firstRouting.Round(time.Millisecond),
 				ms(pct(r.early, 50)), ms(pct(r.early, 99)), ms(pct(r.steady, 50)), ms(pct(r.steady, 99)),
 				float64(r.rssKB-base[b.label].rssKB)/float64(n), float64(r.hwmKB-base[b.label].hwmKB)/float64(n),
-				r.cpu.Seconds(), r.warnings)
+				r.goroutines, r.cpu.Seconds(), r.warnings)
 			t.Log(row)
 			table = append(table, row)
 		}
 	}
-	t.Log("\n| binary | never-accepting instances | start to first routed request | event to first routed request, first 5 s, p50 / p99 of 20 | same once every verdict is in, p50 / p99 of 10 | Caddy RSS per instance, current / peak | Caddy CPU | readiness warnings |\n|---|---|---|---|---|---|---|---|\n" +
+	t.Log("\n| binary | never-accepting instances | start to first routed request | event to first routed request, first 5 s, p50 / p99 of 20 | same once every verdict is in, p50 / p99 of 10 | Caddy RSS per instance, current / peak | Caddy goroutines, most at an event of the first 5 s | Caddy CPU | readiness warnings |\n|---|---|---|---|---|---|---|---|---|\n" +
 		strings.Join(table, "\n"))
 }
 
@@ -220,6 +222,7 @@ http://127.0.0.1:%d {
 	for i := range events {
 		time.Sleep(time.Until(routedAt.Add(time.Duration(i) * eventSpacing))) // the schedule of the events
 		r.early = append(r.early, event(fmt.Sprintf("early-%02d", i), fmt.Sprintf("127.77.1.%d", i+1)))
+		r.goroutines = max(r.goroutines, goroutines(client, adminPort))
 	}
 	r.rssKB, r.hwmKB = memory(t, cmd.Process.Pid)
 	// Every never-accepting instance gets its verdict after
@@ -308,6 +311,22 @@ func routable(client *http.Client, adminPort int) int {
 		}
 	}
 	return -1
+}
+
+// goroutines is the number of goroutines Caddy runs (its admin API's
+// pprof endpoint), -1 if unknown.
+func goroutines(client *http.Client, adminPort int) int {
+	res, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/goroutine?debug=1", adminPort))
+	if err != nil {
+		return -1
+	}
+	defer res.Body.Close()
+	line, _ := bufio.NewReader(res.Body).ReadString('\n') // "goroutine profile: total N"
+	n, err := strconv.Atoi(strings.TrimSpace(line[strings.LastIndexByte(line, ' ')+1:]))
+	if err != nil {
+		return -1
+	}
+	return n
 }
 
 // memory is the process's resident memory now and at its peak, in KB.
