@@ -296,9 +296,10 @@ func (c *connection) settle(ctx context.Context, logger *zap.Logger, deadline ti
 	defer timer.Stop()
 	select {
 	case <-c.catalog.Ready():
-		// And for the verdicts on the instances it listed (R1a), so that
-		// a config loaded while they run serves them from the first
-		// request.
+		// And for the first attempt of the readiness probe of every
+		// instance it listed (R1a, R1b), so that a config loaded while
+		// they run serves them from the first request; one that did not
+		// accept at once is not waited for.
 		select {
 		case <-c.prober.Idle():
 		case <-timer.C:

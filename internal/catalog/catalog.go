@@ -132,6 +132,7 @@ func (c *Catalog) Watch(sel selector.Selector) *View {
 		return v
 	}
 	v := &View{sel: sel, refs: 1}
+	c.probeWatched(sel)
 	var matched []*entry
 	for _, e := range c.byID {
 		if sel.Matches(e.inst.Labels) {

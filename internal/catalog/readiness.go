@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
 // Readiness (R1a): a running instance without a health check joins
@@ -91,15 +93,30 @@ func (c *Catalog) MarkReady(id string, gen uint64, accepted bool) {
 // admit decides whether e, which replaces old (nil: none), must be probed
 // before it joins rotations, and if so returns the request to send (Gen 0:
 // none). An instance that keeps running at the same places keeps its
-// verdict; one that (re)starts, or moves, is probed again.
+// verdict; one that (re)starts, or moves, is probed again. Only instances
+// a route or the permission could use (relevant) are probed (R1b): the
+// others (a database beside the apps, say) get no connection and no
+// warning, and are admitted unprobed until a label or a route's selector
+// makes them relevant (then they are probed: probeWatched).
 func (c *Catalog) admit(old, e *entry) ProbeRequest {
 	if c.probe == nil || e.inst.State != StateRunning || e.inst.Health != HealthNone {
 		return ProbeRequest{}
 	}
-	if old != nil && old.inst.State == StateRunning && old.inst.Health == HealthNone && samePlace(old, e) {
+	relevant := c.relevant(e)
+	if old != nil && old.inst.State == StateRunning && old.inst.Health == HealthNone && samePlace(old, e) &&
+		!(relevant && unprobed(old) && !c.relevant(old)) {
 		e.listening, e.probeGen, e.unverified, e.probeDials = old.listening, old.probeGen, old.unverified, old.probeDials
 		return ProbeRequest{}
 	}
+	if !relevant {
+		return ProbeRequest{} // admitted unprobed: newEntry's listening
+	}
+	return c.startProbe(e)
+}
+
+// startProbe holds e out of its rotations until the verdict on the request
+// it returns (Gen 0: nothing to probe).
+func (c *Catalog) startProbe(e *entry) ProbeRequest {
 	dials := c.probeDials(e)
 	if len(dials) == 0 {
 		return ProbeRequest{} // no port or address: R3 and R1 keep it out anyway
@@ -107,6 +124,34 @@ func (c *Catalog) admit(old, e *entry) ProbeRequest {
 	c.probeGen++
 	e.listening, e.probeGen, e.probeDials = false, c.probeGen, dials
 	return ProbeRequest{ID: e.inst.ID, Name: e.inst.Name, Dials: dials, Gen: e.probeGen}
+}
+
+// unprobed reports a running instance admitted without a probe: one no
+// route could use (admit), or one with nothing to probe yet.
+func unprobed(e *entry) bool {
+	return e.inst.State == StateRunning && e.inst.Health == HealthNone && e.listening && e.probeGen == 0
+}
+
+// probeWatched probes the running instances that sel, a selector about to
+// be watched, makes relevant (R1b): admitted unprobed while no route could
+// use them, they are held out of the new route's rotation until their
+// port accepts, like a new instance. Watch calls it before the view joins
+// c.views; c.mu is held. No snapshot changes: an instance no route could
+// use is in no index.
+func (c *Catalog) probeWatched(sel selector.Selector) {
+	if c.probe == nil {
+		return
+	}
+	for id, old := range c.byID {
+		if !unprobed(old) || !sel.Matches(old.inst.Labels) || c.relevant(old) {
+			continue
+		}
+		e := *old
+		if r := c.startProbe(&e); r.Gen != 0 {
+			c.byID[id] = &e
+			c.probe(r)
+		}
+	}
 }
 
 // probeDials are where requests for e would go on each port its routes may

@@ -76,13 +76,15 @@ func TestReadiness_R1a_what_is_probed(t *testing.T) {
 	c, reqs := probed(t)
 	c.AddRoutePort(8080)
 	c.AddRoutePort(9090)
-	c.Put(inst("checked", health(catalog.HealthHealthy)))
+	watch(c, "app=web")
+	web := label("app", "web")
+	c.Put(inst("checked", web, health(catalog.HealthHealthy)))
 	if len(*reqs) != 0 {
 		t.Fatalf("an instance with a health check was probed: %+v", *reqs)
 	}
 	c.Put(inst("labelled", port("7070")))
-	c.Put(inst("published", publish("", 32000, 8080), gateway("10.0.0.1")))
-	c.Put(inst("bare"))
+	c.Put(inst("published", web, publish("", 32000, 8080), gateway("10.0.0.1")))
+	c.Put(inst("bare", web))
 	c.Put(inst("bad-port", port("x")))
 	want := map[string][]string{
 		"labelled":  {"10.0.0.2:7070"},
@@ -98,7 +100,7 @@ func TestReadiness_R1a_what_is_probed(t *testing.T) {
 		}
 	}
 	c.RemoveRoutePort(9090)
-	c.Put(inst("bare2"))
+	c.Put(inst("bare2", web))
 	if got := (*reqs)[len(*reqs)-1]; !slices.Equal(got.Dials, []string{"10.0.0.2:8080"}) {
 		t.Errorf("after its route went, 9090 is still probed: %q", got.Dials)
 	}
@@ -139,5 +141,66 @@ func TestReadiness_R1a_relisting_keeps_verdicts(t *testing.T) {
 	c.Replace([]catalog.Instance{inst("web-1", label("app", "web"), addr("10.0.0.7"))})
 	if len(*reqs) != 1 {
 		t.Fatalf("a re-listing that moved the instance sent %d probes, want 1", len(*reqs))
+	}
+}
+
+// R1b: only instances a route or the permission could use are probed (a
+// caddy.* label, or a watched selector matches): an unrelated container
+// (a database) gets no connection, and no warning. A route watched later,
+// or a label given later, makes it relevant: it is probed then, and held
+// out of the new route's rotation until its port accepts.
+func TestReadiness_R1b_only_relevant_instances_are_probed(t *testing.T) {
+	for _, build := range []string{"put", "replace"} {
+		t.Run(build, func(t *testing.T) {
+			c, reqs := probed(t)
+			c.AddRoutePort(8080)
+			watch(c, "app=web")
+			db := inst("db", label("role", "db"))
+			cache := inst("cache", label("role", "cache"), addr("10.0.0.3"))
+			web := inst("web", label("app", "web"), addr("10.0.0.4"))
+			if build == "put" {
+				c.Put(db)
+				c.Put(cache)
+				c.Put(web)
+			} else {
+				c.Replace([]catalog.Instance{db, cache, web})
+			}
+			names := func() []string {
+				var out []string
+				for _, r := range *reqs {
+					out = append(out, r.Name)
+				}
+				return out
+			}
+			mustEqual(t, "probed at first", names(), []string{"web"})
+
+			// A route watching the database makes it relevant: probed now,
+			// out of that route until it accepts.
+			v := watch(c, "role=db")
+			mustEqual(t, "probed after a route watches db", names(), []string{"web", "db"})
+			mustEqual(t, "db before its verdict", request(c, v, 8080, "x"), nil)
+			r := (*reqs)[1]
+			if !slices.Equal(r.Dials, []string{"10.0.0.2:8080"}) {
+				t.Fatalf("db probed at %q, want 10.0.0.2:8080", r.Dials)
+			}
+			c.MarkReady(r.ID, r.Gen, true)
+			mustEqual(t, "db once it accepts", request(c, v, 8080, "x"), []string{"db 10.0.0.2:8080"})
+			// Watched again (a second route with the same selector): no new probe.
+			watch(c, "role=db")
+			mustEqual(t, "a second watch", names(), []string{"web", "db"})
+
+			// A caddy.* label given to the cache where it runs makes it
+			// relevant: probed then.
+			relabelled := inst("cache", label("role", "cache"), host("cache.example.com"), addr("10.0.0.3"))
+			if build == "put" {
+				c.Put(relabelled)
+			} else {
+				c.Replace([]catalog.Instance{db, relabelled, web})
+			}
+			mustEqual(t, "probed once labelled", names(), []string{"web", "db", "cache"})
+			if got := (*reqs)[2].Dials; !slices.Equal(got, []string{"10.0.0.3:8080"}) {
+				t.Fatalf("cache probed at %q, want 10.0.0.3:8080", got)
+			}
+		})
 	}
 }

@@ -13,16 +13,16 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
-type verdict struct {
+type outcome struct {
 	id       string
 	gen      uint64
 	accepted bool
 	at       time.Time
 }
 
-func recorder() (chan verdict, func(string, uint64, bool)) {
-	ch := make(chan verdict, 10)
-	return ch, func(id string, gen uint64, accepted bool) { ch <- verdict{id, gen, accepted, time.Now()} }
+func recorder() (chan outcome, func(string, uint64, bool)) {
+	ch := make(chan outcome, 10)
+	return ch, func(id string, gen uint64, accepted bool) { ch <- outcome{id, gen, accepted, time.Now()} }
 }
 
 // closedPort returns a loopback address on which nothing listens (yet).
@@ -37,22 +37,22 @@ func closedPort(t *testing.T) string {
 	return addr
 }
 
-func await(t *testing.T, ch chan verdict) verdict {
+func await(t *testing.T, ch chan outcome) outcome {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
 	case <-time.After(10 * time.Second):
-		t.Fatal("no verdict within 10s")
-		return verdict{}
+		t.Fatal("no outcome within 10s")
+		return outcome{}
 	}
 }
 
-func noVerdict(t *testing.T, ch chan verdict, d time.Duration) {
+func noVerdict(t *testing.T, ch chan outcome, d time.Duration) {
 	t.Helper()
 	select {
 	case v := <-ch:
-		t.Fatalf("unexpected verdict %+v", v)
+		t.Fatalf("unexpected outcome %+v", v)
 	case <-time.After(d):
 	}
 }
@@ -72,7 +72,7 @@ func TestProbe_ready_once_the_port_accepts(t *testing.T) {
 	defer ln.Close()
 	v := await(t, ch)
 	if v.id != "id-a" || v.gen != 7 || !v.accepted || v.at.Before(opened) {
-		t.Fatalf("verdict %+v, want id-a gen 7 accepted after the port opened", v)
+		t.Fatalf("outcome %+v, want id-a gen 7 accepted after the port opened", v)
 	}
 	t.Logf("ready %s after the port opened", v.at.Sub(opened))
 	p.Wait()
@@ -88,7 +88,7 @@ func TestProbe_gives_up_after_the_timeout(t *testing.T) {
 	p.Probe(catalog.ProbeRequest{ID: "id-b", Name: "b", Dials: []string{closedPort(t)}, Gen: 1})
 	v := await(t, ch)
 	if v.accepted || v.gen != 1 || v.at.Sub(start) < 150*time.Millisecond {
-		t.Fatalf("verdict %+v after %s, want not accepted after the 150ms timeout", v, v.at.Sub(start))
+		t.Fatalf("outcome %+v after %s, want not accepted after the 150ms timeout", v, v.at.Sub(start))
 	}
 	p.Wait()
 	if e := logs.All(); len(e) != 1 || e[0].ContextMap()["instance"] != "b" {
@@ -97,7 +97,7 @@ func TestProbe_gives_up_after_the_timeout(t *testing.T) {
 }
 
 // A newer request for the same instance replaces the older one, whose
-// verdict never comes; a closed prober reports nothing.
+// outcome never comes; a closed prober reports nothing.
 func TestProbe_newer_request_replaces_older(t *testing.T) {
 	ch, ready := recorder()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -110,41 +110,10 @@ func TestProbe_newer_request_replaces_older(t *testing.T) {
 	defer ln.Close()
 	p.Probe(catalog.ProbeRequest{ID: "id-c", Name: "c", Dials: []string{ln.Addr().String()}, Gen: 2})
 	if v := await(t, ch); v.gen != 2 || !v.accepted {
-		t.Fatalf("verdict %+v, want gen 2 accepted", v)
+		t.Fatalf("outcome %+v, want gen 2 accepted", v)
 	}
 	p.Probe(catalog.ProbeRequest{ID: "id-d", Name: "d", Dials: []string{closedPort(t)}, Gen: 3})
 	cancel()
 	p.Wait()
 	noVerdict(t, ch, 50*time.Millisecond)
-}
-
-// Idle is closed while no probe runs, and open while one does.
-func TestProbe_idle(t *testing.T) {
-	ch, ready := recorder()
-	p := New(context.Background(), 10*time.Second, time.Millisecond, ready, nil)
-	select {
-	case <-p.Idle():
-	default:
-		t.Fatal("a new prober is not idle")
-	}
-	addr := closedPort(t)
-	p.Probe(catalog.ProbeRequest{ID: "id-e", Name: "e", Dials: []string{addr}, Gen: 1})
-	idle := p.Idle()
-	select {
-	case <-idle:
-		t.Fatal("idle while a probe runs")
-	default:
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	await(t, ch)
-	select {
-	case <-idle:
-	case <-time.After(10 * time.Second):
-		t.Fatal("not idle after the only probe ended")
-	}
-	p.Wait()
 }

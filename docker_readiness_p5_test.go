@@ -1,0 +1,126 @@
+package caddydicer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/events"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+)
+
+// P5, R1a/R1b: the common case of the readiness probe on the real Engine.
+// A container whose app listens at once is started 10 times; each time,
+// the Engine's start event to the first 200 through Caddy (Caddy polled
+// every 200 µs), split at the moment the app began to listen (its
+// helloserver says when, on the same clock), with the probe's attempts and
+// its time from the catalog's Put to the accepted connection (Caddy's
+// debug log). README's "container start event to first 200, median of 10".
+// A measurement, not an assertion:
+//
+//	CADDY_DICER_P5=1 go test -count=1 -run TestDocker_Readiness_P5 -v .
+func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
+	if os.Getenv("CADDY_DICER_P5") == "" {
+		t.Skip("a measurement: set CADDY_DICER_P5=1")
+	}
+	cli := engine(t)
+	app := dockertest.Name("rp5")
+	host := hostName("rp5")
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "rp5", Labels: map[string]string{"app": app}, NoStart: true})
+	tester, logFile := dockerCaddy(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic docker app=%s 8080
+	}
+}`, httpPort, app))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	evs := engineEvents(ctx, cli, c.ID)
+	const rounds = 10
+	var answered, listening []time.Time
+	for range rounds {
+		up(t, cli, c, "stop")
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if r := request(tester, host, time.Second); r.err == nil && r.status == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("not answered 30 s after its start")
+			}
+			time.Sleep(200 * time.Microsecond) // poll the condition
+		}
+		answered = append(answered, time.Now())
+		l, _ := getRetry(tester, host, "/listening", 10*time.Second)
+		ns, err := strconv.ParseInt(strings.TrimSpace(l.body), 10, 64)
+		if l.err != nil || err != nil {
+			t.Fatalf("/listening: %s", l)
+		}
+		listening = append(listening, time.Unix(0, ns))
+		down(t, cli, c, "stop")
+		for r := request(tester, host, time.Second); r.status == http.StatusOK; r = request(tester, host, time.Second) {
+			if time.Now().After(deadline) {
+				t.Fatal("still answered 30 s after its stop")
+			}
+			time.Sleep(time.Millisecond) // poll the condition
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for countAction(evs(), events.ActionStart) < rounds && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the Engine's stream may trail
+	}
+	var starts []time.Time
+	for _, m := range evs() {
+		if m.Action == events.ActionStart {
+			starts = append(starts, time.Unix(0, m.TimeNano))
+		}
+	}
+	if len(starts) != rounds {
+		t.Fatalf("%d start events, want %d", len(starts), rounds)
+	}
+	var total, own, after []time.Duration
+	for i := range rounds {
+		total = append(total, answered[i].Sub(starts[i]))
+		own = append(own, listening[i].Sub(starts[i]))
+		after = append(after, answered[i].Sub(listening[i]))
+	}
+	var attempts []int
+	var putToAccepted, listenToAccepted []time.Duration
+	for i, line := range logLines(t, logFile, `"msg":"instance accepts connections"`, `"instance":"`+c.Name+`"`) {
+		var e struct {
+			TS       float64
+			Attempts int
+			After    float64
+		}
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		attempts = append(attempts, e.Attempts)
+		putToAccepted = append(putToAccepted, time.Duration(e.After*float64(time.Second)))
+		if i < rounds {
+			listenToAccepted = append(listenToAccepted, time.Unix(0, int64(e.TS*1e9)).Sub(listening[i]))
+		}
+	}
+	var joinToAnswered []time.Duration
+	for i, at := range logTimes(t, logFile, "instance joins rotation", c.Name) {
+		if i < rounds {
+			joinToAnswered = append(joinToAnswered, answered[i].Sub(at))
+		}
+	}
+	row := func(what string, ds []time.Duration) string {
+		return fmt.Sprintf("| %s | %s | %s |", what, median(ds).Round(10*time.Microsecond), slices.Max(ds).Round(10*time.Microsecond))
+	}
+	t.Logf("\n| of %d starts | median | max |\n|---|---|---|\n%s\n%s\n%s\n%s\n%s\n%s\nprobe attempts per start: %v",
+		rounds, row("start event to first 200", total), row("start event to the app listening", own),
+		row("app listening to first 200", after), row("probe: catalog Put to accepted", putToAccepted),
+		row("probe: app listening to accepted (log time)", listenToAccepted),
+		row("joins rotation (log time) to first 200", joinToAnswered), attempts)
+}
