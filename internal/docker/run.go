@@ -82,7 +82,9 @@ type Adapter struct {
 	host string
 	tls  *tls.Config // nil: no TLS
 	pace follow.Pace
-	key  string
+	// resync, resyncTimeout and stallGrace are the Loop's (see Config).
+	resync, resyncTimeout, stallGrace time.Duration
+	key                               string
 	// wrap, if set, wraps each session's Engine client (tests count calls).
 	wrap func(engine) engine
 }
@@ -99,7 +101,13 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Adapter{host: cfg.Host, tls: tlsCfg, pace: cfg.Pace}
+	a := &Adapter{host: cfg.Host, tls: tlsCfg, pace: cfg.Pace, resyncTimeout: cfg.ResyncTimeout, stallGrace: cfg.StallGrace}
+	switch {
+	case cfg.Resync == 0:
+		a.resync = DefaultResync
+	case cfg.Resync > 0:
+		a.resync = cfg.Resync
+	}
 	if !IsTCP(cfg.Host) && a.pace.ConnectMax == 0 {
 		// A connection attempt to an absent socket costs nothing (R6).
 		a.pace.ConnectMax = follow.LocalConnectMax
@@ -127,9 +135,12 @@ func (a *Adapter) Key() string { return a.key }
 // container (one call; a container is inspected only if the listing does
 // not tell its health), then applies each later event by inspecting only
 // the container it names, bursts coalesced, so an event costs the same
-// whatever the number of containers.
+// whatever the number of containers. Every Resync (DefaultResync) it also
+// re-lists every container and applies the differences, so that a lost
+// event is corrected, and a stream found stalled is reconnected.
 func (a *Adapter) Loop() *follow.Loop {
-	return &follow.Loop{Daemon: a, Name: "Docker Engine", Things: "containers", Thing: "container", Address: a.host, Pace: a.pace}
+	return &follow.Loop{Daemon: a, Name: "Docker Engine", Things: "containers", Thing: "container", Address: a.host, Pace: a.pace,
+		Resync: a.resync, ResyncTimeout: a.resyncTimeout, StallGrace: a.stallGrace}
 }
 
 // Connect implements follow.Daemon.

@@ -151,6 +151,9 @@ type End struct {
 	// Lost, if set, replaces the warning logged when a session that had
 	// listed ends ("lost the <Name>: ...").
 	Lost string
+	// Stalled says the session ended because its event stream was open
+	// but silent while the daemon answered (ErrStalled); the Loop sets it.
+	Stalled bool
 }
 
 // Key is a hash of settings that shape a connection (a token or a file's

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,6 +23,10 @@ type session struct {
 	sink  catalog.Sink
 	trace *Trace
 	known map[string]catalog.Instance // what the sink was fed, by ID
+	// received counts the events the stream reported; lastResync is its
+	// value at the last re-listing.
+	received   *atomic.Int64
+	lastResync int64
 }
 
 // runSession runs one session: subscribe, then list and Replace the sink's
@@ -46,12 +51,21 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 		return time.Time{}, err
 	}
 	pending := NewPending()
+	marks := newMarks()
+	var received atomic.Int64 // events the stream reported
 	streamErr := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
+		marks.run(sctx, sink)
+	}()
+	go func() {
+		defer wg.Done()
+		// This goroutine only reads: it never waits on the sink, so a slow
+		// catalog cannot make the daemon drop events for it.
 		streamErr <- stream(func(e Event) {
+			received.Add(1)
 			trace.eventReceived()
 			switch {
 			case e.DaemonWide:
@@ -61,11 +75,11 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 				pending.AddGroup(e.Group)
 				return
 			case e.Stopping:
-				// At once, not after the fetches queued before it: new
-				// requests stop going there within the event's time.
-				sink.Stopping(e.ID)
+				// Before the fetches queued before it: new requests stop
+				// going there within the event's time.
+				marks.set(e.ID, true)
 			case e.Started:
-				sink.Started(e.ID)
+				marks.set(e.ID, false)
 			}
 			pending.Add(e.ID, e.Deleted)
 		})
@@ -90,7 +104,7 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 		return time.Time{}, err
 	}
 
-	s := &session{loop: l, conn: conn, sink: sink, trace: trace, known: make(map[string]catalog.Instance, len(listing.Instances))}
+	s := &session{loop: l, conn: conn, sink: sink, trace: trace, known: make(map[string]catalog.Instance, len(listing.Instances)), received: &received}
 	for _, in := range listing.Instances {
 		s.known[in.ID] = in
 	}
@@ -103,12 +117,41 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 	l.log().Info(msg, append([]zap.Field{zap.Int(l.Things, len(listing.Instances))}, listing.Fields...)...)
 	trace.listed(len(listing.Instances), reconnect, lostCause)
 
+	var resync, stall <-chan time.Time
+	if l.Resync > 0 {
+		t := time.NewTicker(l.Resync)
+		defer t.Stop()
+		resync = t.C
+	}
+	stallTimer := time.NewTimer(time.Hour)
+	stallTimer.Stop()
+	defer stallTimer.Stop()
+	suspect := int64(-1) // the event count when a re-listing found unreported changes
 	for {
 		select {
 		case <-ctx.Done():
 			return listedAt, ctx.Err()
 		case err := <-streamErr:
 			return listedAt, err
+		case <-resync:
+			found, err := s.resync(sctx)
+			if err != nil {
+				return listedAt, err
+			}
+			if found && suspect < 0 {
+				suspect = s.lastResync
+				stallTimer.Reset(l.stallGrace())
+				stall = stallTimer.C
+			}
+			continue
+		case <-stall:
+			stall = nil
+			if received.Load() == suspect {
+				trace.stalled()
+				return listedAt, WrapCall("Events", fmt.Errorf("%w: a re-listing found changes the event stream did not report", ErrStalled))
+			}
+			suspect = -1
+			continue
 		case <-pending.Notify():
 		}
 		ids, daemonWide, flaggedAt := pending.Take()
@@ -145,6 +188,62 @@ func (s *session) refresh(ctx context.Context) error {
 		s.sink.Put(in)
 	}
 	return nil
+}
+
+// resync re-lists every instance (Loop.Resync) and applies only the
+// differences. found is set when it found a change although the stream
+// reported no event since the re-listing before: the stream may be stalled.
+func (s *session) resync(ctx context.Context) (found bool, err error) {
+	before := s.received.Load()
+	silent := before == s.lastResync
+	s.lastResync = before
+	lctx, cancel := context.WithTimeout(ctx, s.loop.resyncTimeout())
+	listing, err := s.conn.List(lctx)
+	timedOut := lctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	cancel()
+	if err != nil {
+		call, _ := Call(err)
+		if call == "" {
+			call = "re-listing"
+		}
+		if timedOut {
+			// A daemon that answers nothing on this connection: its stream
+			// may be as silent.
+			s.trace.stalled()
+			return false, WrapCall(call, fmt.Errorf("%w: a re-listing got no answer within %v", ErrStalled, s.loop.resyncTimeout()))
+		}
+		return false, WrapCall(call, err)
+	}
+	changed, gone := s.applyListing(listing.Instances)
+	s.trace.resynced(changed, gone)
+	if changed+gone == 0 {
+		return false, nil
+	}
+	s.loop.log().Debug("re-listing found changes", zap.Int("changed", changed), zap.Int("gone", gone),
+		zap.Bool("stream_silent", silent))
+	return silent, nil
+}
+
+// applyListing feeds the sink what differs between a listing and what it
+// was fed: changed or new instances Put, vanished ones deleted.
+func (s *session) applyListing(list []catalog.Instance) (changed, gone int) {
+	seen := make(map[string]struct{}, len(list))
+	for _, in := range list {
+		seen[in.ID] = struct{}{}
+		if old, ok := s.known[in.ID]; ok && Same(old, in) {
+			continue
+		}
+		changed++
+		s.known[in.ID] = in
+		s.sink.Put(in)
+	}
+	for id := range s.known {
+		if _, ok := seen[id]; !ok {
+			gone++
+			s.drop(id)
+		}
+	}
+	return changed, gone
 }
 
 // sync brings one group up to date: one GroupConn.Sync per pending group.
@@ -216,4 +315,58 @@ func (s *session) drop(id string) {
 	delete(s.known, id)
 	s.sink.Delete(id)
 	s.loop.log().Debug(s.loop.Thing+" removed", zap.String(s.loop.Thing, name), zap.String("id", id))
+}
+
+// marks hands the stream's Stopping and Started marks to the sink from a
+// goroutine of its own, coalesced by instance (the last mark wins), so that
+// the stream never waits on the sink: the Docker Engine drops events for
+// a subscriber that stops reading (its queue of 1024 full for 100 ms).
+type marks struct {
+	mu      sync.Mutex
+	pending map[string]bool // ID -> stopping (true) or started (false)
+	notify  chan struct{}
+}
+
+func newMarks() *marks {
+	return &marks{pending: make(map[string]bool), notify: make(chan struct{}, 1)}
+}
+
+// set records the latest mark of id.
+func (m *marks) set(id string, stopping bool) {
+	m.mu.Lock()
+	m.pending[id] = stopping
+	m.mu.Unlock()
+	select {
+	case m.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (m *marks) take() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.pending) == 0 {
+		return nil
+	}
+	p := m.pending
+	m.pending = make(map[string]bool)
+	return p
+}
+
+// run applies the marks to sink as they come until ctx is done.
+func (m *marks) run(ctx context.Context, sink catalog.Sink) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.notify:
+		}
+		for id, stopping := range m.take() {
+			if stopping {
+				sink.Stopping(id)
+			} else {
+				sink.Started(id)
+			}
+		}
+	}
 }
