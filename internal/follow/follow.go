@@ -163,3 +163,8 @@ func Key(settings ...string) string {
 	sum := sha256.Sum256([]byte(strings.Join(settings, "\x00")))
 	return hex.EncodeToString(sum[:])
 }
+
+// ErrUnusable is what Conn.Fetch wraps when the daemon's answer cannot be
+// used (the instance returned is not the one asked for): the session keeps
+// what the sink has of the instance and goes on; the adapter logs why.
+var ErrUnusable = errors.New("unusable answer")

@@ -99,3 +99,23 @@ func isDNSName(name string) bool {
 	}
 	return true
 }
+
+// DialableHostIP reports whether a port published on hostIP, as a daemon
+// reports it, may be dialled there (R4b): "" (every host address), or an
+// IP address that is neither link-local (169.254.0.0/16, fe80::/10, where
+// cloud metadata services answer), nor multicast, nor the broadcast
+// 255.255.255.255. Loopback passes: R4 itself sends those requests to the
+// instance's own address. Anything else (a name) does not: a daemon
+// reports addresses.
+func DialableHostIP(hostIP string) bool {
+	if hostIP == "" {
+		return true
+	}
+	ip, err := netip.ParseAddr(hostIP)
+	if err != nil || ip.Zone() != "" {
+		return false
+	}
+	ip = ip.Unmap()
+	return !ip.IsLinkLocalUnicast() && !ip.IsLinkLocalMulticast() && !ip.IsMulticast() &&
+		!ip.IsInterfaceLocalMulticast() && ip != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+}

@@ -46,3 +46,16 @@ func TestCheckPublishedPortHost(t *testing.T) {
 		}
 	}
 }
+
+func TestDialableHostIP(t *testing.T) {
+	for ip, want := range map[string]bool{
+		"": true, "10.1.2.3": true, "192.0.2.1": true, "2001:db8::1": true, "127.0.0.1": true, "0.0.0.0": true,
+		"169.254.169.254": false, "169.254.0.1": false, "fe80::1": false, "fe80::1%eth0": false,
+		"224.0.0.1": false, "ff02::1": false, "255.255.255.255": false, "::ffff:169.254.169.254": false,
+		"metadata.google.internal": false, "10.0.0.1:80": false,
+	} {
+		if got := DialableHostIP(ip); got != want {
+			t.Errorf("DialableHostIP(%q) = %v, want %v", ip, got, want)
+		}
+	}
+}

@@ -290,6 +290,9 @@ func (s *session) apply(ctx context.Context, id string, deleted bool) error {
 		s.drop(id)
 		return nil
 	}
+	if errors.Is(err, ErrUnusable) {
+		return nil // the adapter said why; the sink keeps what it has
+	}
 	if err != nil {
 		return err
 	}
