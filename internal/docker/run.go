@@ -82,6 +82,9 @@ type Adapter struct {
 	host string
 	tls  *tls.Config // nil: no TLS
 	pace follow.Pace
+	// stopMargin is added to a container's stop timeout to bound a
+	// stop signal's hold (follow.StopBound); zero: DefaultStopMargin.
+	stopMargin time.Duration
 	// resync, resyncTimeout and stallGrace are the Loop's (see Config).
 	resync, resyncTimeout, stallGrace time.Duration
 	key                               string
@@ -153,8 +156,22 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 	if a.wrap != nil {
 		eng = a.wrap(eng)
 	}
-	return &conn{eng: eng, log: log}, nil
+	margin := a.stopMargin
+	if margin <= 0 {
+		margin = DefaultStopMargin
+	}
+	return &conn{eng: eng, log: log, stopMargin: margin, stopTimeouts: map[string]time.Duration{}}, nil
 }
+
+// Stop-signal hold bounds (follow.StopBound).
+const (
+	// EngineStopTimeout is the Engine's stop timeout for a container that
+	// sets none (docker stop without -t: SIGKILL 10 s after the signal).
+	EngineStopTimeout = 10 * time.Second
+	// DefaultStopMargin is added to a container's stop timeout: a
+	// container still running that long after a stop signal ignored it.
+	DefaultStopMargin = 5 * time.Second
+)
 
 // Explain implements follow.Daemon.
 func (a *Adapter) Explain(err error) follow.End { return Explain(err) }
@@ -265,6 +282,26 @@ func tlsReason(err error) (string, bool) {
 type conn struct {
 	eng engine
 	log *zap.Logger
+	// stopTimeouts are the containers' own stop timeouts, as inspections
+	// told (a container without one is not in it).
+	stopTimeouts map[string]time.Duration
+	stopMargin   time.Duration
+}
+
+// StopBound implements follow.StopBound: the container's stop timeout
+// (its StopTimeout, Compose's stop_grace_period, else the Engine's 10 s)
+// plus a margin. A `docker stop -t` longer than that is not known to the
+// adapter: a container still running past the bound is routed to again
+// until its SIGKILL.
+func (c *conn) StopBound(id string) time.Duration {
+	d, ok := c.stopTimeouts[id]
+	switch {
+	case !ok:
+		d = EngineStopTimeout
+	case d < 0:
+		return 0 // no bound
+	}
+	return d + c.stopMargin
 }
 
 func (c *conn) Close() error { return c.eng.Close() }
@@ -341,10 +378,17 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 	in, err := c.eng.ContainerInspect(ctx, id)
 	if cerrdefs.IsNotFound(err) {
+		delete(c.stopTimeouts, id)
 		return catalog.Instance{}, follow.WrapCall("ContainerInspect", follow.ErrNotFound)
 	}
 	if err != nil {
 		return catalog.Instance{}, follow.WrapCall("ContainerInspect", err)
+	}
+	if in.Config != nil && in.Config.StopTimeout != nil {
+		// Negative: the Engine waits for it forever, and so does the hold.
+		c.stopTimeouts[id] = time.Duration(*in.Config.StopTimeout) * time.Second
+	} else {
+		delete(c.stopTimeouts, id)
 	}
 	return fromInspect(in), nil
 }

@@ -125,6 +125,19 @@ type GroupConn interface {
 	Sync(ctx context.Context, group string) (current []catalog.Instance, gone []string, err error)
 }
 
+// StopBound is a Conn that bounds how long an event saying an instance is
+// stopping (Event.Stopping) holds it out of its rotations while the daemon
+// still reports it running (R6e): a container that ignores its stop
+// signal, say. Once the bound is past, the session fetches the instance
+// again and, if it still runs, ends the hold (Sink.Started) and logs it.
+type StopBound interface {
+	Conn
+	// StopBound is the bound for the instance with this ID, as the last
+	// Fetch of it told (its stop timeout plus a margin); zero or less: no
+	// bound, the hold lasts until the instance stops or starts again.
+	StopBound(id string) time.Duration
+}
+
 // Listing is what Conn.List returns.
 type Listing struct {
 	Instances []catalog.Instance

@@ -27,6 +27,11 @@ type session struct {
 	// value at the last re-listing.
 	received   *atomic.Int64
 	lastResync int64
+	// holds are the instances a Stopping event holds out of their
+	// rotations while the daemon reports them running, each until when
+	// (StopBound).
+	holds map[string]time.Time
+	marks *marks
 }
 
 // runSession runs one session: subscribe, then list and Replace the sink's
@@ -81,7 +86,7 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 			case e.Started:
 				marks.set(e.ID, false)
 			}
-			pending.Add(e.ID, e.Deleted)
+			pending.AddEvent(e)
 		})
 	}()
 	defer func() {
@@ -104,7 +109,8 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 		return time.Time{}, err
 	}
 
-	s := &session{loop: l, conn: conn, sink: sink, trace: trace, known: make(map[string]catalog.Instance, len(listing.Instances)), received: &received}
+	s := &session{loop: l, conn: conn, sink: sink, trace: trace, known: make(map[string]catalog.Instance, len(listing.Instances)), received: &received,
+		holds: map[string]time.Time{}, marks: marks}
 	for _, in := range listing.Instances {
 		s.known[in.ID] = in
 	}
@@ -127,8 +133,21 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 	stallTimer.Stop()
 	defer stallTimer.Stop()
 	suspect := int64(-1) // the event count when a re-listing found unreported changes
+	holdTimer := time.NewTimer(time.Hour)
+	holdTimer.Stop()
+	defer holdTimer.Stop()
 	for {
+		var holdC <-chan time.Time
+		if at, ok := s.nextHold(); ok {
+			holdTimer.Reset(time.Until(at))
+			holdC = holdTimer.C
+		}
 		select {
+		case <-holdC:
+			if err := s.endHolds(sctx); err != nil {
+				return listedAt, err
+			}
+			continue
 		case <-ctx.Done():
 			return listedAt, ctx.Err()
 		case err := <-streamErr:
@@ -167,7 +186,7 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 			}
 		}
 		for id, ev := range ids {
-			if err := s.apply(sctx, id, ev.Deleted); err != nil {
+			if err := s.apply(sctx, id, ev); err != nil {
 				return listedAt, err
 			}
 			trace.eventApplied(ev.Received)
@@ -278,8 +297,9 @@ func (s *session) sync(ctx context.Context, group string) error {
 
 // apply brings one instance up to date: one Fetch per pending ID, whatever
 // the number of instances; none for a deleted one.
-func (s *session) apply(ctx context.Context, id string, deleted bool) error {
-	if deleted {
+func (s *session) apply(ctx context.Context, id string, ev PendingEvent) error {
+	if ev.Deleted {
+		delete(s.holds, id)
 		s.drop(id)
 		return nil
 	}
@@ -301,8 +321,64 @@ func (s *session) apply(ctx context.Context, id string, deleted bool) error {
 	}
 	s.known[in.ID] = in
 	s.sink.Put(in)
+	if sb, ok := s.conn.(StopBound); ok && ev.Stopping && in.State == catalog.StateRunning {
+		if _, held := s.holds[id]; !held {
+			if bound := sb.StopBound(id); bound > 0 {
+				s.holds[id] = time.Now().Add(bound)
+			}
+		}
+	} else if ev.Started || in.State != catalog.StateRunning {
+		delete(s.holds, id) // started again, or stopped: the hold is over
+	}
 	s.loop.log().Debug(s.loop.Thing+" updated", zap.String(s.loop.Thing, in.Name), zap.String("id", in.ID),
 		zap.Stringer("state", in.State), zap.Stringer("health", in.Health))
+	return nil
+}
+
+// nextHold is when the first hold ends.
+func (s *session) nextHold() (time.Time, bool) {
+	var first time.Time
+	for _, at := range s.holds {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// endHolds fetches each instance whose hold is past: one still running
+// ignored its stop signal, so the hold ends (Sink.Started) and it is
+// back in its rotations; one that is not has its state Put.
+func (s *session) endHolds(ctx context.Context) error {
+	now := time.Now()
+	for id, at := range s.holds {
+		if at.After(now) {
+			continue
+		}
+		delete(s.holds, id)
+		cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+		in, err := s.conn.Fetch(cctx, id)
+		cancel()
+		switch {
+		case errors.Is(err, ErrNotFound):
+			s.drop(id)
+			continue
+		case errors.Is(err, ErrUnusable):
+			continue
+		case err != nil:
+			return err
+		}
+		if in.ID == "" {
+			in.ID = id
+		}
+		s.known[in.ID] = in
+		s.sink.Put(in)
+		if in.State == catalog.StateRunning {
+			s.marks.set(id, false)
+			s.loop.log().Info(s.loop.Thing+" still running after its stop signal and stop timeout: back in its rotations",
+				zap.String(s.loop.Thing, in.Name), zap.String("id", id))
+		}
+	}
 	return nil
 }
 
