@@ -116,7 +116,7 @@ type Loop struct {
 
 // Re-listing defaults (see Loop.Resync).
 const (
-	DefaultResyncTimeout = 15 * time.Second
+	DefaultResyncTimeout = 10 * time.Second
 	DefaultStallGrace    = 2 * time.Second
 )
 
