@@ -92,6 +92,7 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 	defer func() {
 		cancel()
 		wg.Wait()
+		marks.apply(sink) // those the stream reported last: never lost
 	}()
 
 	lctx, lcancel := context.WithTimeout(sctx, ListTimeout)
@@ -440,12 +441,17 @@ func (m *marks) run(ctx context.Context, sink catalog.Sink) {
 			return
 		case <-m.notify:
 		}
-		for id, stopping := range m.take() {
-			if stopping {
-				sink.Stopping(id)
-			} else {
-				sink.Started(id)
-			}
+		m.apply(sink)
+	}
+}
+
+// apply applies the marks taken so far.
+func (m *marks) apply(sink catalog.Sink) {
+	for id, stopping := range m.take() {
+		if stopping {
+			sink.Stopping(id)
+		} else {
+			sink.Started(id)
 		}
 	}
 }
