@@ -64,7 +64,7 @@ type DaemonStatus struct {
 	Routable    int        `json:"routable"`
 	Relists     int        `json:"relists"`
 	// LastRelistCause is why the session before the last re-listing
-	// ended: lost, fell_behind, unreachable or refused.
+	// ended: lost, fell_behind, stalled, unreachable or refused.
 	LastRelistCause string     `json:"last_relist_cause,omitempty"`
 	LastEvent       *time.Time `json:"last_event,omitempty"`
 	// Routes are the names of the routes on this daemon.

@@ -132,16 +132,16 @@ func printDaemons(w io.Writer, list []DaemonStatus, now time.Time) error {
 		}
 		lastError := "-"
 		if d.LastError != "" {
-			lastError = d.LastError
+			lastError = cell(d.LastError)
 			if d.LastErrorAt != nil {
 				lastError += " (" + ago(now, *d.LastErrorAt) + ")"
 			}
 		}
 		relists := strconv.Itoa(d.Relists)
 		if d.LastRelistCause != "" {
-			relists += " (" + d.LastRelistCause + ")"
+			relists += " (" + cell(d.LastRelistCause) + ")"
 		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", d.Kind, d.Address, d.State, ago(now, d.Since),
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", cell(d.Kind), cell(d.Address), cell(d.State), ago(now, d.Since),
 			d.Instances, d.Routable, relists, lastEvent, lastError)
 	}
 	return t.Flush()
@@ -155,15 +155,15 @@ func printInstances(w io.Writer, list []InstanceStatus) error {
 	t := newTable(w)
 	fmt.Fprintln(t, "DAEMON\tNAME\tSTATE\tHEALTH\tADDRESSES\tPUBLISHED\tVERDICT")
 	for _, in := range list {
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Kind+" "+in.Daemon, in.Name, in.State, in.Health,
-			orDash(addresses(in.Networks)), orDash(published(in.Ports)), in.Verdict)
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(in.Kind+" "+in.Daemon), cell(in.Name), cell(in.State), cell(in.Health),
+			cell(orDash(addresses(in.Networks))), cell(orDash(published(in.Ports))), cell(in.Verdict))
 	}
 	return t.Flush()
 }
 
 func printExplanation(w io.Writer, e Explanation) error {
 	if len(e.Routes) == 0 {
-		fmt.Fprintf(w, "%s: no dicer or docker route is loaded\n", e.Host)
+		fmt.Fprintf(w, "%s: no dicer or docker route is loaded\n", cell(e.Host))
 	}
 	for i, r := range e.Routes {
 		if i > 0 {
@@ -171,9 +171,9 @@ func printExplanation(w io.Writer, e Explanation) error {
 		}
 		verdict := "no upstream: 503"
 		if len(r.Targets) > 0 {
-			verdict = strconv.Itoa(len(r.Targets)) + " target(s): " + strings.Join(r.Targets, ", ")
+			verdict = strconv.Itoa(len(r.Targets)) + " target(s): " + strings.Join(cells(r.Targets), ", ")
 		}
-		fmt.Fprintf(w, "route %s (%s %s), host %s: %s\n", r.Route, r.Kind, r.Daemon, e.Host, verdict)
+		fmt.Fprintf(w, "route %s (%s %s), host %s: %s\n", cell(r.Route), cell(r.Kind), cell(r.Daemon), cell(e.Host), verdict)
 		if len(r.Candidates) == 0 {
 			fmt.Fprintln(w, "  no instance is a candidate: none lists the host in caddy.host, or none matches the selector")
 			continue
@@ -185,7 +185,7 @@ func printExplanation(w io.Writer, e Explanation) error {
 			if c.Target {
 				target = "yes"
 			}
-			fmt.Fprintf(t, "  %s\t%s\t%s\t%s\n", c.Instance, target, orDash(c.Dial), c.Why)
+			fmt.Fprintf(t, "  %s\t%s\t%s\t%s\n", cell(c.Instance), target, cell(orDash(c.Dial)), cell(c.Why))
 		}
 		if err := t.Flush(); err != nil {
 			return err
@@ -196,7 +196,7 @@ func printExplanation(w io.Writer, e Explanation) error {
 		if c.Allowed {
 			decision = "allowed"
 		}
-		fmt.Fprintf(w, "certificate for %s (permission %s %s): %s, %s\n", e.Host, c.Kind, c.Daemon, decision, c.Why)
+		fmt.Fprintf(w, "certificate for %s (permission %s %s): %s, %s\n", cell(e.Host), cell(c.Kind), cell(c.Daemon), decision, cell(c.Why))
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicer"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
 func init() {
@@ -177,6 +178,9 @@ func (d *Daemon) spec() (connSpec, error) {
 		cfg.CAFile, cfg.ServerName = d.TLS.CA, d.TLS.ServerName
 	}
 	pph := strings.TrimSpace(repl.ReplaceAll(d.PublishedPortHost, ""))
+	if err := follow.CheckPublishedPortHost(pph); err != nil {
+		return connSpec{}, err
+	}
 	a, err := dicer.New(cfg)
 	if err != nil {
 		return connSpec{}, err
@@ -187,6 +191,11 @@ func (d *Daemon) spec() (connSpec, error) {
 // validateStatic checks the settings that need no placeholder replacement,
 // so that `caddy adapt` already names a bad one.
 func (d *Daemon) validateStatic() error {
+	if !strings.Contains(d.PublishedPortHost, "{") {
+		if err := follow.CheckPublishedPortHost(strings.TrimSpace(d.PublishedPortHost)); err != nil {
+			return err
+		}
+	}
 	if strings.Contains(d.Address+d.Token, "{") {
 		return nil // checked at provision, once placeholders are known
 	}

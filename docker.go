@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
 func init() {
@@ -211,6 +212,9 @@ func (e *DockerEngine) config() (docker.Config, string) {
 // Docker adapter runs with.
 func (e *DockerEngine) spec() (connSpec, error) {
 	cfg, pph := e.config()
+	if err := follow.CheckPublishedPortHost(pph); err != nil {
+		return connSpec{}, err
+	}
 	a, err := docker.New(cfg)
 	if err != nil {
 		return connSpec{}, err
@@ -223,6 +227,11 @@ func (e *DockerEngine) spec() (connSpec, error) {
 // validateStatic checks the settings that need no placeholder replacement,
 // so that `caddy adapt` already names a bad one.
 func (e *DockerEngine) validateStatic() error {
+	if !strings.Contains(e.PublishedPortHost, "{") {
+		if err := follow.CheckPublishedPortHost(strings.TrimSpace(e.PublishedPortHost)); err != nil {
+			return err
+		}
+	}
 	if strings.Contains(e.Address, "{") {
 		return nil // checked at provision, once placeholders are known
 	}

@@ -29,7 +29,7 @@ var metrics = struct {
 	eventsApplied: counter("events_applied_total",
 		"Instance changes applied to the catalog from events (a burst of events about one instance counts once).", "kind", "daemon"),
 	relists: counter("relists_total",
-		"Full re-listings after a session that had listed ended, by why it ended: lost, fell_behind, unreachable, refused.",
+		"Full re-listings after a session that had listed ended, by why it ended: lost, fell_behind, stalled, unreachable, refused.",
 		"kind", "daemon", "cause"),
 	eventLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "caddy", Subsystem: "dicer", Name: "event_to_catalog_seconds",

@@ -352,7 +352,7 @@ func TestMultiGroupThroughCaddysMulti(t *testing.T) {
 	ctx, cancel := newLoad(t)
 	defer cancel()
 	mod, err := ctx.LoadModuleByID("http.reverse_proxy.upstreams.multi", []byte(fmt.Sprintf(`{"sources": [
-		{"source": "dicer", "selector": "app=web", "address": "unix:%s", "published_port_host": "127.0.0.147"},
+		{"source": "dicer", "selector": "app=web", "address": "unix:%s", "published_port_host": "192.0.2.147"},
 		{"source": "a", "name": "127.0.0.1", "port": "1"},
 		{"source": "dicer", "selector": "app=web", "address": "unix:%s"}
 	]}`, sockA, sockB)))

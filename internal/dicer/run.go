@@ -3,8 +3,11 @@ package dicer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -24,7 +27,16 @@ type Adapter struct {
 	listNets bool
 	pace     follow.Pace
 	key      string
+	// caughtUp bounds the wait for the event history's end (caught_up);
+	// zero: DefaultCaughtUpTimeout.
+	caughtUp time.Duration
 }
+
+// DefaultCaughtUpTimeout bounds how long a session waits, after
+// subscribing, for the daemon to say its event history is through
+// (caught_up): a daemon that never says it ends the session, with a
+// reason saying so, and the loop reconnects.
+const DefaultCaughtUpTimeout = follow.CallTimeout
 
 // New checks cfg and reads its CA file. Each error names the setting at
 // fault ("address: ...", "token: ...", "tls: ...", "tls ca: ...").
@@ -84,7 +96,12 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 	if err != nil {
 		return nil, err
 	}
-	return &conn{cc: cc, client: dicerpb.NewDaemonServiceClient(cc), log: log, listNets: a.listNets}, nil
+	caughtUp := a.caughtUp
+	if caughtUp <= 0 {
+		caughtUp = DefaultCaughtUpTimeout
+	}
+	return &conn{cc: cc, client: dicerpb.NewDaemonServiceClient(cc), log: log, listNets: a.listNets, caughtUp: caughtUp,
+		warnedHostIP: map[string]bool{}}, nil
 }
 
 // Explain implements follow.Daemon.
@@ -170,6 +187,10 @@ type conn struct {
 	log      *zap.Logger
 	listNets bool // false when not wanted or not permitted
 	gateways map[string]string
+	caughtUp time.Duration
+	// warnedHostIP holds the instances whose refused host addresses (R4b)
+	// were warned about this session.
+	warnedHostIP map[string]bool
 }
 
 func (c *conn) Close() error { return c.cc.Close() }
@@ -177,20 +198,39 @@ func (c *conn) Close() error { return c.cc.Close() }
 // Subscribe asks for the events from now on (limit 1 skips the stored
 // history, which the listing makes moot) and reads until the daemon says
 // the history is through.
+//
+// A daemon that does not say caught_up within the caughtUp bound ends the
+// session (errNoCaughtUp).
 func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
-	stream, err := c.client.GetEvents(ctx, &dicerpb.GetEventsRequest{Follow: true, Limit: 1})
+	sctx, cancel := context.WithCancel(ctx)
+	var late atomic.Bool
+	deadline := time.AfterFunc(c.caughtUp, func() { late.Store(true); cancel() })
+	stream, err := c.client.GetEvents(sctx, &dicerpb.GetEventsRequest{Follow: true, Limit: 1})
 	if err != nil {
+		deadline.Stop()
+		cancel()
 		return nil, follow.WrapCall("GetEvents", err)
 	}
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
+			deadline.Stop()
+			cancel()
+			if late.Load() && ctx.Err() == nil {
+				err = fmt.Errorf("%w within %v", errNoCaughtUp, c.caughtUp)
+			}
 			return nil, follow.WrapCall("GetEvents", err)
 		}
 		if resp.GetCaughtUp() {
 			break // this reply's events, if any, are history too
 		}
 	}
+	if !deadline.Stop() {
+		// It fired as the answer came: the stream is cancelled.
+		cancel()
+		return nil, follow.WrapCall("GetEvents", fmt.Errorf("%w within %v", errNoCaughtUp, c.caughtUp))
+	}
+	// cancel is left to ctx: the stream lives on.
 	return func(report func(follow.Event)) error {
 		for {
 			resp, err := stream.Recv()
@@ -213,6 +253,10 @@ func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
 	}, nil
 }
 
+// errNoCaughtUp ends a session whose daemon never said its event history
+// was through.
+var errNoCaughtUp = errors.New("the daemon did not say its event history was through (caught_up)")
+
 // List lists the networks, for their gateways, then the instances.
 func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	if c.listNets {
@@ -226,6 +270,7 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	}
 	all := make([]catalog.Instance, 0, len(resp.GetInstances()))
 	for _, in := range resp.GetInstances() {
+		c.warnHostIPs(in)
 		all = append(all, translate(in, c.gateways))
 	}
 	return follow.Listing{Instances: all, Fields: []zap.Field{zap.Bool("networks_listed", c.listNets)}}, nil
@@ -241,7 +286,28 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 	if err != nil {
 		return catalog.Instance{}, follow.WrapCall("GetInstance", err)
 	}
+	if in.GetId() != id {
+		// A daemon that answers for another instance: applying it would
+		// put that instance's state (or a forged one) under this ID.
+		c.log.Error("the Dicer daemon answered GetInstance with another instance: ignored",
+			zap.String("asked", id), zap.String("answered", in.GetId()), zap.String("instance", in.GetName()))
+		return catalog.Instance{}, follow.WrapCall("GetInstance", follow.ErrUnusable)
+	}
+	c.warnHostIPs(in)
 	return translate(in, c.gateways), nil
+}
+
+// warnHostIPs warns, once per instance and session, about the port
+// mappings R4b never dials.
+func (c *conn) warnHostIPs(in *dicerpb.Instance) {
+	ips := refusedHostIPs(in)
+	if len(ips) == 0 || c.warnedHostIP[in.GetId()] {
+		return
+	}
+	c.warnedHostIP[in.GetId()] = true
+	c.log.Warn("published port not used: its host address is link-local, multicast or not an IP address (R4b); "+
+		"requests go to the instance's own address",
+		zap.String("instance", in.GetName()), zap.Strings("host_ip", ips))
 }
 
 // Refresh follows a network event: it re-lists networks and returns the

@@ -5,6 +5,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
 // translate turns a daemon instance into the catalog's neutral model.
@@ -86,8 +87,9 @@ func translateHealth(in *dicerpb.Instance) catalog.Health {
 	return catalog.HealthNone
 }
 
-// translatePort drops mappings that cannot be a port (0 or above 65535) and
-// protocols this client does not know.
+// translatePort drops mappings that cannot be a port (0 or above 65535),
+// protocols this client does not know, and host addresses never dialled
+// (R4b, see refusedHostIPs).
 func translatePort(p *dicerpb.PortMapping) (catalog.PublishedPort, bool) {
 	hp, gp := p.GetHostPort(), p.GetGuestPort()
 	if hp == 0 || hp > 65535 || gp == 0 || gp > 65535 {
@@ -106,6 +108,12 @@ func translatePort(p *dicerpb.PortMapping) (catalog.PublishedPort, bool) {
 	if hostIP == "0.0.0.0" || hostIP == "::" {
 		hostIP = "" // every host address, as the daemon stores it
 	}
+	if !follow.DialableHostIP(hostIP) {
+		// R4b: never dialled (a link-local address such as the cloud
+		// metadata service's 169.254.169.254); without the mapping,
+		// requests go to the instance's own address, as for loopback.
+		return catalog.PublishedPort{}, false
+	}
 	return catalog.PublishedPort{HostIP: hostIP, HostPort: uint16(hp), GuestPort: uint16(gp), Protocol: proto}, true
 }
 
@@ -118,4 +126,16 @@ func gatewayMap(nets []*dicerpb.Network) map[string]string {
 		}
 	}
 	return m
+}
+
+// refusedHostIPs are the host addresses of in's port mappings that R4b
+// never dials, for the warning that names the instance.
+func refusedHostIPs(in *dicerpb.Instance) []string {
+	var out []string
+	for _, p := range in.GetPorts() {
+		if ip := p.GetHostIp(); ip != "0.0.0.0" && ip != "::" && !follow.DialableHostIP(ip) {
+			out = append(out, ip)
+		}
+	}
+	return out
 }

@@ -78,7 +78,9 @@ type Daemon struct {
 	calls       map[string]int64
 	tokens      map[[32]byte]*token
 	callErrs    map[string]error
-	listenAddr  string // TCP address reported by GetHostInfo
+	listenAddr  string                                    // TCP address reported by GetHostInfo
+	noCaughtUp  bool                                      // see WithholdCaughtUp
+	getAnswer   func(*dicerpb.Instance) *dicerpb.Instance // see AnswerGetInstance
 }
 
 // New returns a daemon with no instances, networks or tokens, and a fresh

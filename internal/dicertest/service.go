@@ -36,7 +36,11 @@ func (s *service) GetInstance(_ context.Context, req *dicerpb.GetInstanceRequest
 	if err != nil {
 		return nil, err
 	}
-	return proto.Clone(inst).(*dicerpb.Instance), nil
+	out := proto.Clone(inst).(*dicerpb.Instance)
+	if d.getAnswer != nil {
+		out = d.getAnswer(out)
+	}
+	return out, nil
 }
 
 func (s *service) StartInstance(_ context.Context, req *dicerpb.StartInstanceRequest) (*dicerpb.Instance, error) {
@@ -178,14 +182,15 @@ func (s *service) GetEvents(req *dicerpb.GetEventsRequest, stream grpc.ServerStr
 		sub = d.subscribeLocked(f)
 	}
 	hist := d.historyLocked(f, int(req.GetLimit()))
+	noCaughtUp := d.noCaughtUp
 	d.mu.Unlock()
 	if sub != nil {
 		defer d.unsubscribe(sub)
 	}
 
-	for first := true; first || len(hist) > 0; first = false {
+	for first := true; first && !noCaughtUp || len(hist) > 0; first = false {
 		n := min(len(hist), HistoryBatch)
-		resp := &dicerpb.GetEventsResponse{Events: hist[:n], CaughtUp: n == len(hist)}
+		resp := &dicerpb.GetEventsResponse{Events: hist[:n], CaughtUp: n == len(hist) && !noCaughtUp}
 		hist = hist[n:]
 		if err := stream.Send(resp); err != nil {
 			return nil // the client went away

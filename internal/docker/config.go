@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
@@ -36,7 +37,21 @@ type Config struct {
 	// defaults, and on a unix socket a zero ConnectMax is
 	// follow.LocalConnectMax.
 	Pace follow.Pace
+	// Resync is how often a session also re-lists every container and
+	// applies the differences (follow.Loop.Resync): the Engine drops
+	// events for a subscriber that falls behind, and an event stream can
+	// stall (a frozen socket proxy) while the Engine still answers. Zero:
+	// DefaultResync; negative: never. ResyncTimeout bounds one re-listing
+	// (zero: follow.DefaultResyncTimeout) and StallGrace is
+	// follow.Loop.StallGrace. Not Caddyfile settings.
+	Resync, ResyncTimeout, StallGrace time.Duration
 }
+
+// DefaultResync is how often a Docker session re-lists every container:
+// one ContainerList call, the differences applied. A lost or stalled
+// event is so corrected within it (plus ResyncTimeout if the connection
+// the re-listing uses is stalled too).
+const DefaultResync = 10 * time.Second
 
 // Resolved returns c with Host filled in: $DOCKER_HOST when Host is empty,
 // else DefaultHost. Surrounding whitespace is dropped.

@@ -82,7 +82,12 @@ type Adapter struct {
 	host string
 	tls  *tls.Config // nil: no TLS
 	pace follow.Pace
-	key  string
+	// stopMargin is added to a container's stop timeout to bound a
+	// stop signal's hold (follow.StopBound); zero: DefaultStopMargin.
+	stopMargin time.Duration
+	// resync, resyncTimeout and stallGrace are the Loop's (see Config).
+	resync, resyncTimeout, stallGrace time.Duration
+	key                               string
 	// wrap, if set, wraps each session's Engine client (tests count calls).
 	wrap func(engine) engine
 }
@@ -99,7 +104,13 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Adapter{host: cfg.Host, tls: tlsCfg, pace: cfg.Pace}
+	a := &Adapter{host: cfg.Host, tls: tlsCfg, pace: cfg.Pace, resyncTimeout: cfg.ResyncTimeout, stallGrace: cfg.StallGrace}
+	switch {
+	case cfg.Resync == 0:
+		a.resync = DefaultResync
+	case cfg.Resync > 0:
+		a.resync = cfg.Resync
+	}
 	if !IsTCP(cfg.Host) && a.pace.ConnectMax == 0 {
 		// A connection attempt to an absent socket costs nothing (R6).
 		a.pace.ConnectMax = follow.LocalConnectMax
@@ -127,9 +138,12 @@ func (a *Adapter) Key() string { return a.key }
 // container (one call; a container is inspected only if the listing does
 // not tell its health), then applies each later event by inspecting only
 // the container it names, bursts coalesced, so an event costs the same
-// whatever the number of containers.
+// whatever the number of containers. Every Resync (DefaultResync) it also
+// re-lists every container and applies the differences, so that a lost
+// event is corrected, and a stream found stalled is reconnected.
 func (a *Adapter) Loop() *follow.Loop {
-	return &follow.Loop{Daemon: a, Name: "Docker Engine", Things: "containers", Thing: "container", Address: a.host, Pace: a.pace}
+	return &follow.Loop{Daemon: a, Name: "Docker Engine", Things: "containers", Thing: "container", Address: a.host, Pace: a.pace,
+		Resync: a.resync, ResyncTimeout: a.resyncTimeout, StallGrace: a.stallGrace}
 }
 
 // Connect implements follow.Daemon.
@@ -142,8 +156,22 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 	if a.wrap != nil {
 		eng = a.wrap(eng)
 	}
-	return &conn{eng: eng, log: log}, nil
+	margin := a.stopMargin
+	if margin <= 0 {
+		margin = DefaultStopMargin
+	}
+	return &conn{eng: eng, log: log, stopMargin: margin, stopTimeouts: map[string]time.Duration{}}, nil
 }
+
+// Stop-signal hold bounds (follow.StopBound).
+const (
+	// EngineStopTimeout is the Engine's stop timeout for a container that
+	// sets none (docker stop without -t: SIGKILL 10 s after the signal).
+	EngineStopTimeout = 10 * time.Second
+	// DefaultStopMargin is added to a container's stop timeout: a
+	// container still running that long after a stop signal ignored it.
+	DefaultStopMargin = 5 * time.Second
+)
 
 // Explain implements follow.Daemon.
 func (a *Adapter) Explain(err error) follow.End { return Explain(err) }
@@ -254,6 +282,26 @@ func tlsReason(err error) (string, bool) {
 type conn struct {
 	eng engine
 	log *zap.Logger
+	// stopTimeouts are the containers' own stop timeouts, as inspections
+	// told (a container without one is not in it).
+	stopTimeouts map[string]time.Duration
+	stopMargin   time.Duration
+}
+
+// StopBound implements follow.StopBound: the container's stop timeout
+// (its StopTimeout, Compose's stop_grace_period, else the Engine's 10 s)
+// plus a margin. A `docker stop -t` longer than that is not known to the
+// adapter: a container still running past the bound is routed to again
+// until its SIGKILL.
+func (c *conn) StopBound(id string) time.Duration {
+	d, ok := c.stopTimeouts[id]
+	switch {
+	case !ok:
+		d = EngineStopTimeout
+	case d < 0:
+		return 0 // no bound
+	}
+	return d + c.stopMargin
 }
 
 func (c *conn) Close() error { return c.eng.Close() }
@@ -330,10 +378,17 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 	in, err := c.eng.ContainerInspect(ctx, id)
 	if cerrdefs.IsNotFound(err) {
+		delete(c.stopTimeouts, id)
 		return catalog.Instance{}, follow.WrapCall("ContainerInspect", follow.ErrNotFound)
 	}
 	if err != nil {
 		return catalog.Instance{}, follow.WrapCall("ContainerInspect", err)
+	}
+	if in.Config != nil && in.Config.StopTimeout != nil {
+		// Negative: the Engine waits for it forever, and so does the hold.
+		c.stopTimeouts[id] = time.Duration(*in.Config.StopTimeout) * time.Second
+	} else {
+		delete(c.stopTimeouts, id)
 	}
 	return fromInspect(in), nil
 }

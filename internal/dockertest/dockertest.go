@@ -189,6 +189,9 @@ type Options struct {
 	Networks []string
 	// NoStart leaves the container created but not started.
 	NoStart bool
+	// StopTimeout is the container's stop timeout in seconds; nil: the
+	// Engine's default.
+	StopTimeout *int
 }
 
 // HealthCheck is a health check running the helloserver's -healthcheck
@@ -257,6 +260,7 @@ func StartContainer(ctx context.Context, cli client.APIClient, opts Options) (Co
 		Env:          env,
 		Healthcheck:  opts.Health,
 		ExposedPorts: exposed,
+		StopTimeout:  opts.StopTimeout,
 	}
 	hostCfg := &container.HostConfig{
 		PortBindings: bindings,

@@ -125,6 +125,19 @@ type GroupConn interface {
 	Sync(ctx context.Context, group string) (current []catalog.Instance, gone []string, err error)
 }
 
+// StopBound is a Conn that bounds how long an event saying an instance is
+// stopping (Event.Stopping) holds it out of its rotations while the daemon
+// still reports it running (R6e): a container that ignores its stop
+// signal, say. Once the bound is past, the session fetches the instance
+// again and, if it still runs, ends the hold (Sink.Started) and logs it.
+type StopBound interface {
+	Conn
+	// StopBound is the bound for the instance with this ID, as the last
+	// Fetch of it told (its stop timeout plus a margin); zero or less: no
+	// bound, the hold lasts until the instance stops or starts again.
+	StopBound(id string) time.Duration
+}
+
 // Listing is what Conn.List returns.
 type Listing struct {
 	Instances []catalog.Instance
@@ -151,6 +164,9 @@ type End struct {
 	// Lost, if set, replaces the warning logged when a session that had
 	// listed ends ("lost the <Name>: ...").
 	Lost string
+	// Stalled says the session ended because its event stream was open
+	// but silent while the daemon answered (ErrStalled); the Loop sets it.
+	Stalled bool
 }
 
 // Key is a hash of settings that shape a connection (a token or a file's
@@ -160,3 +176,8 @@ func Key(settings ...string) string {
 	sum := sha256.Sum256([]byte(strings.Join(settings, "\x00")))
 	return hex.EncodeToString(sum[:])
 }
+
+// ErrUnusable is what Conn.Fetch wraps when the daemon's answer cannot be
+// used (the instance returned is not the one asked for): the session keeps
+// what the sink has of the instance and goes on; the adapter logs why.
+var ErrUnusable = errors.New("unusable answer")

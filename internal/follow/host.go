@@ -1,6 +1,8 @@
 package follow
 
 import (
+	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 )
@@ -23,4 +25,97 @@ func RemoteHost(host string) string {
 		}
 	}
 	return host
+}
+
+// maxHostName is the longest DNS name (RFC 1035).
+const maxHostName = 253
+
+// CheckPublishedPortHost checks the published_port_host setting (R4): ""
+// (not set), an IP address, or a DNS name, without a scheme, a port or a
+// path. A loopback or unspecified address, "localhost" and names under it
+// are refused: R4 never reaches a published port at this machine's
+// loopback (Dicer does not forward from it, and a Caddy in a container
+// would reach itself), and 0.0.0.0 names no host. Each error starts with
+// "published_port_host: ".
+func CheckPublishedPortHost(host string) error {
+	if host == "" {
+		return nil
+	}
+	fail := func(why string) error {
+		return fmt.Errorf("published_port_host: %q %s", host, why)
+	}
+	if strings.Contains(host, "://") {
+		return fail("is a URL: give only a host name or an IP address (no scheme)")
+	}
+	if strings.HasPrefix(host, "[") {
+		return fail("is bracketed: give an IPv6 address without brackets, and no port")
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Zone() != "" {
+			return fail("has a zone: give an address routable without one")
+		}
+		if RemoteHost(host) == "" {
+			return fail("is a loopback or unspecified address: published ports are never reached there (R4); leave it unset to use the network's gateway")
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(host); err == nil {
+		return fail("has a port: give only a host name or an IP address (the published port is the instance's)")
+	}
+	if strings.ContainsAny(host, "/?#@") {
+		return fail("is not a host name: give only a host name or an IP address")
+	}
+	if !isDNSName(host) {
+		return fail("is neither an IP address nor a DNS name")
+	}
+	if RemoteHost(host) == "" {
+		return fail("names this machine: published ports are never reached at loopback (R4); leave it unset to use the network's gateway")
+	}
+	return nil
+}
+
+// isDNSName reports whether name is a DNS name: labels of 1 to 63 letters,
+// digits, '-' (not first nor last) and '_', 253 bytes at most, one
+// trailing dot allowed, the last not all digits.
+func isDNSName(name string) bool {
+	name = strings.TrimSuffix(name, ".")
+	if name == "" || len(name) > maxHostName {
+		return false
+	}
+	labels := strings.Split(name, ".")
+	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
+		return false // all digits: a mistyped IP address, not a name
+	}
+	for _, label := range labels {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// DialableHostIP reports whether a port published on hostIP, as a daemon
+// reports it, may be dialled there (R4b): "" (every host address), or an
+// IP address that is neither link-local (169.254.0.0/16, fe80::/10, where
+// cloud metadata services answer), nor multicast, nor the broadcast
+// 255.255.255.255. Loopback passes: R4 itself sends those requests to the
+// instance's own address. Anything else (a name) does not: a daemon
+// reports addresses.
+func DialableHostIP(hostIP string) bool {
+	if hostIP == "" {
+		return true
+	}
+	ip, err := netip.ParseAddr(hostIP)
+	if err != nil || ip.Zone() != "" {
+		return false
+	}
+	ip = ip.Unmap()
+	return !ip.IsLinkLocalUnicast() && !ip.IsLinkLocalMulticast() && !ip.IsMulticast() &&
+		!ip.IsInterfaceLocalMulticast() && ip != netip.AddrFrom4([4]byte{255, 255, 255, 255})
 }

@@ -89,12 +89,55 @@ type Loop struct {
 	Address string
 	// Pace bounds the delays between sessions.
 	Pace Pace
+	// Resync, if positive, is how often a session that follows the
+	// daemon's events also re-lists every instance and applies only the
+	// differences (a changed instance re-Put, a vanished one deleted):
+	// for a daemon whose stream can lose events (the Docker Engine drops
+	// them for a subscriber that falls behind) or stall while the daemon
+	// still answers. When a re-listing finds a change and the stream
+	// reported no event since the re-listing before, nor within
+	// StallGrace after it, the stream is taken for stalled: the session
+	// ends (ErrStalled) and the loop reconnects. Zero: no re-listing.
+	Resync time.Duration
+	// ResyncTimeout bounds each such re-listing; a daemon that does not
+	// answer within it ends the session. Zero: DefaultResyncTimeout.
+	ResyncTimeout time.Duration
+	// StallGrace is how long after a re-listing that found a change the
+	// stream has to report any event before it is taken for stalled (an
+	// event may be on its way). Zero: DefaultStallGrace.
+	StallGrace time.Duration
 
 	logger *zap.Logger // set by Run
 
 	// clock and sleep stand in for time in tests; nil means real time.
 	clock func() time.Time
 	sleep func(ctx context.Context, d time.Duration) bool
+}
+
+// Re-listing defaults (see Loop.Resync).
+const (
+	DefaultResyncTimeout = 10 * time.Second
+	DefaultStallGrace    = 2 * time.Second
+)
+
+// ErrStalled ends a session whose connection is open but silent: a
+// re-listing found changes the event stream never reported, or got no
+// answer within Loop.ResyncTimeout. The error that ends the session wraps
+// it and says which.
+var ErrStalled = errors.New("stalled: the connection is open but nothing comes through")
+
+func (l *Loop) resyncTimeout() time.Duration {
+	if l.ResyncTimeout > 0 {
+		return l.ResyncTimeout
+	}
+	return DefaultResyncTimeout
+}
+
+func (l *Loop) stallGrace() time.Duration {
+	if l.StallGrace > 0 {
+		return l.StallGrace
+	}
+	return DefaultStallGrace
 }
 
 // maxLoggedReasons bounds the set of failure messages already logged at
@@ -148,6 +191,11 @@ func (l *Loop) Run(ctx context.Context, sink catalog.Sink, log *zap.Logger) {
 			return
 		}
 		e := l.Daemon.Explain(err)
+		if errors.Is(err, ErrStalled) {
+			e.Stalled = true
+			e.Lost = "the connection to the " + l.Name + " stalled (open, but silent): " +
+				"still routing to what the last listing found, reconnecting"
+		}
 		listed := !listedAt.IsZero()
 		if listed {
 			o.lostCause = RelistCause(e)

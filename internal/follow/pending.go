@@ -23,6 +23,12 @@ type PendingEvent struct {
 	Deleted bool
 	// Received is when the first of them arrived.
 	Received time.Time
+	// Stopping is set when the last of them that said so said the
+	// instance is stopping (Event.Stopping), not that it started.
+	Stopping bool
+	// Started is set when the last of them that said either said the
+	// instance started (Event.Started).
+	Started bool
 }
 
 // NewPending returns an empty set.
@@ -34,14 +40,26 @@ func NewPending() *Pending {
 // daemon never reuses an ID, and a later event (a network disconnect after
 // a destroy, say) does not bring it back.
 func (p *Pending) Add(id string, deleted bool) {
+	p.AddEvent(Event{ID: id, Deleted: deleted})
+}
+
+// AddEvent is Add for an event about e.ID, which also records whether it
+// said the instance is stopping or started.
+func (p *Pending) AddEvent(e Event) {
 	now := time.Now()
 	p.mu.Lock()
-	ev, ok := p.ids[id]
+	ev, ok := p.ids[e.ID]
 	if !ok {
 		ev.Received = now
 	}
-	ev.Deleted = ev.Deleted || deleted
-	p.ids[id] = ev
+	ev.Deleted = ev.Deleted || e.Deleted
+	switch {
+	case e.Stopping:
+		ev.Stopping, ev.Started = true, false
+	case e.Started:
+		ev.Stopping, ev.Started = false, true
+	}
+	p.ids[e.ID] = ev
 	p.mu.Unlock()
 	p.signal()
 }

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -22,6 +23,15 @@ type session struct {
 	sink  catalog.Sink
 	trace *Trace
 	known map[string]catalog.Instance // what the sink was fed, by ID
+	// received counts the events the stream reported; lastResync is its
+	// value at the last re-listing.
+	received   *atomic.Int64
+	lastResync int64
+	// holds are the instances a Stopping event holds out of their
+	// rotations while the daemon reports them running, each until when
+	// (StopBound).
+	holds map[string]time.Time
+	marks *marks
 }
 
 // runSession runs one session: subscribe, then list and Replace the sink's
@@ -46,12 +56,21 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 		return time.Time{}, err
 	}
 	pending := NewPending()
+	marks := newMarks()
+	var received atomic.Int64 // events the stream reported
 	streamErr := make(chan error, 1)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
+		marks.run(sctx, sink)
+	}()
+	go func() {
+		defer wg.Done()
+		// This goroutine only reads: it never waits on the sink, so a slow
+		// catalog cannot make the daemon drop events for it.
 		streamErr <- stream(func(e Event) {
+			received.Add(1)
 			trace.eventReceived()
 			switch {
 			case e.DaemonWide:
@@ -61,18 +80,19 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 				pending.AddGroup(e.Group)
 				return
 			case e.Stopping:
-				// At once, not after the fetches queued before it: new
-				// requests stop going there within the event's time.
-				sink.Stopping(e.ID)
+				// Before the fetches queued before it: new requests stop
+				// going there within the event's time.
+				marks.set(e.ID, true)
 			case e.Started:
-				sink.Started(e.ID)
+				marks.set(e.ID, false)
 			}
-			pending.Add(e.ID, e.Deleted)
+			pending.AddEvent(e)
 		})
 	}()
 	defer func() {
 		cancel()
 		wg.Wait()
+		marks.apply(sink) // those the stream reported last: never lost
 	}()
 
 	lctx, lcancel := context.WithTimeout(sctx, ListTimeout)
@@ -90,7 +110,8 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 		return time.Time{}, err
 	}
 
-	s := &session{loop: l, conn: conn, sink: sink, trace: trace, known: make(map[string]catalog.Instance, len(listing.Instances))}
+	s := &session{loop: l, conn: conn, sink: sink, trace: trace, known: make(map[string]catalog.Instance, len(listing.Instances)), received: &received,
+		holds: map[string]time.Time{}, marks: marks}
 	for _, in := range listing.Instances {
 		s.known[in.ID] = in
 	}
@@ -103,12 +124,54 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 	l.log().Info(msg, append([]zap.Field{zap.Int(l.Things, len(listing.Instances))}, listing.Fields...)...)
 	trace.listed(len(listing.Instances), reconnect, lostCause)
 
+	var resync, stall <-chan time.Time
+	if l.Resync > 0 {
+		t := time.NewTicker(l.Resync)
+		defer t.Stop()
+		resync = t.C
+	}
+	stallTimer := time.NewTimer(time.Hour)
+	stallTimer.Stop()
+	defer stallTimer.Stop()
+	suspect := int64(-1) // the event count when a re-listing found unreported changes
+	holdTimer := time.NewTimer(time.Hour)
+	holdTimer.Stop()
+	defer holdTimer.Stop()
 	for {
+		var holdC <-chan time.Time
+		if at, ok := s.nextHold(); ok {
+			holdTimer.Reset(time.Until(at))
+			holdC = holdTimer.C
+		}
 		select {
+		case <-holdC:
+			if err := s.endHolds(sctx); err != nil {
+				return listedAt, err
+			}
+			continue
 		case <-ctx.Done():
 			return listedAt, ctx.Err()
 		case err := <-streamErr:
 			return listedAt, err
+		case <-resync:
+			found, err := s.resync(sctx)
+			if err != nil {
+				return listedAt, err
+			}
+			if found && suspect < 0 {
+				suspect = s.lastResync
+				stallTimer.Reset(l.stallGrace())
+				stall = stallTimer.C
+			}
+			continue
+		case <-stall:
+			stall = nil
+			if received.Load() == suspect {
+				trace.stalled()
+				return listedAt, WrapCall("Events", fmt.Errorf("%w: a re-listing found changes the event stream did not report", ErrStalled))
+			}
+			suspect = -1
+			continue
 		case <-pending.Notify():
 		}
 		ids, daemonWide, flaggedAt := pending.Take()
@@ -124,7 +187,7 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 			}
 		}
 		for id, ev := range ids {
-			if err := s.apply(sctx, id, ev.Deleted); err != nil {
+			if err := s.apply(sctx, id, ev); err != nil {
 				return listedAt, err
 			}
 			trace.eventApplied(ev.Received)
@@ -145,6 +208,62 @@ func (s *session) refresh(ctx context.Context) error {
 		s.sink.Put(in)
 	}
 	return nil
+}
+
+// resync re-lists every instance (Loop.Resync) and applies only the
+// differences. found is set when it found a change although the stream
+// reported no event since the re-listing before: the stream may be stalled.
+func (s *session) resync(ctx context.Context) (found bool, err error) {
+	before := s.received.Load()
+	silent := before == s.lastResync
+	s.lastResync = before
+	lctx, cancel := context.WithTimeout(ctx, s.loop.resyncTimeout())
+	listing, err := s.conn.List(lctx)
+	timedOut := lctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+	cancel()
+	if err != nil {
+		call, _ := Call(err)
+		if call == "" {
+			call = "re-listing"
+		}
+		if timedOut {
+			// A daemon that answers nothing on this connection: its stream
+			// may be as silent.
+			s.trace.stalled()
+			return false, WrapCall(call, fmt.Errorf("%w: a re-listing got no answer within %v", ErrStalled, s.loop.resyncTimeout()))
+		}
+		return false, WrapCall(call, err)
+	}
+	changed, gone := s.applyListing(listing.Instances)
+	s.trace.resynced(changed, gone)
+	if changed+gone == 0 {
+		return false, nil
+	}
+	s.loop.log().Debug("re-listing found changes", zap.Int("changed", changed), zap.Int("gone", gone),
+		zap.Bool("stream_silent", silent))
+	return silent, nil
+}
+
+// applyListing feeds the sink what differs between a listing and what it
+// was fed: changed or new instances Put, vanished ones deleted.
+func (s *session) applyListing(list []catalog.Instance) (changed, gone int) {
+	seen := make(map[string]struct{}, len(list))
+	for _, in := range list {
+		seen[in.ID] = struct{}{}
+		if old, ok := s.known[in.ID]; ok && Same(old, in) {
+			continue
+		}
+		changed++
+		s.known[in.ID] = in
+		s.sink.Put(in)
+	}
+	for id := range s.known {
+		if _, ok := seen[id]; !ok {
+			gone++
+			s.drop(id)
+		}
+	}
+	return changed, gone
 }
 
 // sync brings one group up to date: one GroupConn.Sync per pending group.
@@ -179,8 +298,9 @@ func (s *session) sync(ctx context.Context, group string) error {
 
 // apply brings one instance up to date: one Fetch per pending ID, whatever
 // the number of instances; none for a deleted one.
-func (s *session) apply(ctx context.Context, id string, deleted bool) error {
-	if deleted {
+func (s *session) apply(ctx context.Context, id string, ev PendingEvent) error {
+	if ev.Deleted {
+		delete(s.holds, id)
 		s.drop(id)
 		return nil
 	}
@@ -191,6 +311,9 @@ func (s *session) apply(ctx context.Context, id string, deleted bool) error {
 		s.drop(id)
 		return nil
 	}
+	if errors.Is(err, ErrUnusable) {
+		return nil // the adapter said why; the sink keeps what it has
+	}
 	if err != nil {
 		return err
 	}
@@ -199,8 +322,64 @@ func (s *session) apply(ctx context.Context, id string, deleted bool) error {
 	}
 	s.known[in.ID] = in
 	s.sink.Put(in)
+	if sb, ok := s.conn.(StopBound); ok && ev.Stopping && in.State == catalog.StateRunning {
+		if _, held := s.holds[id]; !held {
+			if bound := sb.StopBound(id); bound > 0 {
+				s.holds[id] = time.Now().Add(bound)
+			}
+		}
+	} else if ev.Started || in.State != catalog.StateRunning {
+		delete(s.holds, id) // started again, or stopped: the hold is over
+	}
 	s.loop.log().Debug(s.loop.Thing+" updated", zap.String(s.loop.Thing, in.Name), zap.String("id", in.ID),
 		zap.Stringer("state", in.State), zap.Stringer("health", in.Health))
+	return nil
+}
+
+// nextHold is when the first hold ends.
+func (s *session) nextHold() (time.Time, bool) {
+	var first time.Time
+	for _, at := range s.holds {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// endHolds fetches each instance whose hold is past: one still running
+// ignored its stop signal, so the hold ends (Sink.Started) and it is
+// back in its rotations; one that is not has its state Put.
+func (s *session) endHolds(ctx context.Context) error {
+	now := time.Now()
+	for id, at := range s.holds {
+		if at.After(now) {
+			continue
+		}
+		delete(s.holds, id)
+		cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+		in, err := s.conn.Fetch(cctx, id)
+		cancel()
+		switch {
+		case errors.Is(err, ErrNotFound):
+			s.drop(id)
+			continue
+		case errors.Is(err, ErrUnusable):
+			continue
+		case err != nil:
+			return err
+		}
+		if in.ID == "" {
+			in.ID = id
+		}
+		s.known[in.ID] = in
+		s.sink.Put(in)
+		if in.State == catalog.StateRunning {
+			s.marks.set(id, false)
+			s.loop.log().Info(s.loop.Thing+" still running after its stop signal and stop timeout: back in its rotations",
+				zap.String(s.loop.Thing, in.Name), zap.String("id", id))
+		}
+	}
 	return nil
 }
 
@@ -216,4 +395,63 @@ func (s *session) drop(id string) {
 	delete(s.known, id)
 	s.sink.Delete(id)
 	s.loop.log().Debug(s.loop.Thing+" removed", zap.String(s.loop.Thing, name), zap.String("id", id))
+}
+
+// marks hands the stream's Stopping and Started marks to the sink from a
+// goroutine of its own, coalesced by instance (the last mark wins), so that
+// the stream never waits on the sink: the Docker Engine drops events for
+// a subscriber that stops reading (its queue of 1024 full for 100 ms).
+type marks struct {
+	mu      sync.Mutex
+	pending map[string]bool // ID -> stopping (true) or started (false)
+	notify  chan struct{}
+}
+
+func newMarks() *marks {
+	return &marks{pending: make(map[string]bool), notify: make(chan struct{}, 1)}
+}
+
+// set records the latest mark of id.
+func (m *marks) set(id string, stopping bool) {
+	m.mu.Lock()
+	m.pending[id] = stopping
+	m.mu.Unlock()
+	select {
+	case m.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (m *marks) take() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.pending) == 0 {
+		return nil
+	}
+	p := m.pending
+	m.pending = make(map[string]bool)
+	return p
+}
+
+// run applies the marks to sink as they come until ctx is done.
+func (m *marks) run(ctx context.Context, sink catalog.Sink) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.notify:
+		}
+		m.apply(sink)
+	}
+}
+
+// apply applies the marks taken so far.
+func (m *marks) apply(sink catalog.Sink) {
+	for id, stopping := range m.take() {
+		if stopping {
+			sink.Stopping(id)
+		} else {
+			sink.Started(id)
+		}
+	}
 }

@@ -25,6 +25,14 @@ type Trace struct {
 	// events about one instance (or a daemon-wide change) told, with the
 	// time the first of them was received.
 	EventApplied func(received time.Time)
+	// Resynced is called after each periodic re-listing (Loop.Resync)
+	// with the number of instances it found changed (or new) and gone:
+	// changes the event stream had not applied yet, or lost.
+	Resynced func(changed, gone int)
+	// Stalled is called when a session ends because its event stream was
+	// open but silent while the daemon answered (ErrStalled); Ended
+	// follows.
+	Stalled func()
 }
 
 type traceKey struct{}
@@ -66,6 +74,18 @@ func (t *Trace) eventApplied(received time.Time) {
 	}
 }
 
+func (t *Trace) resynced(changed, gone int) {
+	if t.Resynced != nil {
+		t.Resynced(changed, gone)
+	}
+}
+
+func (t *Trace) stalled() {
+	if t.Stalled != nil {
+		t.Stalled()
+	}
+}
+
 // Causes of a re-listing, as RelistCause names them: a bounded set, fit
 // for a metric label.
 const (
@@ -76,6 +96,9 @@ const (
 	CauseFellBehind = "fell_behind"
 	// CauseUnreachable: the daemon could not be reached (End.Unreachable).
 	CauseUnreachable = "unreachable"
+	// CauseStalled: the event stream was open but silent while the daemon
+	// answered (ErrStalled).
+	CauseStalled = "stalled"
 	// CauseLost: the session ended otherwise (a daemon restart, a cut
 	// stream, a failed call).
 	CauseLost = "lost"
@@ -86,6 +109,8 @@ func RelistCause(e End) string {
 	switch {
 	case e.Auth:
 		return CauseRefused
+	case e.Stalled:
+		return CauseStalled
 	case e.Lost != "":
 		return CauseFellBehind
 	case e.Unreachable:
