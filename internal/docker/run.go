@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -142,7 +143,7 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 	if a.wrap != nil {
 		eng = a.wrap(eng)
 	}
-	return &conn{eng: eng, log: log}, nil
+	return &conn{eng: eng, log: log, recheck: newRechecks()}, nil
 }
 
 // Explain implements follow.Daemon.
@@ -254,9 +255,76 @@ func tlsReason(err error) (string, bool) {
 type conn struct {
 	eng engine
 	log *zap.Logger
+	// recheck holds the containers to inspect again once their health
+	// check's next result is due (R1c).
+	recheck *rechecks
 }
 
-func (c *conn) Close() error { return c.eng.Close() }
+func (c *conn) Close() error {
+	c.recheck.stop()
+	return c.eng.Close()
+}
+
+// rechecks are containers to inspect again at a time, as if an event had
+// named them: a resumed container whose "unhealthy" is not a verdict yet
+// (R1c) gets no event when its next check fails too (the Engine logs a
+// health_status event only when the status changes), so the adapter looks
+// again when that check's result is due.
+type rechecks struct {
+	mu     sync.Mutex
+	timers map[string]*time.Timer
+	due    []string
+	// ready has a value while due is not empty.
+	ready   chan struct{}
+	stopped bool
+}
+
+func newRechecks() *rechecks {
+	return &rechecks{timers: map[string]*time.Timer{}, ready: make(chan struct{}, 1)}
+}
+
+// after asks for id to be reported again in d, unless it is already due
+// sooner.
+func (r *rechecks) after(id string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || r.timers[id] != nil {
+		return
+	}
+	r.timers[id] = time.AfterFunc(d, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.timers, id)
+		if r.stopped {
+			return
+		}
+		r.due = append(r.due, id)
+		select {
+		case r.ready <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// take returns the ids that are due, and forgets them.
+func (r *rechecks) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := r.due
+	r.due = nil
+	return ids
+}
+
+// stop cancels every recheck: the session is over.
+func (r *rechecks) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	for _, t := range r.timers {
+		t.Stop()
+	}
+	clear(r.timers)
+}
 
 // Subscribe asks for the container events. The Engine answers the
 // subscription a moment before it registers it, so it asks for the events
@@ -287,6 +355,10 @@ func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
 					continue
 				}
 				report(ev)
+			case <-c.recheck.ready:
+				for _, id := range c.recheck.take() {
+					report(follow.Event{ID: id})
+				}
 			}
 		}
 	}, nil
@@ -334,6 +406,11 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 	}
 	if err != nil {
 		return catalog.Instance{}, follow.WrapCall("ContainerInspect", err)
+	}
+	if in.State != nil && in.State.Running && !in.State.Paused {
+		if d, resumed := resumedCheck(in.State.Health, in.Config); resumed {
+			c.recheck.after(id, d)
+		}
 	}
 	return fromInspect(in), nil
 }
