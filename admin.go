@@ -162,6 +162,7 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 	}
 	host := catalog.NormalizeHost(raw)
 	out := Explanation{Host: host, Routes: []RouteExplanation{}, Certificates: []CertificateDecision{}}
+	fails := passiveFails()
 	for _, c := range openConnections() {
 		snap := c.catalog.Snapshot()
 		for _, nr := range c.routes.list() {
@@ -170,6 +171,12 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 				Candidates: snap.Explain(route, host)}
 			for _, t := range snap.Targets(nil, route, host) {
 				e.Targets = append(e.Targets, t.Instance+" "+t.Dial)
+			}
+			for i, cand := range e.Candidates {
+				if n := fails[cand.Dial]; cand.Target && n > 0 {
+					e.Candidates[i].PassiveFails = n
+					e.Candidates[i].Why += passiveNote(n)
+				}
 			}
 			out.Routes = append(out.Routes, e)
 		}

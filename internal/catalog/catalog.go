@@ -50,8 +50,9 @@ type Catalog struct {
 
 	probe      func(ProbeRequest)
 	probeGen   uint64
-	seq        uint64      // changes from the daemon so far (see Seq)
-	routePorts map[int]int // route port -> routes using it
+	seq        uint64           // changes from the daemon so far (see Seq)
+	routePorts map[int]int      // route port -> routes using it
+	spelt      map[string]spelt // place -> who last had it (see spellApart)
 }
 
 // Snapshot is the catalog at one moment: the index by exact host, the
@@ -103,6 +104,7 @@ func New(opts Options) *Catalog {
 
 		probe:      opts.Probe,
 		routePorts: make(map[int]int),
+		spelt:      make(map[string]spelt),
 	}
 	c.store(&Snapshot{
 		reach:     &c.reach,
@@ -195,6 +197,7 @@ func (c *Catalog) Put(inst Instance) {
 	e := newEntry(inst)
 	e.stopping = stopping
 	e.countSleeps(old)
+	c.spellApart(e, func(id string) *entry { return c.byID[id] })
 	e.keepActivity(old)
 	c.seq++
 	e.seq = c.seq
@@ -233,6 +236,16 @@ func (c *Catalog) Replace(instances []Instance) {
 	next := make(map[string]*entry, len(instances))
 	var probes []ProbeRequest
 	c.seq++
+	listed := make(map[string]bool, len(instances))
+	for _, inst := range instances {
+		listed[inst.ID] = true
+	}
+	live := func(id string) *entry { // in the listing: as applied, else as it was
+		if e := next[id]; e != nil || !listed[id] {
+			return e
+		}
+		return c.byID[id]
+	}
 	for _, inst := range instances {
 		// A re-listing ends a Stopping: a start missed while the daemon was
 		// out of reach must not keep an instance out for good. One still
@@ -241,6 +254,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		old := c.byID[inst.ID]
 		e := newEntry(inst)
 		e.countSleeps(old)
+		c.spellApart(e, live)
 		e.keepActivity(old)
 		e.seq = c.seq
 		e.keepEvents(old)

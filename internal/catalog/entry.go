@@ -36,8 +36,10 @@ type entry struct {
 	// caddy.network label.
 	ambiguous bool
 	// sleeps counts the times the catalog saw the instance freeze (go on
-	// standby or be paused); its dial addresses are spelt accordingly, so
-	// that no connection kept alive from before a freeze is reused (see
+	// standby or be paused), raised above the count of any other instance
+	// that had one of its places before; its dial addresses are spelt
+	// accordingly, so that no connection kept alive from before a freeze
+	// is reused, nor Caddy's health state of another instance (see
 	// spelling).
 	sleeps uint32
 	// listening is false while a running instance without a health check

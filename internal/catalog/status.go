@@ -145,6 +145,10 @@ type Candidate struct {
 	// Target is set when requests go to the instance now, at Dial.
 	Target bool   `json:"target"`
 	Dial   string `json:"dial,omitempty"`
+	// PassiveFails is the number of recent failures Caddy's passive
+	// health checks count at Dial (the admin API fills it in): with
+	// max_fails at or below it, Caddy skips the target for fail_duration.
+	PassiveFails int `json:"passive_fails,omitempty"`
 	// Why says why requests go there ("routable", or the scale-to-zero
 	// fallback, R5) or why not (an InstanceStatus verdict, or "caddy.host
 	// lists only other hosts: ...").
