@@ -11,13 +11,17 @@ import (
 
 // InstanceStatus is one instance as the catalog knows it, and its verdict.
 type InstanceStatus struct {
-	ID       string            `json:"id"`
-	Name     string            `json:"name"`
-	State    string            `json:"state"`
-	Health   string            `json:"health"`
-	Labels   map[string]string `json:"labels"`
-	Networks []NetworkStatus   `json:"networks"`
-	Ports    []PortStatus      `json:"published_ports"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// State is the daemon's state word, or standby for a stopped or
+	// paused instance Caddy wakes on a request (caddy.standby_after),
+	// whose DaemonState then says which.
+	State       string            `json:"state"`
+	DaemonState string            `json:"daemon_state,omitempty"`
+	Health      string            `json:"health"`
+	Labels      map[string]string `json:"labels"`
+	Networks    []NetworkStatus   `json:"networks"`
+	Ports       []PortStatus      `json:"published_ports"`
 	// Routable is set when the instance gets requests (R1-R4) on a route
 	// without network or port settings, or, for an instance that names no
 	// port of its own, on one of the routes' port settings.
@@ -82,6 +86,10 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 		if st.Verdict == "" {
 			st.Verdict = "routable"
 		}
+		if e.onStandby() {
+			st.State, st.DaemonState = StateStandby.String(), e.inst.State.String()
+			st.Verdict = "on standby (" + st.DaemonState + "): a request wakes it (scale to zero)"
+		}
 		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b InstanceStatus) int {
@@ -99,13 +107,24 @@ func (c *Catalog) Counts() Counts {
 		n.ByState[s] = 0
 	}
 	for _, e := range c.byID {
-		n.ByState[e.inst.State.String()]++
+		if e.onStandby() {
+			n.ByState[StateStandby.String()]++
+		} else {
+			n.ByState[e.inst.State.String()]++
+		}
 		if c.inRotation(e) { // verdict(e) == "", without building reasons: a scrape holds c.mu
 
 			n.Routable++
 		}
 	}
 	return n
+}
+
+// onStandby reports a stopped or paused instance that Caddy wakes on a
+// request (Docker scale to zero, a valid caddy.standby_after): what the
+// admin API and metrics call standby, whoever stopped it.
+func (e *entry) onStandby() bool {
+	return e.activity != nil && (e.inst.State == StateStopped || e.inst.State == StatePaused)
 }
 
 // verdict is why e gets no requests whatever the route (R1-R4), or "":
