@@ -192,6 +192,7 @@ func (c *Catalog) Unwatch(v *View) {
 func (c *Catalog) Put(inst Instance) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	inst = c.reach.withHostAddress(inst) // R11h
 	old := c.byID[inst.ID]
 	stopping := holdStopping(old, &inst)
 	e := newEntry(inst)
@@ -251,6 +252,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		// out of reach must not keep an instance out for good. One still
 		// draining is running again here, so it is probed (R1a), and an
 		// app that closed its port on SIGTERM stays out until it dies.
+		inst = c.reach.withHostAddress(inst) // R11h
 		old := c.byID[inst.ID]
 		e := newEntry(inst)
 		e.countSleeps(old)
@@ -456,6 +458,9 @@ func (c *Catalog) warnNoRequests(old, e *entry) {
 		c.logger.Warn("instance is on several networks and has no caddy.network label: "+
 			"routes without a network setting send it no requests",
 			name, zap.Strings("networks", e.networkNames()))
+	}
+	if why := e.unreachable(); why != "" && (old == nil || old.unreachable() != why) {
+		c.logger.Warn("instance gets no requests: "+why, name) // R11, R11h
 	}
 	noPort := func(x *entry) bool {
 		return x.inst.State == StateRunning && x.port == 0 && x.onlyPort == 0 && len(c.routePorts) == 0

@@ -171,14 +171,8 @@ func (e *entry) notRoutable(routeNetwork string) string {
 		return "on standby"
 	case e.inst.State != StateRunning:
 		return e.inst.State.String()
-	case net == nil && e.ambiguous && routeNetwork == "":
-		return "on networks " + andList(e.networkNames()) + ", none chosen"
-	case net == nil && routeNetwork != "":
-		return "not on network " + routeNetwork
-	case net == nil && e.inst.Labels[LabelNetwork] != "":
-		return "not on network " + strings.TrimSpace(e.inst.Labels[LabelNetwork]) + " (its caddy.network label)"
 	case net == nil || net.Address == "":
-		return "no address on its network"
+		return e.noAddress(routeNetwork) // R11, R11h
 	case !e.listening:
 		return e.notReady()
 	case e.inst.Health == HealthStarting:

@@ -120,4 +120,9 @@ type Attachment struct {
 	// Gateway is the host's own address on Network, where ports published
 	// on every host address can be reached (R4); "" when unknown.
 	Gateway string
+	// Host is set when the instance shares the host's network stack
+	// (Docker's --network host): it has no address of its own, its ports
+	// are the host's, and the catalog routes to them at the host address
+	// R4 uses for published ports, never localhost (R11h).
+	Host bool
 }

@@ -75,7 +75,7 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 			Verdict:  why,
 		}
 		for _, n := range e.inst.Networks {
-			st.Networks = append(st.Networks, NetworkStatus(n))
+			st.Networks = append(st.Networks, NetworkStatus{Network: n.Network, Address: n.Address, Gateway: n.Gateway})
 		}
 		for _, p := range e.inst.Ports {
 			st.Ports = append(st.Ports, PortStatus{HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort, Protocol: p.Protocol.String()})

@@ -170,7 +170,7 @@ func checkAttachments(t *testing.T, got []catalog.Attachment, nets map[string]*n
 		case ep.GlobalIPv6Address != "":
 			want = catalog.Attachment{Address: ep.GlobalIPv6Address, Gateway: ep.IPv6Gateway}
 		}
-		want.Network = a.Network
+		want.Network, want.Host = a.Network, a.Network == "host" // R11h
 		if a != want {
 			t.Fatalf("attachment %+v, want %+v", a, want)
 		}

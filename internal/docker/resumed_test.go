@@ -1,10 +1,12 @@
 package docker
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
@@ -77,5 +79,30 @@ func TestRechecks(t *testing.T) {
 	r.after("c", time.Millisecond)
 	if len(r.timers) != 0 {
 		t.Errorf("timers after stop: %v", r.timers)
+	}
+}
+
+// R11h: a container sharing another's network stack is on one network,
+// "container:<id>", without an address, from the listing and from an
+// inspection alike; the host network is marked Host.
+func TestTranslate_network_modes(t *testing.T) {
+	id := "0123456789ab0123456789ab0123456789ab0123456789ab0123456789abcdef"
+	s := container.Summary{ID: "c1", Names: []string{"/side"}, State: "running", Status: "Up 1 second"}
+	s.HostConfig.NetworkMode = "container:" + id
+	got, ok := fromSummary(s)
+	want := []catalog.Attachment{{Network: "container:0123456789ab"}}
+	if !ok || !reflect.DeepEqual(got.Networks, want) {
+		t.Errorf("fromSummary, container:<id>: %+v, %v; want %+v", got.Networks, ok, want)
+	}
+	in := inspected("c1", "/side", container.State{Status: "running", Running: true}, &container.Config{}, nil, nil)
+	in.HostConfig = &container.HostConfig{NetworkMode: container.NetworkMode("container:" + id)}
+	if got := fromInspect(in); !reflect.DeepEqual(got.Networks, want) {
+		t.Errorf("fromInspect, container:<id>: %+v, want %+v", got.Networks, want)
+	}
+	in = inspected("c2", "/h", container.State{Status: "running", Running: true}, &container.Config{},
+		map[string]*network.EndpointSettings{"host": {}}, nil)
+	in.HostConfig = &container.HostConfig{NetworkMode: "host"}
+	if got := fromInspect(in); !reflect.DeepEqual(got.Networks, []catalog.Attachment{{Network: "host", Host: true}}) {
+		t.Errorf("fromInspect, host: %+v", got.Networks)
 	}
 }

@@ -33,7 +33,10 @@ import (
 //     network-name order: its IPv4 address and that network's gateway (the
 //     host's own address on a bridge network), else its IPv6 ones. A
 //     container that is not running has no address. Host and none network
-//     modes give an attachment without an address.
+//     modes give an attachment without an address (the host one marked
+//     Host: the catalog routes to the host's address, R11h), and a
+//     container that shares another's network stack (container:<id>, compose's
+//     network_mode: service:x) one attachment named "container:<id>".
 //   - Ports are the published port bindings, in guest-port order; a port
 //     only exposed is not one. A binding on 0.0.0.0, :: or "" is on every
 //     host address (HostIP ""), and the same port published on both 0.0.0.0
@@ -62,6 +65,7 @@ func fromSummary(c container.Summary) (inst catalog.Instance, ok bool) {
 	if c.NetworkSettings != nil {
 		inst.Networks = attachments(c.NetworkSettings.Networks)
 	}
+	inst.Networks = sharedStack(inst.Networks, container.NetworkMode(c.HostConfig.NetworkMode))
 	for _, p := range c.Ports {
 		if p.PublicPort == 0 || p.PrivatePort == 0 {
 			continue // exposed, not published
@@ -99,6 +103,11 @@ func fromInspect(in container.InspectResponse) catalog.Instance {
 	}
 	if ns := in.NetworkSettings; ns != nil {
 		inst.Networks = attachments(ns.Networks)
+	}
+	if in.ContainerJSONBase != nil && in.HostConfig != nil {
+		inst.Networks = sharedStack(inst.Networks, in.HostConfig.NetworkMode)
+	}
+	if ns := in.NetworkSettings; ns != nil {
 		for port, bindings := range ns.Ports {
 			guest, proto, ok := parsePort(port)
 			if !ok {
@@ -301,7 +310,7 @@ func attachments(nets map[string]*network.EndpointSettings) []catalog.Attachment
 	}
 	out := make([]catalog.Attachment, 0, len(nets))
 	for name, ep := range nets {
-		a := catalog.Attachment{Network: name}
+		a := catalog.Attachment{Network: name, Host: name == "host"}
 		if ep != nil {
 			switch {
 			case ep.IPAddress != "":
@@ -314,6 +323,19 @@ func attachments(nets map[string]*network.EndpointSettings) []catalog.Attachment
 	}
 	slices.SortFunc(out, func(a, b catalog.Attachment) int { return strings.Compare(a.Network, b.Network) })
 	return out
+}
+
+// sharedStack adds to nets, for a container that shares another's network
+// stack and so is on no network of its own, the attachment that says so.
+func sharedStack(nets []catalog.Attachment, mode container.NetworkMode) []catalog.Attachment {
+	if !mode.IsContainer() || len(nets) > 0 {
+		return nets
+	}
+	other := mode.ConnectedContainer()
+	if len(other) == 64 {
+		other = other[:12] // an ID, as docker ps shows it
+	}
+	return []catalog.Attachment{{Network: "container:" + other}}
 }
 
 // hostIP maps the Engine's "every address" forms to "".

@@ -203,7 +203,7 @@ func TestFromSummary(t *testing.T) {
 				ID: "c13", Names: []string{"/h"}, State: "running", Status: "Up 1 second",
 				NetworkSettings: &container.NetworkSettingsSummary{Networks: map[string]*network.EndpointSettings{"host": {}}},
 			},
-			want: catalog.Instance{ID: "c13", Name: "h", State: catalog.StateRunning, Networks: []catalog.Attachment{{Network: "host"}}},
+			want: catalog.Instance{ID: "c13", Name: "h", State: catalog.StateRunning, Networks: []catalog.Attachment{{Network: "host", Host: true}}},
 			ok:   true,
 		},
 		{
