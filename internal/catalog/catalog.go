@@ -196,7 +196,9 @@ func (c *Catalog) Put(inst Instance) {
 	old := c.byID[inst.ID]
 	stopping := holdStopping(old, &inst)
 	e := newEntry(inst)
-	e.stopping = stopping
+	if e.stopping = stopping; stopping {
+		e.stopWhy = old.stopWhy
+	}
 	e.countSleeps(old)
 	c.spellApart(e, func(id string) *entry { return c.byID[id] })
 	e.keepActivity(old)
@@ -429,7 +431,9 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 	case wasIn && !isIn:
 		why := gone
 		if e != nil {
-			if why = e.notRoutable(""); why == "" {
+			if e.inst.State == StateStopping && e.stopWhy != "" {
+				why = e.stopWhy // what the event said (R6b)
+			} else if why = e.notRoutable(""); why == "" {
 				why = c.verdict(e) // R3: no port
 			}
 		}
@@ -521,14 +525,18 @@ func (h *hasher) Equal(a, b string) bool { return a == b }
 // stays out while later Puts still say it runs, until Started or a
 // re-listing (Replace). The event is counted, whatever the state (see
 // Sleeper.StopEvent).
-func (c *Catalog) Stopping(id string) {
+func (c *Catalog) Stopping(id string) { c.StoppingBecause(id, "") }
+
+// StoppingBecause is Stopping, with what the event said of why ("" for
+// nothing): the log line of the leave says it, in place of "stopping".
+func (c *Catalog) StoppingBecause(id, why string) {
 	c.amend(id, true, func(e *entry) bool {
 		c.seq++
 		e.stopEvent = c.seq
 		switch {
 		case e.stopping:
 		case e.inst.State == StateRunning, e.inst.State == StateStarting, e.inst.State == StateRestarting:
-			e.inst.State, e.stopping = StateStopping, true
+			e.inst.State, e.stopping, e.stopWhy = StateStopping, true, why
 		}
 		return true
 	})

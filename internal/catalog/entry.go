@@ -54,6 +54,8 @@ type entry struct {
 	// stopping is set from Sink.Stopping until Started or a Put that shows
 	// the instance no longer running.
 	stopping bool
+	// stopWhy is what the event that made it stopping said, if anything.
+	stopWhy string
 	// standby is the caddy.standby_after policy; activity is set when it
 	// is valid (kept from the entry this one replaces), and badStandby
 	// names a label with a bad value.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -445,10 +446,13 @@ func ContainerEvent(m events.Message) (ev follow.Event, ok bool) {
 			if !slices.Contains(stopSignals, m.Actor.Attributes["signal"]) {
 				return follow.Event{}, false
 			}
-			ev.Stopping = true
+			ev.Stopping, ev.Why = true, killWhy(m.Actor.Attributes["signal"])
 			return ev, true
-		case events.ActionDie, events.ActionStop:
-			ev.Stopping = true
+		case events.ActionDie:
+			ev.Stopping, ev.Why = true, dieWhy(m.Actor.Attributes["exitCode"])
+			return ev, true
+		case events.ActionStop:
+			ev.Stopping, ev.Why = true, "stopped (docker stop)"
 			return ev, true
 		case events.ActionStart:
 			ev.Started = true
@@ -466,4 +470,49 @@ func ContainerEvent(m events.Message) (ev follow.Event, ok bool) {
 		}
 	}
 	return follow.Event{}, false
+}
+
+// signalNames names the signals a stop or a death reports, by number.
+var signalNames = map[string]string{
+	"1": "SIGHUP", "2": "SIGINT", "3": "SIGQUIT", "6": "SIGABRT", "9": "SIGKILL",
+	"11": "SIGSEGV", "13": "SIGPIPE", "15": "SIGTERM",
+}
+
+// signalName is "SIGTERM" for "15", "TERM" or "SIGTERM"; "signal <n>" for
+// a number it does not know.
+func signalName(s string) string {
+	if n, ok := signalNames[s]; ok {
+		return n
+	}
+	if _, err := strconv.Atoi(s); err == nil {
+		return "signal " + s
+	}
+	if !strings.HasPrefix(s, "SIG") {
+		s = "SIG" + s
+	}
+	return s
+}
+
+// killWhy says what a kill event with a stopping signal means.
+func killWhy(signal string) string {
+	name := signalName(signal)
+	if name == "SIGKILL" {
+		return "killed with SIGKILL (docker kill, docker rm -f, or the end of a stop's grace period)"
+	}
+	return "sent " + name + " to stop (docker stop, or docker kill -s " + strings.TrimPrefix(name, "SIG") + ")"
+}
+
+// dieWhy says what a die event's exit code means: 128+n is a death by
+// signal n, another non-zero code the app's own failure.
+func dieWhy(exitCode string) string {
+	code, err := strconv.Atoi(exitCode)
+	switch {
+	case err != nil:
+		return "exited"
+	case code == 0:
+		return "exited with code 0"
+	case code > 128 && code < 160:
+		return "exited with code " + exitCode + " (killed by " + signalName(strconv.Itoa(code-128)) + ")"
+	}
+	return "exited with code " + exitCode + " (crashed or failed)"
 }

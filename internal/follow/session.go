@@ -63,7 +63,11 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 			case e.Stopping:
 				// At once, not after the fetches queued before it: new
 				// requests stop going there within the event's time.
-				sink.Stopping(e.ID)
+				if s, ok := sink.(catalog.StoppingBecause); ok && e.Why != "" {
+					s.StoppingBecause(e.ID, e.Why)
+				} else {
+					sink.Stopping(e.ID)
+				}
 			case e.Started:
 				sink.Started(e.ID)
 			}
