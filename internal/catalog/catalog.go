@@ -415,6 +415,7 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 	if !relevant {
 		log = c.logger.Debug
 	}
+	logHostsChange(log, old, e)
 	wasIn, isIn := c.inRotation(old), c.inRotation(e)
 	switch {
 	case isIn && !wasIn:

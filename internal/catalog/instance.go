@@ -110,6 +110,12 @@ type Instance struct {
 	// WakeOnConnect is true when a connection to a published port makes the
 	// daemon wake the instance from standby (Dicer: standby_after is set).
 	WakeOnConnect bool
+	// Group is set on an instance that stands for others and is never
+	// routed to itself (a Swarm service with the endpoint tasks: its
+	// tasks are the instances routed to; it is there for the permission,
+	// R7). Its State is StateStopped; the admin API and metrics show it
+	// in the state "group", never "stopped".
+	Group bool
 }
 
 // Attachment is an instance's place on one network.

@@ -90,6 +90,10 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 			st.State, st.DaemonState = StateStandby.String(), e.inst.State.String()
 			st.Verdict = "on standby (" + st.DaemonState + "): a request wakes it (scale to zero)"
 		}
+		if e.inst.Group {
+			st.State, st.Routable = groupState, false
+			st.Verdict = "stands for its members (a Swarm service's tasks, endpoint tasks), which are routed to; never routed to itself"
+		}
 		out = append(out, st)
 	}
 	slices.SortFunc(out, func(a, b InstanceStatus) int {
@@ -106,8 +110,11 @@ func (c *Catalog) Counts() Counts {
 	for _, s := range stateNames {
 		n.ByState[s] = 0
 	}
+	n.ByState[groupState] = 0
 	for _, e := range c.byID {
-		if e.onStandby() {
+		if e.inst.Group {
+			n.ByState[groupState]++
+		} else if e.onStandby() {
 			n.ByState[StateStandby.String()]++
 		} else {
 			n.ByState[e.inst.State.String()]++
@@ -119,6 +126,10 @@ func (c *Catalog) Counts() Counts {
 	}
 	return n
 }
+
+// groupState is the state the admin API and metrics show a Group instance
+// in.
+const groupState = "group"
 
 // onStandby reports a stopped or paused instance that Caddy wakes on a
 // request (Docker scale to zero, a valid caddy.standby_after): what the
