@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -94,4 +95,13 @@ func explainsPassiveFailure(ex Explanation, instance string) bool {
 		}
 	}
 	return false
+}
+
+// sameDial reports whether dial address got reaches want: the same address
+// and port, whatever the spelling (R5a, R1d: a container at an address
+// another had before, or paused before, is dialled under another one).
+func sameDial(got, want string) bool {
+	g, err1 := netip.ParseAddrPort(got)
+	w, err2 := netip.ParseAddrPort(want)
+	return err1 == nil && err2 == nil && g.Port() == w.Port() && g.Addr().Unmap() == w.Addr().Unmap()
 }

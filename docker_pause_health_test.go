@@ -46,7 +46,7 @@ func pauseAndWake(t *testing.T, cli *client.Client, tester *caddytest.Tester, c 
 	eventually(t, "Caddy's catalog shows "+c.Name+" paused", func() bool {
 		var list []InstanceStatus
 		adminJSON(t, "/dicer/instances?selector="+url.QueryEscape("app="+app), &list)
-		return len(list) == 1 && list[0].State == "paused"
+		return len(list) == 1 && list[0].DaemonState == "paused" && list[0].State == "standby"
 	})
 	start := time.Now()
 	r, _ := getRetry(tester, host, "/", timeout)
