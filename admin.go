@@ -76,6 +76,11 @@ type InstanceStatus struct {
 	Kind   string `json:"kind"`
 	Daemon string `json:"daemon"`
 	catalog.InstanceStatus
+	// NextWake is set while the instance's last wakes failed (scale to
+	// zero): it is not woken again before then, and requests for it get
+	// 503 with RetryAfter (seconds) meanwhile.
+	NextWake   *time.Time `json:"next_wake,omitempty"`
+	RetryAfter int        `json:"retry_after,omitempty"`
 }
 
 // RouteExplanation is one route, as GET /dicer/explain shows it.
@@ -89,6 +94,12 @@ type RouteExplanation struct {
 	// Candidates are the instances the route considered, each with why
 	// it is a target or not.
 	Candidates []catalog.Candidate `json:"candidates"`
+	// Wake says, when there is no target, what a request does instead
+	// on a daemon Caddy wakes instances of (scale to zero): "wakes <name>",
+	// "waits for <name>, being woken", or "503 with Retry-After: <n>"
+	// while every candidate's last wake failed.
+	Wake       string `json:"wake,omitempty"`
+	RetryAfter int    `json:"retry_after,omitempty"`
 }
 
 // Explanation is the answer of GET /dicer/explain.
@@ -149,7 +160,7 @@ func (adminDicer) instances(w http.ResponseWriter, r *http.Request) error {
 	out := []InstanceStatus{}
 	for _, c := range openConnections() {
 		for _, st := range c.catalog.Instances(match) {
-			out = append(out, InstanceStatus{Kind: c.kind, Daemon: c.address, InstanceStatus: st})
+			out = append(out, withBackoff(c.standby, InstanceStatus{Kind: c.kind, Daemon: c.address, InstanceStatus: st}))
 		}
 	}
 	return writeJSON(w, out)
@@ -162,6 +173,7 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 	}
 	host := catalog.NormalizeHost(raw)
 	out := Explanation{Host: host, Routes: []RouteExplanation{}, Certificates: []CertificateDecision{}}
+	fails := passiveFails()
 	for _, c := range openConnections() {
 		snap := c.catalog.Snapshot()
 		for _, nr := range c.routes.list() {
@@ -170,6 +182,15 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 				Candidates: snap.Explain(route, host)}
 			for _, t := range snap.Targets(nil, route, host) {
 				e.Targets = append(e.Targets, t.Instance+" "+t.Dial)
+			}
+			if len(e.Targets) == 0 && c.standby != nil {
+				explainWake(&e, c.standby, snap.WakeCandidates(nil, route, host))
+			}
+			for i, cand := range e.Candidates {
+				if n := fails[cand.Dial]; cand.Target && n > 0 {
+					e.Candidates[i].PassiveFails = n
+					e.Candidates[i].Why += passiveNote(n)
+				}
 			}
 			out.Routes = append(out.Routes, e)
 		}
@@ -184,6 +205,75 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	return writeJSON(w, out)
+}
+
+// withBackoff adds to st the wake backoff of its instance, if any (w nil:
+// a daemon that wakes on connect).
+func withBackoff(w *standby, st InstanceStatus) InstanceStatus {
+	if w == nil {
+		return st
+	}
+	after, failures, _ := w.wakeBackoff(st.ID)
+	if after.IsZero() {
+		return st
+	}
+	st.NextWake, st.RetryAfter = &after, retrySeconds(time.Until(after))
+	st.Verdict += fmt.Sprintf("; its last %s failed: not woken again before %s (requests get 503 with Retry-After: %d)",
+		plural(failures, "wake"), after.UTC().Format(time.RFC3339), st.RetryAfter)
+	return st
+}
+
+// explainWake says in e what a request does when no instance is routable
+// and cands (R5's order) may be woken: what standby.wakeFor would do.
+func explainWake(e *RouteExplanation, w *standby, cands []catalog.WakeCandidate) {
+	if len(cands) == 0 {
+		return
+	}
+	var soonest time.Time
+	for _, wc := range cands {
+		after, failures, waking := w.wakeBackoff(wc.ID)
+		why := ""
+		switch {
+		case waking:
+			e.Wake = "waits for " + wc.Name + ", being woken"
+			why = "no instance is routable: being woken, requests wait for it (scale to zero)"
+		case after.IsZero():
+			e.Wake = "wakes " + wc.Name
+			why = "no instance is routable: " + wc.State.String() + ", woken by the requests (scale to zero)"
+		default:
+			if soonest.IsZero() || after.Before(soonest) {
+				soonest = after
+			}
+			setWhy(e, wc.Name, fmt.Sprintf("on standby; its last %s failed: not woken again before %s",
+				plural(failures, "wake"), after.UTC().Format(time.RFC3339)))
+			continue
+		}
+		setWhy(e, wc.Name, why)
+		return
+	}
+	e.RetryAfter = retrySeconds(time.Until(soonest))
+	e.Wake = fmt.Sprintf("503 with Retry-After: %d (the last wakes of every instance on standby failed)", e.RetryAfter)
+}
+
+// setWhy sets the reason of the named candidate.
+func setWhy(e *RouteExplanation, name, why string) {
+	for i := range e.Candidates {
+		if e.Candidates[i].Instance == name {
+			e.Candidates[i].Why = why
+		}
+	}
+}
+
+// retrySeconds is a Retry-After in whole seconds, at least 1.
+func retrySeconds(d time.Duration) int {
+	return max(1, int((d+time.Second-1)/time.Second))
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // denialReason is a refusal's reason without the ErrPermissionDenied

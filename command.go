@@ -170,6 +170,9 @@ func printExplanation(w io.Writer, e Explanation) error {
 			fmt.Fprintln(w)
 		}
 		verdict := "no upstream: 503"
+		if r.Wake != "" {
+			verdict = "no upstream now: " + r.Wake
+		}
 		if len(r.Targets) > 0 {
 			verdict = strconv.Itoa(len(r.Targets)) + " target(s): " + strings.Join(cells(r.Targets), ", ")
 		}

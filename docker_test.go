@@ -406,7 +406,7 @@ func TestDocker_R1_health_gating(t *testing.T) {
 	}
 	r, took := answersWithin(t, tester, host, http.StatusOK, hello("r1-health"), waitFor)
 	t.Logf("joined %s after /health/good", took.Round(time.Millisecond))
-	if want := net.JoinHostPort(containerIP(t, cli, c, ""), "8080"); r.upstream != want {
+	if want := net.JoinHostPort(containerIP(t, cli, c, ""), "8080"); !sameDial(r.upstream, want) {
 		t.Errorf("upstream %s, want the container's own address %s (the port is published on loopback only)", r.upstream, want)
 	}
 
@@ -604,11 +604,11 @@ http://%[3]s:%[4]d {
 	})
 
 	r, _ := answersWithin(t, tester, viaSetting, http.StatusOK, hello("r11-plain"), waitFor)
-	if want := net.JoinHostPort(containerIP(t, cli, plain, netB), "8080"); r.upstream != want {
+	if want := net.JoinHostPort(containerIP(t, cli, plain, netB), "8080"); !sameDial(r.upstream, want) {
 		t.Errorf("route with network %s: upstream %s, want %s", netB, r.upstream, want)
 	}
 	r, _ = answersWithin(t, tester, viaLabel, http.StatusOK, hello("r11-labelled"), waitFor)
-	if want := net.JoinHostPort(containerIP(t, cli, labelled, netB), "8080"); r.upstream != want {
+	if want := net.JoinHostPort(containerIP(t, cli, labelled, netB), "8080"); !sameDial(r.upstream, want) {
 		t.Errorf("caddy.network=%s: upstream %s, want %s", netB, r.upstream, want)
 	}
 	// The same container, known to be running (it answers above), gets no

@@ -417,3 +417,15 @@ func (w *standby) retryAfter(id string) time.Duration {
 	}
 	return retryAfterWaking
 }
+
+// wakeBackoff is, for the admin API, when the instance may be woken again
+// after its last wakes failed and how many failed in a row (zero time:
+// it may be woken now), and whether a wake of it is in progress.
+func (w *standby) wakeBackoff(id string) (after time.Time, failures int, waking bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if f := w.failures[id]; f != nil && time.Now().Before(f.after) {
+		after, failures = f.after, f.count
+	}
+	return after, failures, w.wakes[id] != nil
+}

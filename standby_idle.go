@@ -55,7 +55,7 @@ func (w *standby) idleLoop() {
 				next = earliest(next, due)
 				continue
 			}
-			w.putOnStandby(s)
+			w.putOnStandby(s, idleSince)
 		}
 		for id := range busy {
 			if !seen[id] {
@@ -90,8 +90,9 @@ func earliest(a, b time.Time) time.Time {
 
 // putOnStandby stops or pauses an idle instance, in the background, once
 // at a time per instance; a failure is logged and retried at its next
-// idle time only.
-func (w *standby) putOnStandby(s catalog.Sleeper) {
+// idle time only. idleSince is when its last request ended, as far as the
+// loop saw (the log's idle counts from it, not from that request's start).
+func (w *standby) putOnStandby(s catalog.Sleeper, idleSince time.Time) {
 	w.mu.Lock()
 	if w.acting[s.ID] || w.wakes[s.ID] != nil {
 		w.mu.Unlock()
@@ -117,11 +118,11 @@ func (w *standby) putOnStandby(s catalog.Sleeper) {
 		if s.Policy.Pause {
 			action, call = "pause", w.actions.Pause
 		}
-		idle := time.Since(last).Round(time.Millisecond)
+		idle := time.Since(idleSince).Round(time.Millisecond)
 		// Out of its rotations before the call: no request may reach a
 		// container being frozen or drained; one that comes meanwhile waits
 		// and wakes it once it is down.
-		w.catalog.Stopping(s.ID)
+		w.catalog.StoppingBecause(s.ID, "idle for "+idle.String()+": Caddy puts it on standby ("+action+")")
 		if err := call(ctx, s.ID, s.Labels); err != nil {
 			w.catalog.CancelStopping(s.ID) // still up: back in its rotations
 			if w.ctx.Err() == nil {

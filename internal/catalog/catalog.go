@@ -51,8 +51,9 @@ type Catalog struct {
 
 	probe      func(ProbeRequest)
 	probeGen   uint64
-	seq        uint64      // changes from the daemon so far (see Seq)
-	routePorts map[int]int // route port -> routes using it
+	seq        uint64           // changes from the daemon so far (see Seq)
+	routePorts map[int]int      // route port -> routes using it
+	spelt      map[string]spelt // place -> who last had it (see spellApart)
 }
 
 // Snapshot is the catalog at one moment: the index by exact host, the
@@ -104,6 +105,7 @@ func New(opts Options) *Catalog {
 
 		probe:      opts.Probe,
 		routePorts: make(map[int]int),
+		spelt:      make(map[string]spelt),
 	}
 	c.store(&Snapshot{
 		reach:     &c.reach,
@@ -190,12 +192,16 @@ func (c *Catalog) Unwatch(v *View) {
 
 // Put implements Sink.
 func (c *Catalog) Put(inst Instance) {
-	e := newEntry(inst) // its labels parsed before the lock: a long one delays no other update
+	// Its labels parsed before the lock: a long one delays no other update.
+	e := newEntry(c.reach.withHostAddress(inst)) // R11h
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.byID[inst.ID]
-	e.stopping = holdStopping(old, &e.inst)
+	if e.stopping = holdStopping(old, &e.inst); e.stopping {
+		e.stopWhy = old.stopWhy
+	}
 	e.countSleeps(old)
+	c.spellApart(e, func(id string) *entry { return c.byID[id] })
 	e.keepActivity(old)
 	c.seq++
 	e.seq = c.seq
@@ -231,13 +237,23 @@ func (c *Catalog) Delete(id string) {
 func (c *Catalog) Replace(instances []Instance) {
 	entries := make([]*entry, len(instances)) // labels parsed before the lock
 	for i, inst := range instances {
-		entries[i] = newEntry(inst)
+		entries[i] = newEntry(c.reach.withHostAddress(inst)) // R11h
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	next := make(map[string]*entry, len(instances))
 	var probes []ProbeRequest
 	c.seq++
+	listed := make(map[string]bool, len(instances))
+	for _, inst := range instances {
+		listed[inst.ID] = true
+	}
+	live := func(id string) *entry { // in the listing: as applied, else as it was
+		if e := next[id]; e != nil || !listed[id] {
+			return e
+		}
+		return c.byID[id]
+	}
 	for _, e := range entries {
 		// A re-listing ends a Stopping: a start missed while the daemon was
 		// out of reach must not keep an instance out for good. One still
@@ -245,6 +261,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		// app that closed its port on SIGTERM stays out until it dies.
 		old := c.byID[e.inst.ID]
 		e.countSleeps(old)
+		c.spellApart(e, live)
 		e.keepActivity(old)
 		e.seq = c.seq
 		e.keepEvents(old)
@@ -428,6 +445,7 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 	if !relevant {
 		log = c.logger.Debug
 	}
+	logHostsChange(log, old, e)
 	wasIn, isIn := c.inRotation(old), c.inRotation(e)
 	switch {
 	case isIn && !wasIn:
@@ -444,7 +462,9 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 	case wasIn && !isIn:
 		why := gone
 		if e != nil {
-			if why = e.notRoutable(""); why == "" {
+			if e.inst.State == StateStopping && e.stopWhy != "" {
+				why = e.stopWhy // what the event said (R6b)
+			} else if why = e.notRoutable(""); why == "" {
 				why = c.verdict(e) // R3: no port
 			}
 		}
@@ -479,6 +499,9 @@ func (c *Catalog) warnNoRequests(old, e *entry) {
 		c.logger.Warn("instance is on several networks and has no caddy.network label: "+
 			"routes without a network setting send it no requests",
 			name, zap.Strings("networks", e.networkNames()))
+	}
+	if why := e.unreachable(); why != "" && (old == nil || old.unreachable() != why) {
+		c.logger.Warn("instance gets no requests: "+why, name) // R11, R11h
 	}
 	noPort := func(x *entry) bool {
 		return x.inst.State == StateRunning && x.port == 0 && x.onlyPort == 0 && len(c.routePorts) == 0
@@ -539,14 +562,18 @@ func (h *hasher) Equal(a, b string) bool { return a == b }
 // stays out while later Puts still say it runs, until Started or a
 // re-listing (Replace). The event is counted, whatever the state (see
 // Sleeper.StopEvent).
-func (c *Catalog) Stopping(id string) {
+func (c *Catalog) Stopping(id string) { c.StoppingBecause(id, "") }
+
+// StoppingBecause is Stopping, with what the event said of why ("" for
+// nothing): the log line of the leave says it, in place of "stopping".
+func (c *Catalog) StoppingBecause(id, why string) {
 	c.amend(id, true, func(e *entry) bool {
 		c.seq++
 		e.stopEvent = c.seq
 		switch {
 		case e.stopping:
 		case e.inst.State == StateRunning, e.inst.State == StateStarting, e.inst.State == StateRestarting:
-			e.inst.State, e.stopping = StateStopping, true
+			e.inst.State, e.stopping, e.stopWhy = StateStopping, true, why
 		}
 		return true
 	})

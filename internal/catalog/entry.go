@@ -39,8 +39,10 @@ type entry struct {
 	// caddy.network label.
 	ambiguous bool
 	// sleeps counts the times the catalog saw the instance freeze (go on
-	// standby or be paused); its dial addresses are spelt accordingly, so
-	// that no connection kept alive from before a freeze is reused (see
+	// standby or be paused), raised above the count of any other instance
+	// that had one of its places before; its dial addresses are spelt
+	// accordingly, so that no connection kept alive from before a freeze
+	// is reused, nor Caddy's health state of another instance (see
 	// spelling).
 	sleeps uint32
 	// listening is false while a running instance without a health check
@@ -55,6 +57,8 @@ type entry struct {
 	// stopping is set from Sink.Stopping until Started or a Put that shows
 	// the instance no longer running.
 	stopping bool
+	// stopWhy is what the event that made it stopping said, if anything.
+	stopWhy string
 	// standby is the caddy.standby_after policy; activity is set when it
 	// is valid (kept from the entry this one replaces), and badStandby
 	// names a label with a bad value.
@@ -172,14 +176,8 @@ func (e *entry) notRoutable(routeNetwork string) string {
 		return "on standby"
 	case e.inst.State != StateRunning:
 		return e.inst.State.String()
-	case net == nil && e.ambiguous && routeNetwork == "":
-		return "on networks " + andList(e.networkNames()) + ", none chosen"
-	case net == nil && routeNetwork != "":
-		return "not on network " + routeNetwork
-	case net == nil && e.inst.Labels[LabelNetwork] != "":
-		return "not on network " + strings.TrimSpace(e.inst.Labels[LabelNetwork]) + " (its caddy.network label)"
 	case net == nil || net.Address == "":
-		return "no address on its network"
+		return e.noAddress(routeNetwork) // R11, R11h
 	case !e.listening:
 		return e.notReady()
 	case e.inst.Health == HealthStarting:

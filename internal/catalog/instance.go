@@ -110,6 +110,12 @@ type Instance struct {
 	// WakeOnConnect is true when a connection to a published port makes the
 	// daemon wake the instance from standby (Dicer: standby_after is set).
 	WakeOnConnect bool
+	// Group is set on an instance that stands for others and is never
+	// routed to itself (a Swarm service with the endpoint tasks: its
+	// tasks are the instances routed to; it is there for the permission,
+	// R7). Its State is StateStopped; the admin API and metrics show it
+	// in the state "group", never "stopped".
+	Group bool
 }
 
 // Attachment is an instance's place on one network.
@@ -120,4 +126,9 @@ type Attachment struct {
 	// Gateway is the host's own address on Network, where ports published
 	// on every host address can be reached (R4); "" when unknown.
 	Gateway string
+	// Host is set when the instance shares the host's network stack
+	// (Docker's --network host): it has no address of its own, its ports
+	// are the host's, and the catalog routes to them at the host address
+	// R4 uses for published ports, never localhost (R11h).
+	Host bool
 }

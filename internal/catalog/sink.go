@@ -20,3 +20,11 @@ type Sink interface {
 	// says how it is now.
 	Started(id string)
 }
+
+// StoppingBecause is a Sink that can be told why an instance is stopping
+// (what the event said: "exited with code 1", "killed with SIGKILL"), for
+// the log line of its leave (R6b); the Catalog is one. An adapter's
+// session calls it in place of Stopping when it knows why.
+type StoppingBecause interface {
+	StoppingBecause(id, why string)
+}

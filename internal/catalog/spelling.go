@@ -19,6 +19,76 @@ import (
 // the instance's address in its sleeps-th spelling: the same address,
 // written differently, so the transport opens new connections and never
 // reuses one opened before the freeze.
+//
+// Caddy also keeps its passive health state (fails, requests in flight) per
+// dial address, for up to an hour. When a new instance takes an address an
+// old one had (Docker hands out the lowest free IP on a network, and a
+// compose recreate gets the same one), it would inherit the old one's
+// failures and get no requests for fail_duration (R1d). So the spelling
+// number is also kept apart per place: the catalog remembers, for each
+// address and published port, the instance that last had it and the
+// number it spelt it with, and a different instance at that place starts
+// above that number.
+
+// maxPlaces bounds the places the catalog remembers a spelling for; past
+// it, an arbitrary one is forgotten for each new one.
+const maxPlaces = 1 << 16
+
+// spelt is the instance that last had a place, and its spelling number.
+type spelt struct {
+	id string
+	n  uint32
+}
+
+// spellApart raises e's spelling number above the one another instance
+// last used at one of e's places (its addresses and published ports), if
+// that one is no longer there (instances that share a place at once, as
+// on a host network, share its state as Caddy keeps it), then records e at
+// them. live looks the instances up by ID (c.byID, or a listing being
+// applied). c.mu is held.
+func (c *Catalog) spellApart(e *entry, live func(id string) *entry) {
+	e.eachPlace(func(place string) {
+		s, ok := c.spelt[place]
+		if !ok || s.id == e.inst.ID || e.sleeps > s.n {
+			return
+		}
+		if other := live(s.id); other != nil && other.hasPlace(place) {
+			return
+		}
+		e.sleeps = s.n + 1
+	})
+	e.eachPlace(func(place string) {
+		if _, ok := c.spelt[place]; !ok && len(c.spelt) >= maxPlaces {
+			for k := range c.spelt {
+				delete(c.spelt, k)
+				break
+			}
+		}
+		c.spelt[place] = spelt{id: e.inst.ID, n: e.sleeps}
+	})
+}
+
+// hasPlace reports whether place is one of e's.
+func (e *entry) hasPlace(place string) bool {
+	found := false
+	e.eachPlace(func(p string) { found = found || p == place })
+	return found
+}
+
+// eachPlace calls f with each place requests for e may go to: its address
+// on each network, and each TCP port it publishes (host address and port).
+func (e *entry) eachPlace(f func(place string)) {
+	for _, n := range e.inst.Networks {
+		if n.Address != "" {
+			f(n.Address)
+		}
+	}
+	for _, p := range e.inst.Ports {
+		if p.Protocol == TCP && p.HostPort != 0 {
+			f("published " + p.HostIP + " " + strconv.Itoa(int(p.HostPort)))
+		}
+	}
+}
 
 // spelling returns the n-th spelling of host (an IP address or a DNS name)
 // that dials the same address; the 0th is host itself.

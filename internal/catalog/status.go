@@ -12,13 +12,17 @@ import (
 
 // InstanceStatus is one instance as the catalog knows it, and its verdict.
 type InstanceStatus struct {
-	ID       string            `json:"id"`
-	Name     string            `json:"name"`
-	State    string            `json:"state"`
-	Health   string            `json:"health"`
-	Labels   map[string]string `json:"labels"`
-	Networks []NetworkStatus   `json:"networks"`
-	Ports    []PortStatus      `json:"published_ports"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// State is the daemon's state word, or standby for a stopped or
+	// paused instance Caddy wakes on a request (caddy.standby_after),
+	// whose DaemonState then says which.
+	State       string            `json:"state"`
+	DaemonState string            `json:"daemon_state,omitempty"`
+	Health      string            `json:"health"`
+	Labels      map[string]string `json:"labels"`
+	Networks    []NetworkStatus   `json:"networks"`
+	Ports       []PortStatus      `json:"published_ports"`
 	// Routable is set when the instance gets requests (R1-R4) on a route
 	// without network or port settings, or, for an instance that names no
 	// port of its own, on one of the routes' port settings.
@@ -72,7 +76,7 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 			Verdict:  why,
 		}
 		for _, n := range e.inst.Networks {
-			st.Networks = append(st.Networks, NetworkStatus(n))
+			st.Networks = append(st.Networks, NetworkStatus{Network: n.Network, Address: n.Address, Gateway: n.Gateway})
 		}
 		for _, p := range e.inst.Ports {
 			st.Ports = append(st.Ports, PortStatus{HostIP: p.HostIP, HostPort: p.HostPort, GuestPort: p.GuestPort, Protocol: p.Protocol.String()})
@@ -82,6 +86,14 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 		}
 		if st.Verdict == "" {
 			st.Verdict = "routable"
+		}
+		if e.onStandby() {
+			st.State, st.DaemonState = StateStandby.String(), e.inst.State.String()
+			st.Verdict = "on standby (" + st.DaemonState + "): a request wakes it (scale to zero)"
+		}
+		if e.inst.Group {
+			st.State, st.Routable = groupState, false
+			st.Verdict = "stands for its members (a Swarm service's tasks, endpoint tasks), which are routed to; never routed to itself"
 		}
 		out = append(out, st)
 	}
@@ -99,14 +111,32 @@ func (c *Catalog) Counts() Counts {
 	for _, s := range stateNames {
 		n.ByState[s] = 0
 	}
+	n.ByState[groupState] = 0
 	for _, e := range c.byID {
-		n.ByState[e.inst.State.String()]++
+		if e.inst.Group {
+			n.ByState[groupState]++
+		} else if e.onStandby() {
+			n.ByState[StateStandby.String()]++
+		} else {
+			n.ByState[e.inst.State.String()]++
+		}
 		if c.inRotation(e) { // verdict(e) == "", without building reasons: a scrape holds c.mu
 
 			n.Routable++
 		}
 	}
 	return n
+}
+
+// groupState is the state the admin API and metrics show a Group instance
+// in.
+const groupState = "group"
+
+// onStandby reports a stopped or paused instance that Caddy wakes on a
+// request (Docker scale to zero, a valid caddy.standby_after): what the
+// admin API and metrics call standby, whoever stopped it.
+func (e *entry) onStandby() bool {
+	return e.activity != nil && (e.inst.State == StateStopped || e.inst.State == StatePaused)
 }
 
 // verdict is why e gets no requests whatever the route (R1-R4), or "":
@@ -146,6 +176,10 @@ type Candidate struct {
 	// Target is set when requests go to the instance now, at Dial.
 	Target bool   `json:"target"`
 	Dial   string `json:"dial,omitempty"`
+	// PassiveFails is the number of recent failures Caddy's passive
+	// health checks count at Dial (the admin API fills it in): with
+	// max_fails at or below it, Caddy skips the target for fail_duration.
+	PassiveFails int `json:"passive_fails,omitempty"`
 	// Why says why requests go there ("routable", or the scale-to-zero
 	// fallback, R5) or why not (an InstanceStatus verdict, or "caddy.host
 	// lists only other hosts: ...").

@@ -32,7 +32,12 @@ func TestEventContainer(t *testing.T) {
 		return events.Message{Type: events.NetworkEventType, Action: events.Action(action), Actor: events.Actor{ID: "nid", Attributes: attrs}}
 	}
 	cid := follow.Event{ID: "cid"}
-	stopping := follow.Event{ID: "cid", Stopping: true}
+	stopping := func(why string) follow.Event { return follow.Event{ID: "cid", Stopping: true, Why: why} }
+	die := func(code string) events.Message {
+		m := ctr("die")
+		m.Actor.Attributes = map[string]string{"exitCode": code}
+		return m
+	}
 	none := follow.Event{}
 	tests := []struct {
 		name string
@@ -41,12 +46,16 @@ func TestEventContainer(t *testing.T) {
 		ok   bool
 	}{
 		{"start", ctr("start"), follow.Event{ID: "cid", Started: true}, true},
-		{"die", ctr("die"), stopping, true},
-		{"stop", ctr("stop"), stopping, true},
-		{"kill SIGTERM (docker stop)", kill("15"), stopping, true},
-		{"kill SIGKILL (docker rm -f)", kill("9"), stopping, true},
-		{"kill SIGINT", kill("2"), stopping, true},
-		{"kill named signal", kill("SIGQUIT"), stopping, true},
+		{"die", ctr("die"), stopping("exited"), true},
+		{"die, code 0", die("0"), stopping("exited with code 0"), true},
+		{"die, a crash", die("1"), stopping("exited with code 1 (crashed or failed)"), true},
+		{"die of SIGHUP", die("129"), stopping("exited with code 129 (killed by SIGHUP)"), true},
+		{"die of SIGKILL", die("137"), stopping("exited with code 137 (killed by SIGKILL)"), true},
+		{"stop", ctr("stop"), stopping("stopped (docker stop)"), true},
+		{"kill SIGTERM (docker stop)", kill("15"), stopping("sent SIGTERM to stop (docker stop, or docker kill -s TERM)"), true},
+		{"kill SIGKILL (docker rm -f)", kill("9"), stopping("killed with SIGKILL (docker kill, docker rm -f, or the end of a stop's grace period)"), true},
+		{"kill SIGINT", kill("2"), stopping("sent SIGINT to stop (docker stop, or docker kill -s INT)"), true},
+		{"kill named signal", kill("SIGQUIT"), stopping("sent SIGQUIT to stop (docker stop, or docker kill -s QUIT)"), true},
 		{"kill SIGHUP (a reload)", kill("1"), none, false},
 		{"kill SIGUSR1", kill("10"), none, false},
 		{"kill without a signal", ctr("kill"), none, false},

@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -160,7 +162,7 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 	if margin <= 0 {
 		margin = DefaultStopMargin
 	}
-	return &conn{eng: eng, log: log, stopMargin: margin, stopTimeouts: map[string]time.Duration{}}, nil
+	return &conn{eng: eng, log: log, stopMargin: margin, stopTimeouts: map[string]time.Duration{}, recheck: newRechecks()}, nil
 }
 
 // Stop-signal hold bounds (follow.StopBound).
@@ -286,6 +288,9 @@ type conn struct {
 	// told (a container without one is not in it).
 	stopTimeouts map[string]time.Duration
 	stopMargin   time.Duration
+	// recheck holds the containers to inspect again once their health
+	// check's next result is due (R1c).
+	recheck *rechecks
 }
 
 // StopBound implements follow.StopBound: the container's stop timeout
@@ -304,7 +309,71 @@ func (c *conn) StopBound(id string) time.Duration {
 	return d + c.stopMargin
 }
 
-func (c *conn) Close() error { return c.eng.Close() }
+func (c *conn) Close() error {
+	c.recheck.stop()
+	return c.eng.Close()
+}
+
+// rechecks are containers to inspect again at a time, as if an event had
+// named them: a resumed container whose "unhealthy" is not a verdict yet
+// (R1c) gets no event when its next check fails too (the Engine logs a
+// health_status event only when the status changes), so the adapter looks
+// again when that check's result is due.
+type rechecks struct {
+	mu     sync.Mutex
+	timers map[string]*time.Timer
+	due    []string
+	// ready has a value while due is not empty.
+	ready   chan struct{}
+	stopped bool
+}
+
+func newRechecks() *rechecks {
+	return &rechecks{timers: map[string]*time.Timer{}, ready: make(chan struct{}, 1)}
+}
+
+// after asks for id to be reported again in d, unless it is already due
+// sooner.
+func (r *rechecks) after(id string, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped || r.timers[id] != nil {
+		return
+	}
+	r.timers[id] = time.AfterFunc(d, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(r.timers, id)
+		if r.stopped {
+			return
+		}
+		r.due = append(r.due, id)
+		select {
+		case r.ready <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// take returns the ids that are due, and forgets them.
+func (r *rechecks) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := r.due
+	r.due = nil
+	return ids
+}
+
+// stop cancels every recheck: the session is over.
+func (r *rechecks) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopped = true
+	for _, t := range r.timers {
+		t.Stop()
+	}
+	clear(r.timers)
+}
 
 // Subscribe asks for the container events. The Engine answers the
 // subscription a moment before it registers it, so it asks for the events
@@ -335,6 +404,10 @@ func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
 					continue
 				}
 				report(ev)
+			case <-c.recheck.ready:
+				for _, id := range c.recheck.take() {
+					report(follow.Event{ID: id})
+				}
 			}
 		}
 	}, nil
@@ -390,6 +463,11 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 	} else {
 		delete(c.stopTimeouts, id)
 	}
+	if in.State != nil && in.State.Running && !in.State.Paused {
+		if d, resumed := resumedCheck(in.State.Health, in.Config); resumed {
+			c.recheck.after(id, d)
+		}
+	}
 	return fromInspect(in), nil
 }
 
@@ -423,10 +501,13 @@ func ContainerEvent(m events.Message) (ev follow.Event, ok bool) {
 			if !slices.Contains(stopSignals, m.Actor.Attributes["signal"]) {
 				return follow.Event{}, false
 			}
-			ev.Stopping = true
+			ev.Stopping, ev.Why = true, killWhy(m.Actor.Attributes["signal"])
 			return ev, true
-		case events.ActionDie, events.ActionStop:
-			ev.Stopping = true
+		case events.ActionDie:
+			ev.Stopping, ev.Why = true, dieWhy(m.Actor.Attributes["exitCode"])
+			return ev, true
+		case events.ActionStop:
+			ev.Stopping, ev.Why = true, "stopped (docker stop)"
 			return ev, true
 		case events.ActionStart:
 			ev.Started = true
@@ -444,4 +525,49 @@ func ContainerEvent(m events.Message) (ev follow.Event, ok bool) {
 		}
 	}
 	return follow.Event{}, false
+}
+
+// signalNames names the signals a stop or a death reports, by number.
+var signalNames = map[string]string{
+	"1": "SIGHUP", "2": "SIGINT", "3": "SIGQUIT", "6": "SIGABRT", "9": "SIGKILL",
+	"11": "SIGSEGV", "13": "SIGPIPE", "15": "SIGTERM",
+}
+
+// signalName is "SIGTERM" for "15", "TERM" or "SIGTERM"; "signal <n>" for
+// a number it does not know.
+func signalName(s string) string {
+	if n, ok := signalNames[s]; ok {
+		return n
+	}
+	if _, err := strconv.Atoi(s); err == nil {
+		return "signal " + s
+	}
+	if !strings.HasPrefix(s, "SIG") {
+		s = "SIG" + s
+	}
+	return s
+}
+
+// killWhy says what a kill event with a stopping signal means.
+func killWhy(signal string) string {
+	name := signalName(signal)
+	if name == "SIGKILL" {
+		return "killed with SIGKILL (docker kill, docker rm -f, or the end of a stop's grace period)"
+	}
+	return "sent " + name + " to stop (docker stop, or docker kill -s " + strings.TrimPrefix(name, "SIG") + ")"
+}
+
+// dieWhy says what a die event's exit code means: 128+n is a death by
+// signal n, another non-zero code the app's own failure.
+func dieWhy(exitCode string) string {
+	code, err := strconv.Atoi(exitCode)
+	switch {
+	case err != nil:
+		return "exited"
+	case code == 0:
+		return "exited with code 0"
+	case code > 128 && code < 160:
+		return "exited with code " + exitCode + " (killed by " + signalName(strconv.Itoa(code-128)) + ")"
+	}
+	return "exited with code " + exitCode + " (crashed or failed)"
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/network"
@@ -24,12 +25,18 @@ import (
 //   - Health is the verdict of the container's health check, reported only
 //     while the container is running (a stopped or paused container is not
 //     routable whatever its last verdict, and the listing does not tell it).
-//     HealthNone means no health check.
+//     HealthNone means no health check. A resumed container's "unhealthy"
+//     that no check gave is the verdict from before its pause (R1c, see
+//     inspectHealth): the listing cannot tell the two apart, so an unhealthy
+//     container is inspected.
 //   - Networks has one Attachment per network the container is on, in
 //     network-name order: its IPv4 address and that network's gateway (the
 //     host's own address on a bridge network), else its IPv6 ones. A
 //     container that is not running has no address. Host and none network
-//     modes give an attachment without an address.
+//     modes give an attachment without an address (the host one marked
+//     Host: the catalog routes to the host's address, R11h), and a
+//     container that shares another's network stack (container:<id>, compose's
+//     network_mode: service:x) one attachment named "container:<id>".
 //   - Ports are the published port bindings, in guest-port order; a port
 //     only exposed is not one. A binding on 0.0.0.0, :: or "" is on every
 //     host address (HostIP ""), and the same port published on both 0.0.0.0
@@ -48,7 +55,9 @@ func fromSummary(c container.Summary) (inst catalog.Instance, ok bool) {
 	}
 	if inst.State == catalog.StateRunning {
 		h, known := healthFromStatus(c.Status)
-		if !known {
+		if !known || h == catalog.HealthUnhealthy {
+			// An unhealthy one may be a resumed container whose check
+			// has not run again yet (R1c): only its inspection tells.
 			return inst, false
 		}
 		inst.Health = h
@@ -56,6 +65,7 @@ func fromSummary(c container.Summary) (inst catalog.Instance, ok bool) {
 	if c.NetworkSettings != nil {
 		inst.Networks = attachments(c.NetworkSettings.Networks)
 	}
+	inst.Networks = sharedStack(inst.Networks, container.NetworkMode(c.HostConfig.NetworkMode))
 	for _, p := range c.Ports {
 		if p.PublicPort == 0 || p.PrivatePort == 0 {
 			continue // exposed, not published
@@ -93,6 +103,11 @@ func fromInspect(in container.InspectResponse) catalog.Instance {
 	}
 	if ns := in.NetworkSettings; ns != nil {
 		inst.Networks = attachments(ns.Networks)
+	}
+	if in.ContainerJSONBase != nil && in.HostConfig != nil {
+		inst.Networks = sharedStack(inst.Networks, in.HostConfig.NetworkMode)
+	}
+	if ns := in.NetworkSettings; ns != nil {
 		for port, bindings := range ns.Ports {
 			guest, proto, ok := parsePort(port)
 			if !ok {
@@ -179,13 +194,18 @@ func inspectState(st *container.State) catalog.State {
 
 // inspectHealth is the verdict of a running container's health check. A
 // check that is configured but has no health record yet has no verdict:
-// HealthStarting, never HealthNone (which would make it routable).
+// HealthStarting, never HealthNone (which would make it routable). An
+// "unhealthy" that no check gave (a resumed container, R1c) is the verdict
+// from before the pause.
 func inspectHealth(st *container.State, cfg *container.Config) catalog.Health {
 	if h := st.Health; h != nil {
 		switch h.Status {
 		case container.Healthy:
 			return catalog.HealthHealthy
 		case container.Unhealthy:
+			if _, resumed := resumedCheck(h, cfg); resumed {
+				return verdictBeforePause(h)
+			}
 			return catalog.HealthUnhealthy
 		case container.NoHealthcheck:
 			return catalog.HealthNone
@@ -197,6 +217,63 @@ func inspectHealth(st *container.State, cfg *container.Config) catalog.Health {
 		return catalog.HealthStarting
 	}
 	return catalog.HealthNone
+}
+
+// Why a resumed container's "unhealthy" is not a verdict (R1c): the Engine
+// stops a container's health checks while it is paused and marks it
+// unhealthy then ("for compatibility"), without running a check or counting
+// a failure. After the unpause its checks resume only an interval later
+// (30 s by default), and it stays "unhealthy" until then: a container
+// resumed from pause standby would get no requests for a whole interval. A
+// real unhealthy verdict takes Retries failures in a row (FailingStreak),
+// so an "unhealthy" with fewer is the Engine's mark, and the verdict that
+// stands is the one the checks gave before the pause.
+
+// defaultRetries, defaultInterval and defaultTimeout are the Engine's
+// defaults for a health check that sets none.
+const (
+	defaultRetries  = 3
+	defaultInterval = 30 * time.Second
+	defaultTimeout  = 30 * time.Second
+)
+
+// resumedCheck reports whether health h says "unhealthy" without the
+// failures that verdict takes (the mark the Engine leaves on a paused
+// container), and if so when the next check's result is due at the
+// latest, from now: an interval, plus the check's timeout, plus a second.
+func resumedCheck(h *container.Health, cfg *container.Config) (recheck time.Duration, resumed bool) {
+	if h == nil || h.Status != container.Unhealthy {
+		return 0, false
+	}
+	retries, interval, timeout := defaultRetries, defaultInterval, defaultTimeout
+	if cfg != nil && cfg.Healthcheck != nil {
+		hc := cfg.Healthcheck
+		if hc.Retries > 0 {
+			retries = hc.Retries
+		}
+		if hc.Interval > 0 {
+			interval = hc.Interval
+		}
+		if hc.Timeout > 0 {
+			timeout = hc.Timeout
+		}
+	}
+	if h.FailingStreak >= retries {
+		return 0, false
+	}
+	return interval + timeout + time.Second, true
+}
+
+// verdictBeforePause is the verdict a resumed container's checks gave
+// before its pause: healthy if one of the last results (the Engine keeps
+// five) passed, since fewer than Retries failed after it; else none yet.
+func verdictBeforePause(h *container.Health) catalog.Health {
+	for _, r := range h.Log {
+		if r != nil && r.ExitCode == 0 {
+			return catalog.HealthHealthy
+		}
+	}
+	return catalog.HealthStarting
 }
 
 // healthFromStatus reads a running container's health from the listing's
@@ -233,7 +310,7 @@ func attachments(nets map[string]*network.EndpointSettings) []catalog.Attachment
 	}
 	out := make([]catalog.Attachment, 0, len(nets))
 	for name, ep := range nets {
-		a := catalog.Attachment{Network: name}
+		a := catalog.Attachment{Network: name, Host: name == "host"}
 		if ep != nil {
 			switch {
 			case ep.IPAddress != "":
@@ -246,6 +323,19 @@ func attachments(nets map[string]*network.EndpointSettings) []catalog.Attachment
 	}
 	slices.SortFunc(out, func(a, b catalog.Attachment) int { return strings.Compare(a.Network, b.Network) })
 	return out
+}
+
+// sharedStack adds to nets, for a container that shares another's network
+// stack and so is on no network of its own, the attachment that says so.
+func sharedStack(nets []catalog.Attachment, mode container.NetworkMode) []catalog.Attachment {
+	if !mode.IsContainer() || len(nets) > 0 {
+		return nets
+	}
+	other := mode.ConnectedContainer()
+	if len(other) == 64 {
+		other = other[:12] // an ID, as docker ps shows it
+	}
+	return []catalog.Attachment{{Network: "container:" + other}}
 }
 
 // hostIP maps the Engine's "every address" forms to "".

@@ -137,10 +137,9 @@ func TestFromSummary(t *testing.T) {
 			ok:   true,
 		},
 		{
-			name: "running, unhealthy",
+			name: "running, unhealthy: inspect (R1c)",
 			in:   container.Summary{ID: "c4", Names: []string{"/u"}, State: "running", Status: "Up 1 hour (unhealthy)"},
-			want: catalog.Instance{ID: "c4", Name: "u", State: catalog.StateRunning, Health: catalog.HealthUnhealthy},
-			ok:   true,
+			ok:   false,
 		},
 		{
 			name: "running, unknown status text: inspect",
@@ -204,7 +203,7 @@ func TestFromSummary(t *testing.T) {
 				ID: "c13", Names: []string{"/h"}, State: "running", Status: "Up 1 second",
 				NetworkSettings: &container.NetworkSettingsSummary{Networks: map[string]*network.EndpointSettings{"host": {}}},
 			},
-			want: catalog.Instance{ID: "c13", Name: "h", State: catalog.StateRunning, Networks: []catalog.Attachment{{Network: "host"}}},
+			want: catalog.Instance{ID: "c13", Name: "h", State: catalog.StateRunning, Networks: []catalog.Attachment{{Network: "host", Host: true}}},
 			ok:   true,
 		},
 		{
@@ -290,7 +289,7 @@ func TestFromInspect(t *testing.T) {
 		},
 		{
 			name: "running, unhealthy",
-			in:   inspected("c4", "/u", container.State{Status: "running", Running: true, Health: &container.Health{Status: container.Unhealthy}}, withCheck, nil, nil),
+			in:   inspected("c4", "/u", container.State{Status: "running", Running: true, Health: &container.Health{Status: container.Unhealthy, FailingStreak: 3}}, withCheck, nil, nil),
 			want: catalog.Instance{ID: "c4", Name: "u", State: catalog.StateRunning, Health: catalog.HealthUnhealthy},
 		},
 		{

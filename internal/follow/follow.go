@@ -105,6 +105,9 @@ type Event struct {
 	// the session takes it out of its rotations at once, from the stream,
 	// before the fetch fills in the rest (catalog.Sink.Stopping).
 	Stopping bool
+	// Why says, with Stopping, what the event tells of why ("exited with
+	// code 1", "killed with SIGKILL"), for the log (catalog.StoppingBecause).
+	Why string
 	// Started says the instance (re)started, which ends a Stopping.
 	Started bool
 	// Group names a group of instances the event changes as a whole

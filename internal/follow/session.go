@@ -82,9 +82,9 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 			case e.Stopping:
 				// Before the fetches queued before it: new requests stop
 				// going there within the event's time.
-				marks.set(e.ID, true)
+				marks.set(e.ID, true, e.Why)
 			case e.Started:
-				marks.set(e.ID, false)
+				marks.set(e.ID, false, "")
 			}
 			pending.AddEvent(e)
 		})
@@ -375,7 +375,7 @@ func (s *session) endHolds(ctx context.Context) error {
 		s.known[in.ID] = in
 		s.sink.Put(in)
 		if in.State == catalog.StateRunning {
-			s.marks.set(id, false)
+			s.marks.set(id, false, "")
 			s.loop.log().Info(s.loop.Thing+" still running after its stop signal and stop timeout: back in its rotations",
 				zap.String(s.loop.Thing, in.Name), zap.String("id", id))
 		}
@@ -386,7 +386,7 @@ func (s *session) endHolds(ctx context.Context) error {
 // Same says whether a and b are the same in every field.
 func Same(a, b catalog.Instance) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.State == b.State && a.Health == b.Health &&
-		a.WakeOnConnect == b.WakeOnConnect && maps.Equal(a.Labels, b.Labels) &&
+		a.WakeOnConnect == b.WakeOnConnect && a.Group == b.Group && maps.Equal(a.Labels, b.Labels) &&
 		slices.Equal(a.Networks, b.Networks) && slices.Equal(a.Ports, b.Ports)
 }
 
@@ -403,18 +403,25 @@ func (s *session) drop(id string) {
 // a subscriber that stops reading (its queue of 1024 full for 100 ms).
 type marks struct {
 	mu      sync.Mutex
-	pending map[string]bool // ID -> stopping (true) or started (false)
+	pending map[string]mark // by instance ID
 	notify  chan struct{}
 }
 
+// mark is one instance's latest mark: stopping (with why, as the event
+// told it, "" if it did not) or started.
+type mark struct {
+	stopping bool
+	why      string
+}
+
 func newMarks() *marks {
-	return &marks{pending: make(map[string]bool), notify: make(chan struct{}, 1)}
+	return &marks{pending: make(map[string]mark), notify: make(chan struct{}, 1)}
 }
 
 // set records the latest mark of id.
-func (m *marks) set(id string, stopping bool) {
+func (m *marks) set(id string, stopping bool, why string) {
 	m.mu.Lock()
-	m.pending[id] = stopping
+	m.pending[id] = mark{stopping: stopping, why: why}
 	m.mu.Unlock()
 	select {
 	case m.notify <- struct{}{}:
@@ -422,14 +429,14 @@ func (m *marks) set(id string, stopping bool) {
 	}
 }
 
-func (m *marks) take() map[string]bool {
+func (m *marks) take() map[string]mark {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.pending) == 0 {
 		return nil
 	}
 	p := m.pending
-	m.pending = make(map[string]bool)
+	m.pending = make(map[string]mark)
 	return p
 }
 
@@ -447,10 +454,13 @@ func (m *marks) run(ctx context.Context, sink catalog.Sink) {
 
 // apply applies the marks taken so far.
 func (m *marks) apply(sink catalog.Sink) {
-	for id, stopping := range m.take() {
-		if stopping {
+	for id, mk := range m.take() {
+		switch s, ok := sink.(catalog.StoppingBecause); {
+		case mk.stopping && ok && mk.why != "":
+			s.StoppingBecause(id, mk.why)
+		case mk.stopping:
 			sink.Stopping(id)
-		} else {
+		default:
 			sink.Started(id)
 		}
 	}

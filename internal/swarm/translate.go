@@ -188,6 +188,7 @@ func taskNetworks(atts []swarm.NetworkAttachment) []catalog.Attachment {
 func serviceInstance(svc *service, endpoint string, tasks []catalog.Instance, netNames map[string]string) catalog.Instance {
 	inst := catalog.Instance{ID: svc.id, Name: svc.name, Labels: svc.labels, State: catalog.StateStopped}
 	if endpoint != EndpointVIP {
+		inst.Group = true // shown as such, not as stopped
 		return inst
 	}
 	for _, t := range tasks {

@@ -196,7 +196,7 @@ func TestEvent(t *testing.T) {
 		{"service update", serviceEvent("web", "update"), follow.Event{Group: "service/web"}, true},
 		{"service remove", serviceEvent("web", "remove"), follow.Event{Group: "service/web"}, true},
 		{"node update", events.Message{Type: events.NodeEventType, Action: "update", Actor: events.Actor{ID: "n2"}}, follow.Event{Group: "node/n2"}, true},
-		{"task container killed", containerEvent(tk, "kill", "signal", "15"), follow.Event{ID: "web-t1", Stopping: true}, true},
+		{"task container killed", containerEvent(tk, "kill", "signal", "15"), follow.Event{ID: "web-t1", Stopping: true, Why: "sent SIGTERM to stop (docker stop, or docker kill -s TERM)"}, true},
 		{"task container started", containerEvent(tk, "start"), follow.Event{ID: "web-t1", Started: true}, true},
 		{"task container health", containerEvent(tk, "health_status: unhealthy"), follow.Event{ID: "web-t1"}, true},
 		{"task container destroyed", containerEvent(tk, "destroy"), follow.Event{ID: "web-t1", Deleted: true}, true},

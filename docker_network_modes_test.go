@@ -1,0 +1,72 @@
+package caddydicer
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+)
+
+// R11, R11h against the real Engine: a container on the host's network is
+// routed to on its caddy.port at published_port_host (the host's address
+// on the default bridge here); one whose caddy.network label names a
+// network it is not on, and one on network none, each get one warning
+// naming them and why (once per connection).
+func TestDocker_R11h_network_modes(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("r11h")
+	port := freePort(t)
+	hostHost := hostName("r11h-host")
+	tester, logFile := dockerCaddy(t, "", fmt.Sprintf(`
+:%d {
+	@host host %s
+	handle @host {
+		reverse_proxy {
+			dynamic docker {
+				selector app=%s
+				published_port_host 172.17.0.1
+			}
+		}
+	}
+	handle {
+		reverse_proxy {
+			dynamic docker app=%s 8080
+		}
+	}
+}`, httpPort, hostHost, app, app))
+	dockertest.Start(t, cli, dockertest.Options{Name: "r11h-host", Network: "host", Env: []string{"PORT=" + strconv.Itoa(port)},
+		Labels: map[string]string{"app": app, "caddy.port": strconv.Itoa(port)}})
+	answersWithin(t, tester, hostHost, http.StatusOK, hello("r11h-host"), waitFor)
+
+	typo := dockertest.Start(t, cli, dockertest.Options{Name: "r11h-typo", Labels: map[string]string{"app": app, "caddy.network": "brigde"}})
+	none := dockertest.Start(t, cli, dockertest.Options{Name: "r11h-none", Network: "none", Labels: map[string]string{"app": app, "caddy.port": "8080"}})
+	for c, why := range map[string]string{
+		typo.Name: "not on network brigde (its caddy.network label): it is on bridge",
+		none.Name: "on network none: it has no networking",
+	} {
+		deadline := time.Now().Add(waitFor)
+		// Once per catalog: the two routes' settings differ, so they have
+		// a connection each (issue 18.5), and each says it once.
+		for n := 0; n != 2; n = len(logLines(t, logFile, `"instance gets no requests: `+why, `"instance":"`+c+`"`)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no warning %q for %s; its log lines: %q", why, c, logLines(t, logFile, c))
+			}
+			time.Sleep(10 * time.Millisecond) // the log file, polled
+		}
+	}
+}
+
+// freePort is a TCP port free on the host right now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
