@@ -45,11 +45,17 @@ func (w *standby) standInUpstream(retry time.Duration) *reverseproxy.Upstream {
 }
 
 // standIn is a loopback HTTP server answering every request with 503 and
-// a fixed Retry-After.
+// a fixed Retry-After, on a connection it closes after the answer (R5e):
+// it keeps no idle connection, and one that sends nothing is closed after
+// standInReadTimeout.
 type standIn struct {
 	dial string
 	srv  *http.Server
 }
+
+// standInReadTimeout bounds how long a stand-in waits for a request's
+// head and body on a connection, and how long it writes its answer.
+const standInReadTimeout = 2 * time.Second
 
 func startStandIn(secs int) (*standIn, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -66,8 +72,14 @@ func startStandIn(secs int) (*standIn, error) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(body))
 		}),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: standInReadTimeout,
+		ReadTimeout:       standInReadTimeout,
+		WriteTimeout:      standInReadTimeout,
+		IdleTimeout:       standInReadTimeout,
 	}
+	// One answer per connection: nothing waits idle for a next request,
+	// whoever opened it (reverse_proxy's pool, or any local process).
+	srv.SetKeepAlivesEnabled(false)
 	go func() { _ = srv.Serve(ln) }()
 	return &standIn{dial: ln.Addr().String(), srv: srv}, nil
 }

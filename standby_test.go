@@ -1,10 +1,13 @@
 package caddydicer
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -341,5 +344,50 @@ func TestStandby_R5b_multi_wakes_only_when_no_source_serves(t *testing.T) {
 	}
 	if n := f.calls.Load(); n != 1 {
 		t.Errorf("%d start calls, want 1", n)
+	}
+}
+
+// R5e: the stand-in keeps no connection open: one that had its answer is
+// closed right after it (no keep-alive), and one that sends nothing is
+// closed after standInReadTimeout.
+func TestStandby_stand_in_closes_idle_connections(t *testing.T) {
+	w, _, _ := newTestStandby(t, &fakeActions{})
+	u := w.standInUpstream(time.Second)
+	if u == nil {
+		t.Fatal("no stand-in")
+	}
+	answered, err := net.Dial("tcp", u.Dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer answered.Close()
+	silent, err := net.Dial("tcp", u.Dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	if _, err := io.WriteString(answered, "GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(answered)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("stand-in answered %d", res.StatusCode)
+	}
+	for name, c := range map[string]io.Reader{"after its answer": br, "sending nothing": silent} {
+		conn := answered
+		if name == "sending nothing" {
+			conn = silent
+		}
+		// The deadline is the test's bound on the stand-in closing it.
+		_ = conn.SetReadDeadline(time.Now().Add(standInReadTimeout + 3*time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Errorf("connection %s: still open (%v), want closed by the stand-in", name, err)
+		}
 	}
 }
