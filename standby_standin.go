@@ -27,8 +27,8 @@ func (w *standby) standInUpstream(retry time.Duration) *reverseproxy.Upstream {
 	if secs > 60 {
 		secs = (secs + 59) / 60 * 60 // a handful of stand-ins, whatever the backoff left
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.engine.mu.Lock()
+	defer w.engine.mu.Unlock()
 	if w.closed {
 		return nil
 	}

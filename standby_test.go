@@ -266,8 +266,8 @@ func TestStandby_wake_timeout_setting(t *testing.T) {
 
 // BenchmarkGetUpstreamsStandby is GetUpstreams for a route of three
 // running containers, labelled caddy.standby_after or not, on a Docker-like
-// connection (with scale to zero): the price of recording activity, once
-// reverse_proxy's in-flight counters are known.
+// connection (with scale to zero): the price of recording activity (a
+// time, and a request in flight until the request's context ends).
 func BenchmarkGetUpstreamsStandby(b *testing.B) {
 	for _, labelled := range []bool{false, true} {
 		cat := catalog.New(catalog.Options{})
@@ -285,13 +285,10 @@ func BenchmarkGetUpstreamsStandby(b *testing.B) {
 		w := newStandby(ctx, &fakeActions{}, cat, zap.NewNop())
 		conn := &connection{catalog: cat, standby: w}
 		u := &DockerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
-		for _, t := range cat.Snapshot().Targets(nil, u.route, "shop.example.com") {
-			if t.Activity != nil {
-				t.Activity.Begin()
-				t.Activity.Learn(t.Dial, fixedInFlight(0))
-			}
-		}
 		req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/", nil)
+		rctx, rcancel := context.WithCancel(req.Context())
+		defer rcancel()
+		req = req.WithContext(rctx) // a request's context, which ends
 		b.Run(fmt.Sprintf("labelled=%v", labelled), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -304,10 +301,6 @@ func BenchmarkGetUpstreamsStandby(b *testing.B) {
 		w.close()
 	}
 }
-
-type fixedInFlight int
-
-func (n fixedInFlight) NumRequests() int { return int(n) }
 
 // R5b with a daemon whose instances Caddy wakes (Docker): in one `dynamic
 // multi`, a source whose only instance for the host is stopped wakes
@@ -389,5 +382,64 @@ func TestStandby_stand_in_closes_idle_connections(t *testing.T) {
 		if _, err := io.Copy(io.Discard, c); err != nil {
 			t.Errorf("connection %s: still open (%v), want closed by the stand-in", name, err)
 		}
+	}
+}
+
+// Issue 18 (suspected, confirmed): requests in flight are counted here,
+// from GetUpstreams to the request's end, not read from reverse_proxy's
+// Host: Caddy forgets an idle dynamic Host after an hour and makes a new
+// one, and a request counted on the new one was not seen at all (the
+// first Host learnt per dial was kept). A request in flight on a Host
+// other than the first one keeps the container up; it is stopped
+// standby_after after that request ends, not while it runs.
+func TestStandby_request_in_flight_keeps_instance_up_whatever_caddys_host(t *testing.T) {
+	f := &fakeActions{}
+	stopped := make(chan time.Time, 1)
+	w, cat, _ := newTestStandby(t, f)
+	f.then = func(action, _ string) error {
+		if action == "stop" {
+			stopped <- time.Now()
+		}
+		return nil
+	}
+	in := sleeper(catalog.StateRunning)
+	in.Labels[catalog.LabelStandbyAfter] = "100ms"
+	cat.Replace([]catalog.Instance{in})
+	route := catalog.Route{Port: 8080}
+
+	// request makes a request routed to the container, its Upstream's Host
+	// being h, as reverse_proxy fills it in; cancel ends the request.
+	request := func(h *reverseproxy.Host) (cancel func()) {
+		repl := caddy.NewReplacer()
+		repl.Set("http.reverse_proxy.upstream.hostport", "10.0.0.2:8080")
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), caddy.ReplacerCtxKey, repl))
+		r := httptest.NewRequest(http.MethodGet, "http://h/", nil).WithContext(ctx)
+		ts := cat.Snapshot().Targets(nil, route, "h")
+		if len(ts) != 1 {
+			t.Fatalf("targets %v", ts)
+		}
+		u := &reverseproxy.Upstream{Dial: ts[0].Dial, Host: h}
+		w.record(r, ts[0].Activity, u)
+		return cancel
+	}
+	request(new(reverseproxy.Host))() // learnt, then over
+	act := cat.Snapshot().Targets(nil, route, "h")[0].Activity
+	for deadline := time.Now().Add(5 * time.Second); act.InFlight() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request still counts in flight")
+		}
+		time.Sleep(time.Millisecond) // its end runs in a goroutine of its context's
+	}
+	end := request(new(reverseproxy.Host)) // a new Host (the first was evicted): a long request, e.g. a websocket
+	time.Sleep(500 * time.Millisecond)     // the request runs for 5 standby_after
+	ended := time.Now()
+	end()
+	select {
+	case at := <-stopped:
+		if at.Before(ended) {
+			t.Fatalf("stopped %s before the request in flight ended", ended.Sub(at).Round(time.Millisecond))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not stopped once idle")
 	}
 }

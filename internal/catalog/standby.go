@@ -43,102 +43,136 @@ func parseStandby(labels map[string]string) (p Standby, bad string) {
 	return p, ""
 }
 
-// InFlight is a count of requests in flight to one upstream:
-// reverse_proxy's *Host.
-type InFlight interface{ NumRequests() int }
-
 // Activity is what requests tell of an instance's use, kept across the
 // instance's changes (by ID) for as long as it is labelled. The request
 // path writes it with atomics only.
+//
+// Several catalogs may follow one daemon (routes whose connection settings
+// differ): the Activity of each catalog's entry for one instance is then
+// linked to one shared Activity (Link), so that a request through any of
+// them counts for all (R5f).
 type Activity struct {
-	// last is when a request was last routed to the instance (Unix nanos);
-	// 0: never, since the catalog has known it or Reset.
+	// last is when a request was last routed to the instance: nanoseconds
+	// since epoch on the monotonic clock, plus one; 0: never, since the
+	// catalog has known it or Reset.
 	last atomic.Int64
-	// pending counts requests routed to the instance whose InFlight is not
-	// known yet (see Capture).
-	pending atomic.Int32
-	// counts are the InFlight counters of the dial addresses requests were
-	// routed to.
-	counts atomic.Pointer[[]dialCount]
+	// inFlight counts the requests routed to the instance that have not
+	// ended (Begin, End).
+	inFlight atomic.Int64
+	// link, once set, is the shared Activity this one stands for.
+	link atomic.Pointer[Activity]
+	// linked are the Activities linked to this one, whose own counts of
+	// requests begun before the link still run.
+	linked atomic.Pointer[[]*Activity]
 }
 
-type dialCount struct {
-	dial  string
-	count InFlight
-}
+// epoch is the origin of Activity times: a reading of the monotonic clock,
+// so that a step of the wall clock never makes an instance look idle.
+var epoch = time.Now()
 
-// Touch records a request routed to the instance now; first reports the
-// first since the instance was known or Reset.
-func (a *Activity) Touch(now time.Time) (first bool) { return a.last.Swap(now.UnixNano()) == 0 }
+// monotonic is now as nanoseconds since epoch, plus one (never 0). A now
+// without a monotonic reading counts on the wall clock.
+func monotonic(now time.Time) int64 { return int64(now.Sub(epoch)) + 1 }
 
-// Reset forgets the last request: the instance is down.
-func (a *Activity) Reset() { a.last.Store(0) }
-
-// Last is when a request was last routed to the instance; zero if never.
-func (a *Activity) Last() time.Time {
-	if n := a.last.Load(); n != 0 {
-		return time.Unix(0, n)
+// root is the Activity that this one's requests count in.
+func (a *Activity) root() *Activity {
+	if l := a.link.Load(); l != nil {
+		return l
 	}
-	return time.Time{}
+	return a
 }
 
-// Knows reports whether the InFlight counter of dial is known.
-func (a *Activity) Knows(dial string) bool {
-	if p := a.counts.Load(); p != nil {
-		for _, c := range *p {
-			if c.dial == dial {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// Begin records a request whose InFlight counter is being captured: until
-// the matching Learn, the instance counts as busy.
-func (a *Activity) Begin() { a.pending.Add(1) }
-
-// Learn ends a Begin, recording the InFlight counter of dial (nil: not
-// known after all). At most a few dial addresses are kept, the latest.
-func (a *Activity) Learn(dial string, count InFlight) {
-	defer a.pending.Add(-1)
-	if count == nil {
+// Link makes a stand for shared from now on: Touch, Begin, Last and
+// InFlight go to shared, which takes a's last request and keeps counting
+// a's requests in flight until they end. Linking to itself, or linking a
+// second time, does nothing. Callers serialize Link and Unlink.
+func (a *Activity) Link(shared *Activity) {
+	if shared == nil || shared == a || shared.link.Load() != nil || a.link.Load() != nil {
 		return
 	}
+	list := []*Activity{a}
+	if old := shared.linked.Load(); old != nil {
+		list = append(list, *old...)
+	}
+	shared.linked.Store(&list) // first: a request Begun on a now counts there
+	a.link.Store(shared)
+	storeMax(&shared.last, a.last.Load())
+}
+
+// Unlink drops a's place in the shared Activity it was linked to (its
+// catalog forgot the instance): its own count no longer adds there.
+func (a *Activity) Unlink() {
+	shared := a.link.Load()
+	if shared == nil {
+		return
+	}
+	old := shared.linked.Load()
+	if old == nil {
+		return
+	}
+	list := make([]*Activity, 0, len(*old))
+	for _, l := range *old {
+		if l != a {
+			list = append(list, l)
+		}
+	}
+	shared.linked.Store(&list)
+}
+
+func storeMax(v *atomic.Int64, n int64) {
 	for {
-		old := a.counts.Load()
-		var list []dialCount
-		if old != nil {
-			for _, c := range *old {
-				if c.dial != dial {
-					list = append(list, c)
-				}
-			}
-		}
-		list = append(list, dialCount{dial: dial, count: count})
-		if len(list) > 4 {
-			list = list[len(list)-4:]
-		}
-		if a.counts.CompareAndSwap(old, &list) {
+		old := v.Load()
+		if n <= old || v.CompareAndSwap(old, n) {
 			return
 		}
 	}
 }
 
-// Forget drops the known InFlight counters (the instance was woken: its
-// addresses may have changed).
-func (a *Activity) Forget() { a.counts.Store(nil) }
+// Touch records a request routed to the instance now; first reports the
+// first since the instance was known or Reset.
+func (a *Activity) Touch(now time.Time) (first bool) {
+	r, n := a.root(), monotonic(now)
+	first = r.last.Swap(n) == 0
+	if l := a.link.Load(); l != nil && l != r {
+		storeMax(&l.last, n) // linked meanwhile
+	}
+	return first
+}
 
-// InFlight is the number of requests in flight to the instance, as far as
-// known: a request whose counter is not captured yet counts as one.
+// Reset forgets the last request: the instance is down.
+func (a *Activity) Reset() { a.root().last.Store(0) }
+
+// Last is when a request was last routed to the instance, with a monotonic
+// clock reading (compare it with time.Now, time.Since); zero if never.
+func (a *Activity) Last() time.Time {
+	if n := a.root().last.Load(); n != 0 {
+		return epoch.Add(time.Duration(n - 1))
+	}
+	return time.Time{}
+}
+
+// Begin records a request routed to the instance, in flight until the
+// End of the Activity it returns.
+func (a *Activity) Begin() *Activity {
+	r := a.root()
+	r.inFlight.Add(1)
+	return r
+}
+
+// End ends a request counted by Begin, on the Activity Begin returned.
+func (a *Activity) End() { a.inFlight.Add(-1) }
+
+// InFlight is the number of requests routed to the instance that have not
+// ended, through any catalog linked to the same shared Activity.
 func (a *Activity) InFlight() int {
-	n := int(a.pending.Load())
-	if p := a.counts.Load(); p != nil {
-		for _, c := range *p {
-			n += c.count.NumRequests()
+	r := a.root()
+	n := r.inFlight.Load()
+	if p := r.linked.Load(); p != nil {
+		for _, l := range *p {
+			n += l.inFlight.Load()
 		}
 	}
-	return n
+	return int(n)
 }
 
 // Sleeper is an instance labelled caddy.standby_after, as Catalog.Sleepers

@@ -125,13 +125,14 @@ func TestStandby_Activity(t *testing.T) {
 	if got := c.Snapshot().Targets(nil, route, "h")[0].Activity; got != act {
 		t.Error("a change of the instance lost its Activity")
 	}
-	act.Begin()
-	if act.InFlight() != 1 {
-		t.Errorf("a request whose counter is not known counts as in flight: %d", act.InFlight())
+	one, two := act.Begin(), act.Begin()
+	if act.InFlight() != 2 {
+		t.Errorf("in flight %d, want 2", act.InFlight())
 	}
-	act.Learn("10.0.0.9:8080", fixedCount(3))
-	if act.InFlight() != 3 || !act.Knows("10.0.0.9:8080") {
-		t.Errorf("in flight %d, want the counter's 3", act.InFlight())
+	one.End()
+	two.End()
+	if act.InFlight() != 0 {
+		t.Errorf("in flight %d once both ended, want 0", act.InFlight())
 	}
 	sl := c.Sleepers(nil)
 	if len(sl) != 1 || sl[0].Name != "a" || sl[0].Policy.After != 2*time.Minute || !sl[0].Ready {
@@ -139,9 +140,62 @@ func TestStandby_Activity(t *testing.T) {
 	}
 }
 
-type fixedCount int
+// R5f: Activities linked to one shared Activity (one per catalog that
+// follows the Engine) count together: a request through any of them,
+// begun before or after the link, keeps all of them busy, and the latest
+// request time is theirs.
+func TestStandby_Activity_linked(t *testing.T) {
+	var a, b, shared catalog.Activity
+	early := a.Begin() // before the link: still counted once linked
+	t0 := time.Now()
+	a.Touch(t0)
+	a.Link(&shared)
+	b.Link(&shared)
+	if b.InFlight() != 1 || shared.InFlight() != 1 {
+		t.Errorf("in flight through b %d, shared %d; want a's 1", b.InFlight(), shared.InFlight())
+	}
+	if !b.Last().Equal(t0) {
+		t.Errorf("b's last request %v, want a's %v", b.Last(), t0)
+	}
+	late := b.Begin()
+	early.End()
+	if a.InFlight() != 1 {
+		t.Errorf("in flight through a %d, want b's 1", a.InFlight())
+	}
+	late.End()
+	b.Touch(t0.Add(time.Second))
+	if !a.Last().Equal(t0.Add(time.Second)) || a.InFlight() != 0 {
+		t.Errorf("a: last %v, in flight %d", a.Last(), a.InFlight())
+	}
+	stale := b.Begin() // counted on shared, where b forwards
+	b.Unlink()         // b's catalog forgot the instance
+	if a.InFlight() != 1 {
+		t.Errorf("in flight through a %d, want 1", a.InFlight())
+	}
+	stale.End()
+}
 
-func (n fixedCount) NumRequests() int { return int(n) }
+// Issue 18: the last request time is kept on the monotonic clock, so a
+// step of the wall clock (NTP, a VM resumed) does not make an instance
+// look idle: Last carries a monotonic reading, and the idle time measured
+// from it is the monotonic one.
+func TestStandby_Activity_monotonic(t *testing.T) {
+	var a catalog.Activity
+	now := time.Now()
+	a.Touch(now)
+	last := a.Last()
+	if last.Round(0) == last {
+		t.Fatalf("Last %v has no monotonic clock reading: idle time would follow wall clock steps", last)
+	}
+	// A wall clock step of an hour: a time read after it, without a
+	// monotonic reading (as time.Unix gives), is an hour later on the wall;
+	// with its monotonic reading (as time.Now gives), the idle time stays
+	// that of the monotonic clock.
+	later := now.Add(10 * time.Millisecond)
+	if idle := later.Sub(last); idle != 10*time.Millisecond {
+		t.Errorf("idle %s, want 10ms", idle)
+	}
+}
 
 // A bad caddy.standby_after or caddy.standby is said once per value.
 func TestStandby_bad_label_logged(t *testing.T) {
