@@ -154,3 +154,47 @@ func TestDocker_Standby_engine_blip_next_request_wakes(t *testing.T) {
 	}
 	t.Logf("blip end to a 200: %s", time.Since(restored).Round(time.Millisecond))
 }
+
+// Issue 18 (suspected): the stand-in behind other transports, through a
+// real Caddy. A read-only socket makes every wake fail at once, so every
+// request is the stand-in's. Behind `versions h2c` the answer is the 503
+// with Retry-After (it was a 502: confirmed, fixed); behind `tls` it is a
+// 502 (confirmed, documented: the stand-in speaks no TLS).
+func TestDocker_Standby_stand_in_behind_h2c_and_tls_transports(t *testing.T) {
+	cli := engine(t)
+	proxy := dockertest.NewReadOnlyProxy(t)
+	app := dockertest.Name("sb-h2c")
+	dockertest.Start(t, cli, dockertest.Options{Name: "sb-h2c", NoStart: true,
+		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
+	hostH2C, hostTLS := hostName("sb-h2c"), hostName("sb-tlsup")
+	site := func(host, transport string) string {
+		return fmt.Sprintf(`
+http://%s:%d {
+	reverse_proxy {
+		dynamic docker {
+			address %s
+			selector app=%s
+			port 8080
+		}
+		transport http {
+			%s
+		}
+	}
+}`, host, httpPort, proxy.Host(), app, transport)
+	}
+	tester, _ := dockerCaddy(t, "", site(hostH2C, "versions h2c")+site(hostTLS, "tls")+defaultEngineSite)
+	eventually(t, "Caddy's catalog lists the container", func() bool {
+		r, _ := getRetry(tester, hostH2C, "/", 10*time.Second)
+		return r.err == nil && (r.status != http.StatusServiceUnavailable || r.body != "") // not the bare 503 of nothing to wake
+	})
+	r, retry := getRetry(tester, hostH2C, "/", 30*time.Second)
+	if r.err != nil || r.status != http.StatusServiceUnavailable || retry == "" {
+		t.Errorf("behind h2c: %s with Retry-After %q, want 503 with Retry-After", r, retry)
+	}
+	r, retry = getRetry(tester, hostTLS, "/", 30*time.Second)
+	if r.err != nil || r.status != http.StatusBadGateway {
+		t.Errorf("behind tls: %s with Retry-After %q, want the documented 502", r, retry)
+	} else {
+		t.Logf("behind tls: %d (documented: the stand-in speaks no TLS)", r.status)
+	}
+}

@@ -47,7 +47,8 @@ func (w *standby) standInUpstream(retry time.Duration) *reverseproxy.Upstream {
 // standIn is a loopback HTTP server answering every request with 503 and
 // a fixed Retry-After, on a connection it closes after the answer (R5e):
 // it keeps no idle connection, and one that sends nothing is closed after
-// standInReadTimeout.
+// standInReadTimeout. It speaks HTTP/1.1 and h2c, not TLS: behind a
+// reverse_proxy whose transport uses TLS its answer becomes a 502.
 type standIn struct {
 	dial string
 	srv  *http.Server
@@ -80,6 +81,12 @@ func startStandIn(secs int) (*standIn, error) {
 	// One answer per connection: nothing waits idle for a next request,
 	// whoever opened it (reverse_proxy's pool, or any local process).
 	srv.SetKeepAlivesEnabled(false)
+	// HTTP/1.1, and HTTP/2 with prior knowledge for a reverse_proxy whose
+	// transport says `versions h2c` (an HTTP/2 connection is closed after
+	// IdleTimeout).
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	go func() { _ = srv.Serve(ln) }()
 	return &standIn{dial: ln.Addr().String(), srv: srv}, nil
 }

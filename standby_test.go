@@ -635,3 +635,26 @@ func TestStandby_max_wakes_and_max_held_settings(t *testing.T) {
 			plain.key, capped.key, plain.standbyEngine, capped.standbyEngine)
 	}
 }
+
+// Issue 18 (suspected, confirmed): behind `transport http { versions h2c }`
+// reverse_proxy speaks HTTP/2 with prior knowledge to the stand-in, which
+// spoke HTTP/1.1 only (a 502 instead of the 503). It answers h2c too, and
+// closes the idle HTTP/2 connection.
+func TestStandby_stand_in_speaks_h2c(t *testing.T) {
+	w, _, _ := newTestStandby(t, &fakeActions{})
+	u := w.standInUpstream(3 * time.Second)
+	if u == nil {
+		t.Fatal("no stand-in")
+	}
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	res, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("http://" + u.Dial + "/")
+	if err != nil {
+		t.Fatalf("h2c request to the stand-in: %v", err)
+	}
+	defer res.Body.Close()
+	if res.ProtoMajor != 2 || res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "3" {
+		t.Errorf("stand-in answered %s %d with Retry-After %q, want HTTP/2 503 with 3", res.Proto, res.StatusCode, res.Header.Get("Retry-After"))
+	}
+}
