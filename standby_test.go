@@ -268,7 +268,8 @@ func TestStandby_wake_timeout_setting(t *testing.T) {
 // BenchmarkGetUpstreamsStandby is GetUpstreams for a route of three
 // running containers, labelled caddy.standby_after or not, on a Docker-like
 // connection (with scale to zero): the price of recording activity (a
-// time, and a request in flight until the request's context ends).
+// time, and a request in flight until the request's context ends), each
+// request with a context of its own that ends after it.
 func BenchmarkGetUpstreamsStandby(b *testing.B) {
 	for _, labelled := range []bool{false, true} {
 		cat := catalog.New(catalog.Options{})
@@ -287,15 +288,15 @@ func BenchmarkGetUpstreamsStandby(b *testing.B) {
 		conn := &connection{catalog: cat, standby: w}
 		u := &DockerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
 		req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/", nil)
-		rctx, rcancel := context.WithCancel(req.Context())
-		defer rcancel()
-		req = req.WithContext(rctx) // a request's context, which ends
 		b.Run(fmt.Sprintf("labelled=%v", labelled), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if ups, _ := u.GetUpstreams(req); len(ups) != 3 {
+				// Each request has its context, which ends with it.
+				ctx, end := context.WithCancel(context.Background())
+				if ups, _ := u.GetUpstreams(req.WithContext(ctx)); len(ups) != 3 {
 					b.Fatalf("got %d upstreams, want 3", len(ups))
 				}
+				end()
 			}
 		})
 		cancel()
