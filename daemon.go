@@ -189,10 +189,10 @@ type connSpec struct {
 	// actions, if set, are the writes for scale to zero (Docker);
 	// standbyEngine names the daemon they write to, whose scale-to-zero
 	// state every connection to it shares (R5f: "" shares none), and
-	// standbyLimits are the connection's max_wakes and max_held (R5d).
+	// standbyOptions are the connection's max_wakes and max_held (R5d).
 	actions       standbyActions
 	standbyEngine string
-	standbyLimits standbyLimits
+	standbyOptions standbyOptions
 }
 
 // newConnSpec puts together what opens a shared connection to a backend's
@@ -246,7 +246,7 @@ func dial(spec connSpec) (*connection, error) {
 					return nil, err
 				}
 			}
-			c.standby = joinStandby(runCtx, eng, c.catalog, spec.opts.Logger, spec.standbyLimits)
+			c.standby = joinStandby(runCtx, eng, c.catalog, spec.opts.Logger, spec.standbyOptions)
 			c.standby.ownsEnd = spec.standbyEngine == ""
 			c.standby.counted = func(r wakeResult) { c.metrics.wakes(string(r)).Inc() }
 		}

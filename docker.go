@@ -242,7 +242,7 @@ func (e *DockerEngine) spec() (connSpec, error) {
 	spec := newConnSpec("docker", a.Address(), pph, docker.DaemonHost(a.Address()), keyParts, a.Loop().Run)
 	spec.actions = dockerActions{a.Actions()}
 	spec.standbyEngine = "docker\x00" + a.Key() // every connection to this Engine (R5f)
-	spec.standbyLimits = standbyLimits{maxWakes: e.MaxWakes, maxHeld: e.MaxHeld}
+	spec.standbyOptions = standbyOptions{maxWakes: e.MaxWakes, maxHeld: e.MaxHeld}
 	return spec, nil
 }
 

@@ -24,8 +24,8 @@ import (
 // finds its route with nothing routable, holds the request until the
 // catalog shows the container ready, and puts the container on standby
 // (stop or pause) once no request went through this Caddy for
-// standby_after and none is in flight (counted here, from GetUpstreams to
-// the request's end). The state of an Engine's instances (wakes, failed
+// standby_after and none is in flight (reverse_proxy's own count, learnt
+// again as reverse_proxy renews it). The state of an Engine's instances (wakes, failed
 // wakes, activity) is shared by every connection to that Engine (R5f).
 
 // standbyActions are the writes a connection may make to its daemon; the
@@ -141,6 +141,9 @@ func acquireStandbyEngine(key string, actions standbyActions) (*standbyEngine, s
 type standby struct {
 	// counted, if set, hears each wake's result (the wakes metric).
 	counted func(wakeResult)
+	// now is the clock: time.Now, with its monotonic reading; tests
+	// step it.
+	now func() time.Time
 
 	engine   *standbyEngine
 	ownsEnd  bool // engine is this connection's own (tests): closed with it
@@ -189,24 +192,31 @@ type failure struct {
 	after time.Time
 }
 
-// standbyLimits are a connection's max_wakes and max_held (0: default).
-type standbyLimits struct{ maxWakes, maxHeld int }
+// standbyOptions are a connection's max_wakes and max_held (0: default),
+// and its clock (nil: time.Now; tests step it).
+type standbyOptions struct {
+	maxWakes, maxHeld int
+	clock             func() time.Time
+}
 
 // newStandby is scale to zero for one connection with an Engine of its own
 // (no other connection shares its state).
 func newStandby(ctx context.Context, actions standbyActions, cat *catalog.Catalog, logger *zap.Logger) *standby {
-	w := joinStandby(ctx, newStandbyEngine(actions), cat, logger, standbyLimits{})
+	w := joinStandby(ctx, newStandbyEngine(actions), cat, logger, standbyOptions{})
 	w.ownsEnd = true
 	return w
 }
 
 // joinStandby is a connection's part of the Engine's scale to zero.
-func joinStandby(ctx context.Context, eng *standbyEngine, cat *catalog.Catalog, logger *zap.Logger, lim standbyLimits) *standby {
+func joinStandby(ctx context.Context, eng *standbyEngine, cat *catalog.Catalog, logger *zap.Logger, lim standbyOptions) *standby {
 	w := &standby{
-		engine: eng, catalog: cat, logger: logger, ctx: ctx,
+		engine: eng, catalog: cat, logger: logger, ctx: ctx, now: time.Now,
 		maxWakes: lim.maxWakes, maxHeld: lim.maxHeld,
 		kicks: make(chan struct{}, 1), linked: map[string]*catalog.Activity{},
 		standIns: map[int]*standIn{}, freed: make(chan struct{}),
+	}
+	if lim.clock != nil {
+		w.now = lim.clock
 	}
 	if w.maxWakes <= 0 {
 		w.maxWakes = defaultMaxWakes
@@ -247,15 +257,38 @@ func (w *standby) close() {
 	}
 }
 
-// record notes a request routed to a labelled instance: now, and a request
-// in flight until the request ends (R5f: counted here, whatever
-// reverse_proxy does with its own counters). Atomics only on the request
-// path, and one context.AfterFunc.
-func (w *standby) record(r *http.Request, a *catalog.Activity, _ *reverseproxy.Upstream) {
-	if a.Touch(time.Now()) {
+// record notes a request routed to a labelled instance: now, and, for the
+// first request to a dial address and one request per
+// catalog.RelearnEvery, reverse_proxy's in-flight counter for it, known
+// when the request ends (see hostOf); until then that request counts as
+// in flight. Atomics only on the request path, no lock.
+func (w *standby) record(r *http.Request, a *catalog.Activity, u *reverseproxy.Upstream) {
+	now := w.now()
+	if a.Touch(now) {
 		w.kick() // served for the first time since it started: the idle timer starts
 	}
-	context.AfterFunc(r.Context(), a.Begin().End)
+	if !a.Learning(u.Dial, now) {
+		return
+	}
+	root := a.Begin()
+	ctx := r.Context()
+	context.AfterFunc(ctx, func() { root.Learn(u.Dial, hostOf(ctx, u)) })
+}
+
+// hostOf returns reverse_proxy's Host of u, the in-flight counter it
+// shares with every upstream of the same dial address, or nil if it was
+// not filled in. reverse_proxy fills it in after GetUpstreams, then sets
+// the http.reverse_proxy.upstream.* placeholders under the replacer's
+// lock: finding them set orders that write before this read.
+func hostOf(ctx context.Context, u *reverseproxy.Upstream) catalog.InFlight {
+	repl, ok := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if !ok {
+		return nil
+	}
+	if _, set := repl.Get("http.reverse_proxy.upstream.hostport"); !set || u.Host == nil {
+		return nil
+	}
+	return u.Host
 }
 
 // hold serves a request whose route has nothing routable: it wakes one
@@ -379,7 +412,7 @@ func (w *standby) wakeFor(snap *catalog.Snapshot, route catalog.Route, host stri
 		}
 	}
 	var retry time.Duration
-	now := time.Now()
+	now := w.now()
 	for _, c := range cands {
 		if f := e.failures[c.ID]; f != nil && now.Before(f.after) {
 			if retry == 0 || f.after.Sub(now) < retry {
@@ -391,6 +424,7 @@ func (w *standby) wakeFor(snap *catalog.Snapshot, route catalog.Route, host stri
 			return nil, 0, w.freed
 		}
 		wk := &wake{id: c.ID, name: c.Name, activity: c.Activity, owner: w, done: make(chan struct{})}
+		c.Activity.Forget() // its addresses may change
 		e.wakes[c.ID] = wk
 		w.running++
 		w.wg.Add(1)
@@ -542,7 +576,7 @@ func (w *standby) finish(wk *wake, result wakeResult, err error) {
 	switch result {
 	case wakeReady:
 		delete(e.failures, wk.id)
-		if wk.activity.Touch(time.Now()) { // this Caddy woke it: its idle time counts
+		if wk.activity.Touch(w.now()) { // this Caddy woke it: its idle time counts
 			defer w.kick()
 		}
 	case wakeCanceled, wakeUnreachable:
@@ -557,7 +591,7 @@ func (w *standby) finish(wk *wake, result wakeResult, err error) {
 		if f.count > 6 {
 			backoff = maxBackoff
 		}
-		f.after = time.Now().Add(backoff)
+		f.after = w.now().Add(backoff)
 		if result == wakeDenied {
 			firstDenial, e.denied = !e.denied, true
 		}
@@ -595,7 +629,7 @@ func (w *standby) retryAfter(id string) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if f := e.failures[id]; f != nil {
-		if d := time.Until(f.after); d > 0 {
+		if d := f.after.Sub(w.now()); d > 0 {
 			return d
 		}
 	}

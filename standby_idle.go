@@ -31,7 +31,7 @@ func (w *standby) idleLoop() {
 	var sleepers []catalog.Sleeper
 	for {
 		changed := w.catalog.Snapshot().Changed()
-		now := time.Now()
+		now := w.now()
 		sleepers = w.catalog.Sleepers(sleepers[:0])
 		w.link(sleepers)
 		next := now.Add(time.Hour)
@@ -69,7 +69,7 @@ func (w *standby) idleLoop() {
 			}
 		}
 		w.forgetFailures()
-		timer.Reset(time.Until(next))
+		timer.Reset(next.Sub(w.now()))
 		select {
 		case <-changed:
 		case <-w.kicks:
@@ -180,7 +180,7 @@ func (w *standby) putOnStandby(s catalog.Sleeper) {
 		if s.Policy.Pause {
 			action, call = "pause", e.actions.Pause
 		}
-		idle := time.Since(last).Round(time.Millisecond)
+		idle := w.now().Sub(last).Round(time.Millisecond)
 		// Out of its rotations, in every connection's catalog, before the
 		// call: no request may reach a container being frozen or
 		// drained; one that comes meanwhile waits and wakes it once it is
@@ -194,7 +194,7 @@ func (w *standby) putOnStandby(s catalog.Sleeper) {
 				c.CancelStopping(s.ID) // still up: back in its rotations
 			}
 			if w.ctx.Err() == nil {
-				s.Activity.Touch(time.Now()) // not again before standby_after
+				s.Activity.Touch(w.now()) // not again before standby_after
 				if e.actions.Denied(err) && !e.firstDenial() {
 					return // said once per Engine
 				}

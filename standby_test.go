@@ -387,25 +387,32 @@ func TestStandby_stand_in_closes_idle_connections(t *testing.T) {
 	}
 }
 
-// Issue 18 (suspected, confirmed): requests in flight are counted here,
-// from GetUpstreams to the request's end, not read from reverse_proxy's
-// Host: Caddy forgets an idle dynamic Host after an hour and makes a new
-// one, and a request counted on the new one was not seen at all (the
-// first Host learnt per dial was kept). A request in flight on a Host
-// other than the first one keeps the container up; it is stopped
-// standby_after after that request ends, not while it runs.
+// Issue 18 (suspected, confirmed): Caddy forgets an idle dynamic
+// upstream's in-flight counter (its Host) after an hour without a request
+// and makes a new one at the next; the first counter learnt per dial
+// address was kept for good, so a request counted on the new one was not
+// seen and the container was stopped under it. The counter is learnt
+// again from a request once per catalog.RelearnEvery: a long request (a
+// websocket) on a new Host, two hours after the last one, keeps the
+// container up, which is stopped only once that request ended and
+// standby_after passed. The clock is stepped: the hours pass at once.
 func TestStandby_request_in_flight_keeps_instance_up_whatever_caddys_host(t *testing.T) {
 	f := &fakeActions{}
 	stopped := make(chan time.Time, 1)
-	w, cat, _ := newTestStandby(t, f)
 	f.then = func(action, _ string) error {
 		if action == "stop" {
 			stopped <- time.Now()
 		}
 		return nil
 	}
+	var step atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(step.Load())) }
+	cat := catalog.New(catalog.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	w := joinStandby(ctx, newStandbyEngine(f), cat, zap.NewNop(), standbyOptions{clock: clock})
+	t.Cleanup(func() { cancel(); w.close() })
 	in := sleeper(catalog.StateRunning)
-	in.Labels[catalog.LabelStandbyAfter] = "100ms"
+	in.Labels[catalog.LabelStandbyAfter] = "3h"
 	cat.Replace([]catalog.Instance{in})
 	route := catalog.Route{Port: 8080}
 
@@ -424,18 +431,32 @@ func TestStandby_request_in_flight_keeps_instance_up_whatever_caddys_host(t *tes
 		w.record(r, ts[0].Activity, u)
 		return cancel
 	}
-	request(new(reverseproxy.Host))() // learnt, then over
 	act := cat.Snapshot().Targets(nil, route, "h")[0].Activity
-	for deadline := time.Now().Add(5 * time.Second); act.InFlight() != 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the first request still counts in flight")
+	settled := func() {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); act.InFlight() != 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("an ended request still counts in flight")
+			}
+			time.Sleep(time.Millisecond) // a request's end runs in a goroutine of its context's
 		}
-		time.Sleep(time.Millisecond) // its end runs in a goroutine of its context's
 	}
-	end := request(new(reverseproxy.Host)) // a new Host (the first was evicted): a long request, e.g. a websocket
-	time.Sleep(500 * time.Millisecond)     // the request runs for 5 standby_after
+	request(new(reverseproxy.Host))() // learnt, then over
+	settled()
+	step.Store(int64(2 * time.Hour))       // no request for 2 h: Caddy makes a new Host at the next
+	end := request(new(reverseproxy.Host)) // a long request, e.g. a websocket, on the new Host
+	step.Store(int64(6 * time.Hour))       // past standby_after since it began
+	w.kick()
+	select {
+	case <-stopped:
+		t.Fatal("stopped while a request on Caddy's new Host was in flight")
+	case <-time.After(300 * time.Millisecond): // the idle loop's look, with the request in flight
+	}
 	ended := time.Now()
 	end()
+	settled()
+	step.Store(int64(10 * time.Hour)) // standby_after since the request ended
+	w.kick()
 	select {
 	case at := <-stopped:
 		if at.Before(ended) {
@@ -509,7 +530,7 @@ func TestStandby_max_held(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	cat := catalog.New(catalog.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	w := joinStandby(ctx, newStandbyEngine(f), cat, zap.New(core), standbyLimits{maxHeld: 10})
+	w := joinStandby(ctx, newStandbyEngine(f), cat, zap.New(core), standbyOptions{maxHeld: 10})
 	t.Cleanup(func() { cancel(); w.close() })
 	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
 
@@ -631,7 +652,7 @@ func TestStandby_max_wakes_and_max_held_settings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.key == capped.key || plain.standbyEngine != capped.standbyEngine || capped.standbyLimits.maxWakes != 2 {
+	if plain.key == capped.key || plain.standbyEngine != capped.standbyEngine || capped.standbyOptions.maxWakes != 2 {
 		t.Errorf("keys %s and %s, engines %q and %q: want two connections sharing one Engine's state",
 			plain.key, capped.key, plain.standbyEngine, capped.standbyEngine)
 	}

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,21 @@ func parseStandby(labels map[string]string) (p Standby, bad string) {
 	return p, ""
 }
 
+// InFlight is a count of requests in flight to one upstream:
+// reverse_proxy's *Host.
+type InFlight interface{ NumRequests() int }
+
+// RelearnEvery is how often the InFlight counter of a dial address is
+// learnt again from a request (see Activity.Learning). reverse_proxy drops
+// the counter of a dynamic upstream after an hour without a request to it
+// and makes a new one at the next: a request after that long is always one
+// that learns.
+const RelearnEvery = 10 * time.Minute
+
+// maxDials is how many dial addresses' counters an Activity keeps besides
+// those with requests in flight.
+const maxDials = 4
+
 // Activity is what requests tell of an instance's use, kept across the
 // instance's changes (by ID) for as long as it is labelled. The request
 // path writes it with atomics only.
@@ -56,14 +72,26 @@ type Activity struct {
 	// since epoch on the monotonic clock, plus one; 0: never, since the
 	// catalog has known it or Reset.
 	last atomic.Int64
-	// inFlight counts the requests routed to the instance that have not
-	// ended (Begin, End).
-	inFlight atomic.Int64
+	// learnt is when a request last started learning a counter (same
+	// clock as last).
+	learnt atomic.Int64
+	// pending counts requests routed to the instance whose InFlight is
+	// not known yet (see Begin).
+	pending atomic.Int32
+	// counts are the InFlight counters requests were routed to, by dial
+	// address: the latest of each of at most maxDials addresses, and every
+	// older one while it has requests in flight.
+	counts atomic.Pointer[[]dialCount]
 	// link, once set, is the shared Activity this one stands for.
 	link atomic.Pointer[Activity]
 	// linked are the Activities linked to this one, whose own counts of
 	// requests begun before the link still run.
 	linked atomic.Pointer[[]*Activity]
+}
+
+type dialCount struct {
+	dial  string
+	count InFlight
 }
 
 // epoch is the origin of Activity times: a reading of the monotonic clock,
@@ -151,28 +179,116 @@ func (a *Activity) Last() time.Time {
 	return time.Time{}
 }
 
-// Begin records a request routed to the instance, in flight until the
-// End of the Activity it returns.
+// Learning reports whether a request routed to dial now is to learn its
+// InFlight counter (Begin, then Learn once it is known): when none is
+// known for dial, and for one request per RelearnEvery, so that a counter
+// reverse_proxy made anew is known from its first request on.
+func (a *Activity) Learning(dial string, now time.Time) bool {
+	r := a.root()
+	n := monotonic(now)
+	last := r.learnt.Load()
+	if r.knows(dial) && n-last < int64(RelearnEvery) {
+		return false
+	}
+	return r.learnt.CompareAndSwap(last, n) || !r.knows(dial)
+}
+
+func (a *Activity) knows(dial string) bool {
+	if p := a.counts.Load(); p != nil {
+		for _, c := range *p {
+			if c.dial == dial {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Begin records a request whose InFlight counter is being learnt: until
+// the matching Learn, on the Activity it returns, the instance counts as
+// busy.
 func (a *Activity) Begin() *Activity {
 	r := a.root()
-	r.inFlight.Add(1)
+	r.pending.Add(1)
 	return r
 }
 
-// End ends a request counted by Begin, on the Activity Begin returned.
-func (a *Activity) End() { a.inFlight.Add(-1) }
-
-// InFlight is the number of requests routed to the instance that have not
-// ended, through any catalog linked to the same shared Activity.
-func (a *Activity) InFlight() int {
-	r := a.root()
-	n := r.inFlight.Load()
-	if p := r.linked.Load(); p != nil {
-		for _, l := range *p {
-			n += l.inFlight.Load()
+// Learn ends a Begin, recording count as the latest InFlight counter of
+// dial (nil: not known after all). Older counters are kept while they
+// have requests in flight.
+func (a *Activity) Learn(dial string, count InFlight) {
+	defer a.pending.Add(-1)
+	if count == nil {
+		return
+	}
+	for {
+		old := a.counts.Load()
+		list := []dialCount{{dial: dial, count: count}}
+		dials := map[string]bool{dial: true}
+		if old != nil {
+			for i := len(*old) - 1; i >= 0; i-- { // latest first
+				c := (*old)[i]
+				switch {
+				case c.count == count:
+				case c.count.NumRequests() > 0:
+					list = append(list, c) // its requests still run
+				case !dials[c.dial] && len(dials) < maxDials:
+					dials[c.dial] = true
+					list = append(list, c)
+				}
+			}
+		}
+		slices.Reverse(list) // oldest first
+		if a.counts.CompareAndSwap(old, &list) {
+			return
 		}
 	}
-	return int(n)
+}
+
+// Forget drops the InFlight counters that have no request in flight (the
+// instance was woken: its addresses may have changed).
+func (a *Activity) Forget() {
+	r := a.root()
+	for {
+		old := r.counts.Load()
+		if old == nil {
+			return
+		}
+		var list []dialCount
+		for _, c := range *old {
+			if c.count.NumRequests() > 0 {
+				list = append(list, c)
+			}
+		}
+		if r.counts.CompareAndSwap(old, &list) {
+			return
+		}
+	}
+}
+
+// InFlight is the number of requests in flight to the instance, as far as
+// known, through any catalog linked to the same shared Activity: a request
+// whose counter is not learnt yet counts as one.
+func (a *Activity) InFlight() int {
+	r := a.root()
+	n := r.own()
+	if p := r.linked.Load(); p != nil {
+		for _, l := range *p {
+			n += l.own()
+		}
+	}
+	return n
+}
+
+// own is a's own count, without the Activities linked to it.
+func (a *Activity) own() int {
+	n := int(a.pending.Load())
+	if p := a.counts.Load(); p != nil {
+		for _, c := range *p {
+			n += c.count.NumRequests()
+		}
+	}
+	return n
 }
 
 // Sleeper is an instance labelled caddy.standby_after, as Catalog.Sleepers
