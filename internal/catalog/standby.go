@@ -193,7 +193,23 @@ func (a *Activity) Learning(dial string, now time.Time) bool {
 	return r.learnt.CompareAndSwap(last, n) || !r.knows(dial)
 }
 
+// knows reports whether a counter of dial is known to a (a root), or to
+// an Activity linked to it.
 func (a *Activity) knows(dial string) bool {
+	if a.knowsOwn(dial) {
+		return true
+	}
+	if p := a.linked.Load(); p != nil {
+		for _, l := range *p {
+			if l.knowsOwn(dial) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (a *Activity) knowsOwn(dial string) bool {
 	if p := a.counts.Load(); p != nil {
 		for _, c := range *p {
 			if c.dial == dial {
