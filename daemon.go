@@ -190,8 +190,8 @@ type connSpec struct {
 	// standbyEngine names the daemon they write to, whose scale-to-zero
 	// state every connection to it shares (R5f: "" shares none), and
 	// standbyOptions are the connection's max_wakes and max_held (R5d).
-	actions       standbyActions
-	standbyEngine string
+	actions        standbyActions
+	standbyEngine  string
 	standbyOptions standbyOptions
 }
 

@@ -267,9 +267,8 @@ func TestStandby_wake_timeout_setting(t *testing.T) {
 
 // BenchmarkGetUpstreamsStandby is GetUpstreams for a route of three
 // running containers, labelled caddy.standby_after or not, on a Docker-like
-// connection (with scale to zero): the price of recording activity (a
-// time, and a request in flight until the request's context ends), each
-// request with a context of its own that ends after it.
+// connection (with scale to zero): the price of recording activity, once
+// reverse_proxy's in-flight counters are known.
 func BenchmarkGetUpstreamsStandby(b *testing.B) {
 	for _, labelled := range []bool{false, true} {
 		cat := catalog.New(catalog.Options{})
@@ -287,22 +286,29 @@ func BenchmarkGetUpstreamsStandby(b *testing.B) {
 		w := newStandby(ctx, &fakeActions{}, cat, zap.NewNop())
 		conn := &connection{catalog: cat, standby: w}
 		u := &DockerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
+		for _, t := range cat.Snapshot().Targets(nil, u.route, "shop.example.com") {
+			if t.Activity != nil {
+				t.Activity.Begin()
+				t.Activity.Learn(t.Dial, fixedInFlight(0))
+			}
+		}
 		req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/", nil)
 		b.Run(fmt.Sprintf("labelled=%v", labelled), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				// Each request has its context, which ends with it.
-				ctx, end := context.WithCancel(context.Background())
-				if ups, _ := u.GetUpstreams(req.WithContext(ctx)); len(ups) != 3 {
+				if ups, _ := u.GetUpstreams(req); len(ups) != 3 {
 					b.Fatalf("got %d upstreams, want 3", len(ups))
 				}
-				end()
 			}
 		})
 		cancel()
 		w.close()
 	}
 }
+
+type fixedInFlight int
+
+func (n fixedInFlight) NumRequests() int { return int(n) }
 
 // R5b with a daemon whose instances Caddy wakes (Docker): in one `dynamic
 // multi`, a source whose only instance for the host is stopped wakes
