@@ -139,7 +139,9 @@ type connection struct {
 	permissions permissionSet
 	// standby wakes and puts on standby the instances labelled
 	// caddy.standby_after; nil for a daemon that wakes on connect (Dicer).
-	standby *standby
+	// standbyKey is the pool key of its Engine's shared state (R5f).
+	standby    *standby
+	standbyKey string
 
 	// started guards the start of the adapter and of settle, at the first
 	// await (after the first module told the catalog its views and route
@@ -167,6 +169,7 @@ func (c *connection) Destruct() error {
 	c.prober.Wait()
 	if c.standby != nil {
 		c.standby.close()
+		release(c.standbyKey)
 	}
 	return nil
 }
@@ -183,8 +186,13 @@ type connSpec struct {
 	run           func(ctx context.Context, sink catalog.Sink)
 	// readinessTimeout is the ReadinessTimeout setting (0: the default).
 	readinessTimeout time.Duration
-	// actions, if set, are the writes for scale to zero (Docker).
-	actions standbyActions
+	// actions, if set, are the writes for scale to zero (Docker);
+	// standbyEngine names the daemon they write to, whose scale-to-zero
+	// state every connection to it shares (R5f: "" shares none), and
+	// standbyOptions are the connection's max_wakes and max_held (R5d).
+	actions        standbyActions
+	standbyEngine  string
+	standbyOptions standbyOptions
 }
 
 // newConnSpec puts together what opens a shared connection to a backend's
@@ -230,7 +238,16 @@ func dial(spec connSpec) (*connection, error) {
 		c.catalog = catalog.New(opts)
 		c.prober = readiness.New(runCtx, spec.readinessTimeout, 0, c.markReady, spec.opts.Logger)
 		if spec.actions != nil {
-			c.standby = newStandby(runCtx, spec.actions, c.catalog, spec.opts.Logger)
+			eng := newStandbyEngine(spec.actions)
+			if spec.standbyEngine != "" {
+				var err error
+				if eng, c.standbyKey, err = acquireStandbyEngine(spec.standbyEngine, spec.actions); err != nil {
+					cancel()
+					return nil, err
+				}
+			}
+			c.standby = joinStandby(runCtx, eng, c.catalog, spec.opts.Logger, spec.standbyOptions)
+			c.standby.ownsEnd = spec.standbyEngine == ""
 			c.standby.counted = func(r wakeResult) { c.metrics.wakes(string(r)).Inc() }
 		}
 		trace := c.trace()

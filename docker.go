@@ -2,6 +2,7 @@ package caddydicer
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +43,20 @@ type DockerEngine struct {
 	// "/etc/caddy/docker/cert.pem", "key": "/etc/caddy/docker/key.pem"}`.
 	// Default: plain TCP.
 	TLS *DockerTLS `json:"tls,omitempty"`
+
+	// MaxWakes is how many containers labelled `caddy.standby_after` this
+	// connection may be waking at once (scale to zero, R5d), from the
+	// start or unpause call until the container is routable or the wake
+	// failed. A request that needs one more wake is held until a wake
+	// ends, within its route's wake_timeout. Example: `16` for a host
+	// with cores to spare. Default: `4`.
+	MaxWakes int `json:"max_wakes,omitempty"`
+
+	// MaxHeld is how many requests this connection may hold while their
+	// containers wake (R5d); one more is answered 503 with `Retry-After:
+	// 5` at once. A held request costs a goroutine and a few KiB.
+	// Example: `10000`. Default: `1000`.
+	MaxHeld int `json:"max_held,omitempty"`
 
 	// Readiness holds readiness_timeout, the readiness probe's bound.
 	Readiness
@@ -125,6 +140,8 @@ func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 //		port <port>
 //		network <network>
 //		wake_timeout <duration>
+//		max_wakes <n>
+//		max_held <n>
 //		published_port_host <host>
 //		readiness_timeout <duration>
 //		tls {
@@ -219,14 +236,37 @@ func (e *DockerEngine) spec() (connSpec, error) {
 	if err != nil {
 		return connSpec{}, err
 	}
-	spec := newConnSpec("docker", a.Address(), pph, docker.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run)
+	if err := e.validateLimits(); err != nil {
+		return connSpec{}, err
+	}
+	keyParts := []string{a.Key()}
+	if e.MaxWakes != 0 || e.MaxHeld != 0 { // keys of connections with the defaults unchanged
+		keyParts = append(keyParts, fmt.Sprintf("max_wakes=%d max_held=%d", e.MaxWakes, e.MaxHeld))
+	}
+	spec := newConnSpec("docker", a.Address(), pph, docker.DaemonHost(a.Address()), keyParts, a.Loop().Run)
 	spec.actions = dockerActions{a.Actions()}
+	spec.standbyEngine = "docker\x00" + a.Key() // every connection to this Engine (R5f)
+	spec.standbyOptions = standbyOptions{maxWakes: e.MaxWakes, maxHeld: e.MaxHeld}
 	return spec, nil
+}
+
+// validateLimits checks max_wakes and max_held given in JSON.
+func (e *DockerEngine) validateLimits() error {
+	if e.MaxWakes < 0 {
+		return fmt.Errorf("max_wakes: %d is negative", e.MaxWakes)
+	}
+	if e.MaxHeld < 0 {
+		return fmt.Errorf("max_held: %d is negative", e.MaxHeld)
+	}
+	return nil
 }
 
 // validateStatic checks the settings that need no placeholder replacement,
 // so that `caddy adapt` already names a bad one.
 func (e *DockerEngine) validateStatic() error {
+	if err := e.validateLimits(); err != nil {
+		return err
+	}
 	if !strings.Contains(e.PublishedPortHost, "{") {
 		if err := follow.CheckPublishedPortHost(strings.TrimSpace(e.PublishedPortHost)); err != nil {
 			return err
@@ -242,11 +282,15 @@ func (e *DockerEngine) validateStatic() error {
 // unmarshalSetting parses one Engine setting of a Caddyfile block, if the
 // dispenser is at one; seen catches a setting given twice.
 func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
-	name, ok, err := settingAt(disp, seen, "address", "published_port_host", "tls")
+	name, ok, err := settingAt(disp, seen, "address", "published_port_host", "tls", "max_wakes", "max_held")
 	if !ok || err != nil {
 		return ok, err
 	}
 	switch name {
+	case "max_wakes":
+		return true, positiveInt(disp, name, &e.MaxWakes)
+	case "max_held":
+		return true, positiveInt(disp, name, &e.MaxHeld)
 	case "tls":
 		e.TLS = new(DockerTLS)
 		return true, unmarshalBlock(disp, "tls", map[string]*string{"ca": &e.TLS.CA, "cert": &e.TLS.Cert, "key": &e.TLS.Key})
@@ -255,6 +299,20 @@ func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[stri
 	default:
 		return true, oneValue(disp, &e.PublishedPortHost)
 	}
+}
+
+// positiveInt reads the one value of setting name, a positive integer.
+func positiveInt(disp *caddyfile.Dispenser, name string, into *int) error {
+	var raw string
+	if err := oneValue(disp, &raw); err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n <= 0 {
+		return disp.Errf("%s: %q is not a positive integer (e.g. 4)", name, raw)
+	}
+	*into = n
+	return nil
 }
 
 // dockerActions are the adapter's writes, as the connection uses them.

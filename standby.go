@@ -2,12 +2,18 @@ package caddydicer
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/docker/docker/client"
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
@@ -18,7 +24,9 @@ import (
 // finds its route with nothing routable, holds the request until the
 // catalog shows the container ready, and puts the container on standby
 // (stop or pause) once no request went through this Caddy for
-// standby_after and none is in flight (reverse_proxy's own count).
+// standby_after and none is in flight (reverse_proxy's own count, learnt
+// again as reverse_proxy renews it). The state of an Engine's instances (wakes, failed
+// wakes, activity) is shared by every connection to that Engine (R5f).
 
 // standbyActions are the writes a connection may make to its daemon; the
 // adapter refuses them for an instance without the label.
@@ -48,6 +56,19 @@ const (
 	maxBackoff   = 30 * time.Minute
 	// actionTimeout bounds one Engine write.
 	actionTimeout = 30 * time.Second
+	// defaultMaxWakes and defaultMaxHeld are the max_wakes and max_held
+	// settings' defaults (R5d).
+	defaultMaxWakes = 4
+	defaultMaxHeld  = 1000
+	// retryAfterBusy is the Retry-After of a request refused because
+	// max_held requests are held already (R5d).
+	retryAfterBusy = 5 * time.Second
+	// unreachableRetry is how soon a held request tries its wake again
+	// after the Engine could not be reached (R5g).
+	unreachableRetry = 250 * time.Millisecond
+	// retryAfterUnreachable is the Retry-After of a request whose hold
+	// ended while the Engine could not be reached.
+	retryAfterUnreachable = time.Second
 )
 
 // wakeResult is how a wake ended.
@@ -60,29 +81,91 @@ const (
 	wakeError    wakeResult = "error"    // the write failed otherwise
 	wakeTooSlow  wakeResult = "too_slow" // not routable within wakeWatch
 	wakeCanceled wakeResult = "canceled" // the connection closed meanwhile
+	// wakeUnreachable: the Engine could not be reached (no answer,
+	// connection refused or reset, a timeout): no failure of the
+	// container's, so no backoff (R5g).
+	wakeUnreachable wakeResult = "unreachable"
 )
 
-// standby is one connection's scale to zero: wakes in progress, failed
-// wakes, the idle timer, and the stand-in upstreams that answer 503 with
+// standbyEngine is the scale-to-zero state of one Engine, shared by every
+// connection to it whatever their other settings (R5f): in the package's
+// pool of connections, held by each connection to the Engine.
+type standbyEngine struct {
+	actions standbyActions
+
+	mu       sync.Mutex
+	wakes    map[string]*wake           // by instance ID, in progress
+	failures map[string]*failure        // by instance ID, the last wakes failed
+	acting   map[string]bool            // IDs being put on standby
+	shared   map[string]*sharedActivity // by instance ID
+	members  map[*standby]bool          // the connections' parts
+	denied   bool                       // a write was refused once (logged once)
+}
+
+// sharedActivity is the Activity every connection's catalog entry for one
+// instance is linked to, and how many of them are.
+type sharedActivity struct {
+	act  *catalog.Activity
+	refs int
+}
+
+func newStandbyEngine(actions standbyActions) *standbyEngine {
+	return &standbyEngine{
+		actions: actions, wakes: map[string]*wake{}, failures: map[string]*failure{},
+		acting: map[string]bool{}, shared: map[string]*sharedActivity{}, members: map[*standby]bool{},
+	}
+}
+
+// Destruct closes the Engine client; the pool calls it when the last
+// connection to the Engine is gone.
+func (e *standbyEngine) Destruct() error { return e.actions.Close() }
+
+// acquireStandbyEngine returns the shared state of the Engine key names,
+// made with actions if it is the first connection to it; release it with
+// release(poolKey).
+func acquireStandbyEngine(key string, actions standbyActions) (*standbyEngine, string, error) {
+	poolKey := "standby\x00" + key
+	v, _, err := connections.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
+		return newStandbyEngine(actions), nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	return v.(*standbyEngine), poolKey, nil
+}
+
+// standby is one connection's part of scale to zero: its catalog's view of
+// the Engine's instances, its idle loop, its caps on wakes and held
+// requests (R5d), and the stand-in upstreams that answer 503 with
 // Retry-After.
 type standby struct {
 	// counted, if set, hears each wake's result (the wakes metric).
 	counted func(wakeResult)
+	// now is the clock: time.Now, with its monotonic reading; tests
+	// step it.
+	now func() time.Time
 
-	actions standbyActions
-	catalog *catalog.Catalog
-	logger  *zap.Logger
-	ctx     context.Context
-	wg      sync.WaitGroup
+	engine   *standbyEngine
+	ownsEnd  bool // engine is this connection's own (tests): closed with it
+	catalog  *catalog.Catalog
+	logger   *zap.Logger
+	ctx      context.Context
+	wg       sync.WaitGroup
+	maxWakes int // wakes this connection may have in progress
+	maxHeld  int // requests it may hold
+	held     atomic.Int64
+	kicks    chan struct{} // tells idleLoop of an instance served for the first time
+	// linked are the catalog's Activities linked to the engine's shared
+	// ones, by instance ID; idleLoop's alone.
+	linked map[string]*catalog.Activity
 
-	mu       sync.Mutex
-	wakes    map[string]*wake    // by instance ID, in progress
-	failures map[string]*failure // by instance ID, the last wakes failed
-	standIns map[int]*standIn    // by Retry-After seconds
-	denied   bool                // a write was refused once (logged once)
-	acting   map[string]bool     // IDs being put on standby
-	kicks    chan struct{}       // tells idleLoop of an instance served for the first time
-	closed   bool                // the connection is closing
+	// Under engine.mu:
+	standIns map[int]*standIn // by Retry-After seconds
+	running  int              // wakes started here, in progress
+	freed    chan struct{}    // closed when one of them ends
+	closed   bool             // the connection is closing
+
+	heldFull atomic.Bool // max_held was reached (logged once, until half as many are held)
 }
 
 // kick tells idleLoop to look again, without waiting.
@@ -98,6 +181,7 @@ func (w *standby) kick() {
 type wake struct {
 	id, name string
 	activity *catalog.Activity
+	owner    *standby      // the connection that runs it
 	done     chan struct{} // closed with result set
 	result   wakeResult
 }
@@ -108,12 +192,41 @@ type failure struct {
 	after time.Time
 }
 
+// standbyOptions are a connection's max_wakes and max_held (0: default),
+// and its clock (nil: time.Now; tests step it).
+type standbyOptions struct {
+	maxWakes, maxHeld int
+	clock             func() time.Time
+}
+
+// newStandby is scale to zero for one connection with an Engine of its own
+// (no other connection shares its state).
 func newStandby(ctx context.Context, actions standbyActions, cat *catalog.Catalog, logger *zap.Logger) *standby {
+	w := joinStandby(ctx, newStandbyEngine(actions), cat, logger, standbyOptions{})
+	w.ownsEnd = true
+	return w
+}
+
+// joinStandby is a connection's part of the Engine's scale to zero.
+func joinStandby(ctx context.Context, eng *standbyEngine, cat *catalog.Catalog, logger *zap.Logger, lim standbyOptions) *standby {
 	w := &standby{
-		actions: actions, catalog: cat, logger: logger, ctx: ctx,
-		wakes: map[string]*wake{}, failures: map[string]*failure{},
-		standIns: map[int]*standIn{}, acting: map[string]bool{}, kicks: make(chan struct{}, 1),
+		engine: eng, catalog: cat, logger: logger, ctx: ctx, now: time.Now,
+		maxWakes: lim.maxWakes, maxHeld: lim.maxHeld,
+		kicks: make(chan struct{}, 1), linked: map[string]*catalog.Activity{},
+		standIns: map[int]*standIn{}, freed: make(chan struct{}),
 	}
+	if lim.clock != nil {
+		w.now = lim.clock
+	}
+	if w.maxWakes <= 0 {
+		w.maxWakes = defaultMaxWakes
+	}
+	if w.maxHeld <= 0 {
+		w.maxHeld = defaultMaxHeld
+	}
+	eng.mu.Lock()
+	eng.members[w] = true
+	eng.mu.Unlock()
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -122,33 +235,44 @@ func newStandby(ctx context.Context, actions standbyActions, cat *catalog.Catalo
 	return w
 }
 
-// close waits for the goroutines (ctx is done) and shuts the stand-ins.
+// close waits for the goroutines (ctx is done), shuts the stand-ins and
+// leaves the engine.
 func (w *standby) close() {
-	w.mu.Lock()
+	e := w.engine
+	e.mu.Lock()
 	w.closed = true // no more wakes nor stand-ins
-	w.mu.Unlock()
+	e.mu.Unlock()
 	w.wg.Wait()
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, s := range w.standIns {
 		_ = s.srv.Close()
 	}
-	_ = w.actions.Close()
+	delete(e.members, w)
+	for id, a := range w.linked {
+		e.unlinkLocked(id, a)
+	}
+	if w.ownsEnd {
+		_ = e.actions.Close()
+	}
 }
 
-// record notes a request routed to a labelled instance: now, and, once per
-// dial address, reverse_proxy's in-flight counter for it, known when the
-// request ends (see hostOf). Atomics only on the request path, no lock.
+// record notes a request routed to a labelled instance: now, and, for the
+// first request to a dial address and one request per
+// catalog.RelearnEvery, reverse_proxy's in-flight counter for it, known
+// when the request ends (see hostOf); until then that request counts as
+// in flight. Atomics only on the request path, no lock.
 func (w *standby) record(r *http.Request, a *catalog.Activity, u *reverseproxy.Upstream) {
-	if a.Touch(time.Now()) {
+	now := w.now()
+	if a.Touch(now) {
 		w.kick() // served for the first time since it started: the idle timer starts
 	}
-	if a.Knows(u.Dial) {
+	if !a.Learning(u.Dial, now) {
 		return
 	}
-	a.Begin()
+	root := a.Begin()
 	ctx := r.Context()
-	context.AfterFunc(ctx, func() { a.Learn(u.Dial, hostOf(ctx, u)) })
+	context.AfterFunc(ctx, func() { root.Learn(u.Dial, hostOf(ctx, u)) })
 }
 
 // hostOf returns reverse_proxy's Host of u, the in-flight counter it
@@ -171,33 +295,76 @@ func hostOf(ctx context.Context, u *reverseproxy.Upstream) catalog.InFlight {
 // instance (R5's order: one being woken, else the first on standby by
 // name) and waits for the catalog to show a routable target, at most
 // timeout. It returns the targets, or none and the Retry-After to answer
-// with (0: no instance to wake, plain 503).
+// with (0: no instance to wake, plain 503). A connection holds at most
+// max_held requests and runs at most max_wakes wakes (R5d); a request
+// beyond max_held is answered at once, one whose wake waits for a slot is
+// held meanwhile. A wake that could not reach the Engine is tried again
+// while the request is held (R5g).
 func (w *standby) hold(r *http.Request, route catalog.Route, host string, timeout time.Duration, dst []catalog.Target) ([]catalog.Target, time.Duration) {
-	var timer *time.Timer
+	var timer, pause *time.Timer
 	var wk *wake
+	holding := false
+	defer func() {
+		if holding {
+			w.held.Add(-1)
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if pause != nil {
+			pause.Stop()
+		}
+	}()
+	var paused <-chan time.Time // set while waiting to retry an unreachable Engine
 	for {
 		snap := w.catalog.Snapshot()
 		if targets := snap.Targets(dst[:0], route, host); len(targets) > 0 {
 			return targets, 0
 		}
-		if wk == nil {
+		var slot <-chan struct{} // set while waiting for a wake slot
+		if wk == nil && paused == nil {
 			var retry time.Duration
-			if wk, retry = w.wakeFor(snap, route, host); wk == nil {
+			wk, retry, slot = w.wakeFor(snap, route, host)
+			if wk == nil && slot == nil {
 				return nil, retry
+			}
+			if !holding {
+				if !w.holdOne() {
+					return nil, retryAfterBusy
+				}
+				holding = true
 			}
 			if timer == nil {
 				timer = time.NewTimer(timeout)
-				defer timer.Stop()
 			}
+		}
+		var done chan struct{}
+		if wk != nil {
+			done = wk.done
 		}
 		select {
 		case <-snap.Changed():
-		case <-wk.done:
-			if wk.result != wakeReady {
+		case <-slot:
+		case <-paused:
+			paused = nil
+		case <-done:
+			switch wk.result {
+			case wakeReady:
+			case wakeUnreachable:
+				if pause == nil {
+					pause = time.NewTimer(unreachableRetry)
+				} else {
+					pause.Reset(unreachableRetry)
+				}
+				paused = pause.C
+			default:
 				return nil, w.retryAfter(wk.id)
 			}
 			wk = nil // ready: the next snapshot has it (or another wake)
 		case <-timer.C:
+			if paused != nil {
+				return nil, retryAfterUnreachable
+			}
 			return nil, retryAfterWaking
 		case <-r.Context().Done():
 			return nil, retryAfterWaking
@@ -205,45 +372,82 @@ func (w *standby) hold(r *http.Request, route catalog.Route, host string, timeou
 	}
 }
 
+// holdOne counts a held request, if fewer than max_held are; the first
+// refusal is logged, and again once half as many were held since.
+func (w *standby) holdOne() bool {
+	n := w.held.Add(1)
+	if n <= int64(w.maxHeld) {
+		if n <= int64(w.maxHeld/2) {
+			w.heldFull.Store(false)
+		}
+		return true
+	}
+	w.held.Add(-1)
+	if w.heldFull.CompareAndSwap(false, true) {
+		w.logger.Warn("max_held requests are waiting for wakes already; further requests get 503 with Retry-After until some are answered",
+			zap.Int("max_held", w.maxHeld), zap.Duration("retry_after", retryAfterBusy))
+	}
+	return false
+}
+
 // wakeFor picks the instance to wake for a request and returns its wake,
 // joining one in progress; nil and a Retry-After when every candidate is
-// failing, nil and 0 when there is none.
-func (w *standby) wakeFor(snap *catalog.Snapshot, route catalog.Route, host string) (*wake, time.Duration) {
+// failing, nil and 0 when there is none; nil and slot when the
+// connection runs max_wakes wakes already: slot is closed when one ends.
+func (w *standby) wakeFor(snap *catalog.Snapshot, route catalog.Route, host string) (*wake, time.Duration, <-chan struct{}) {
 	var buf [4]catalog.WakeCandidate
 	cands := snap.WakeCandidates(buf[:0], route, host)
 	if len(cands) == 0 {
-		return nil, 0
+		return nil, 0, nil
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	e := w.engine
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	if w.closed {
-		return nil, 0
+		return nil, 0, nil
 	}
 	for _, c := range cands {
-		if wk := w.wakes[c.ID]; wk != nil {
-			return wk, 0 // being woken already
+		if wk := e.wakes[c.ID]; wk != nil {
+			return wk, 0, nil // being woken already
 		}
 	}
 	var retry time.Duration
-	now := time.Now()
+	now := w.now()
 	for _, c := range cands {
-		if f := w.failures[c.ID]; f != nil && now.Before(f.after) {
+		if f := e.failures[c.ID]; f != nil && now.Before(f.after) {
 			if retry == 0 || f.after.Sub(now) < retry {
 				retry = f.after.Sub(now)
 			}
 			continue
 		}
-		wk := &wake{id: c.ID, name: c.Name, activity: c.Activity, done: make(chan struct{})}
+		if w.running >= w.maxWakes {
+			return nil, 0, w.freed
+		}
+		wk := &wake{id: c.ID, name: c.Name, activity: c.Activity, owner: w, done: make(chan struct{})}
 		c.Activity.Forget() // its addresses may change
-		w.wakes[c.ID] = wk
+		e.wakes[c.ID] = wk
+		w.running++
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
 			w.run(wk, c)
 		}()
-		return wk, 0
+		return wk, 0, nil
 	}
-	return nil, retry
+	return nil, retry, nil
+}
+
+// engineUnreachable reports an error that says the Engine could not be
+// reached or did not answer (R5g): the connection failed, was refused or
+// reset, ended early, or timed out. An answer of the Engine's (a status
+// with a message) is none.
+func engineUnreachable(err error) bool {
+	var ne net.Error
+	return client.IsErrConnectionFailed(err) || errors.As(err, &ne) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ENOENT) ||
+		errors.Is(err, context.DeadlineExceeded)
 }
 
 // run makes the one Engine call of a wake (start, or unpause; none for an
@@ -264,17 +468,20 @@ func (w *standby) run(wk *wake, c catalog.WakeCandidate) {
 	ctx, cancel := context.WithTimeout(w.ctx, actionTimeout)
 	switch c.State {
 	case catalog.StateStopped:
-		err = w.actions.Start(ctx, c.ID, c.Labels)
+		err = w.engine.actions.Start(ctx, c.ID, c.Labels)
 	case catalog.StatePaused:
-		err = w.actions.Unpause(ctx, c.ID, c.Labels)
+		err = w.engine.actions.Unpause(ctx, c.ID, c.Labels)
 	}
 	cancel()
 	switch {
-	case err != nil && w.actions.Denied(err):
+	case err != nil && w.engine.actions.Denied(err):
 		w.finish(wk, wakeDenied, err)
 		return
 	case err != nil && w.ctx.Err() != nil:
 		w.finish(wk, wakeCanceled, err)
+		return
+	case err != nil && engineUnreachable(err):
+		w.finish(wk, wakeUnreachable, err)
 		return
 	case err != nil:
 		w.finish(wk, wakeError, err)
@@ -352,38 +559,45 @@ func (w *standby) sleeper(id string) (catalog.Sleeper, bool) {
 	return catalog.Sleeper{}, false
 }
 
-// finish is where a wake's result is known: it ends the wake, records a
-// failure (the instance is not woken again for a while, so a broken
-// container is never woken in a loop), logs, and releases the requests
+// finish is where a wake's result is known: it ends the wake, frees its
+// slot, records a failure of the container's (it is not woken again for a
+// while, so a broken container is never woken in a loop; an Engine that
+// could not be reached is none, R5g), logs, and releases the requests
 // held on it.
 func (w *standby) finish(wk *wake, result wakeResult, err error) {
-	w.mu.Lock()
-	delete(w.wakes, wk.id)
+	e := w.engine
+	e.mu.Lock()
+	delete(e.wakes, wk.id)
+	w.running--
+	close(w.freed)
+	w.freed = make(chan struct{})
 	var backoff time.Duration
 	firstDenial := false
-	if result == wakeReady {
-		delete(w.failures, wk.id)
-		if wk.activity.Touch(time.Now()) { // this Caddy woke it: its idle time counts
+	switch result {
+	case wakeReady:
+		delete(e.failures, wk.id)
+		if wk.activity.Touch(w.now()) { // this Caddy woke it: its idle time counts
 			defer w.kick()
 		}
-	} else if result != wakeCanceled {
-		f := w.failures[wk.id]
+	case wakeCanceled, wakeUnreachable:
+	default:
+		f := e.failures[wk.id]
 		if f == nil {
 			f = &failure{}
-			w.failures[wk.id] = f
+			e.failures[wk.id] = f
 		}
 		f.count++
 		backoff = min(firstBackoff<<(f.count-1), maxBackoff)
 		if f.count > 6 {
 			backoff = maxBackoff
 		}
-		f.after = time.Now().Add(backoff)
+		f.after = w.now().Add(backoff)
 		if result == wakeDenied {
-			firstDenial, w.denied = !w.denied, true
+			firstDenial, e.denied = !e.denied, true
 		}
 	}
 	wk.result = result
-	w.mu.Unlock()
+	e.mu.Unlock()
 	defer close(wk.done) // after the log line: whoever waits on it sees it written
 	if w.counted != nil {
 		w.counted(result)
@@ -394,12 +608,15 @@ func (w *standby) finish(wk *wake, result wakeResult, err error) {
 	case result == wakeReady:
 		w.logger.Info("woke instance", fields...)
 	case result == wakeDenied && !firstDenial:
-		// Said once per connection: a read-only socket refuses every wake.
+		// Said once per Engine: a read-only socket refuses every wake.
 	case result == wakeDenied:
 		w.logger.Error("cannot wake instance: the Engine refuses this client the write "+
 			"(a read-only socket or a socket proxy that denies POST /containers/{id}/start, /stop, /pause, /unpause); "+
 			"requests for instances on standby get 503", append(fields, zap.Duration("retry_after", backoff), zap.Error(err))...)
 	case result == wakeCanceled:
+	case result == wakeUnreachable:
+		w.logger.Warn("cannot wake instance: the Engine could not be reached; the next request tries again",
+			append(fields, zap.Error(err))...)
 	default:
 		w.logger.Warn("wake failed; not waking this instance again until retry_after has passed",
 			append(fields, zap.Duration("retry_after", backoff), zap.Error(err))...)
@@ -408,10 +625,11 @@ func (w *standby) finish(wk *wake, result wakeResult, err error) {
 
 // retryAfter is how long until the instance may be woken again.
 func (w *standby) retryAfter(id string) time.Duration {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if f := w.failures[id]; f != nil {
-		if d := time.Until(f.after); d > 0 {
+	e := w.engine
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f := e.failures[id]; f != nil {
+		if d := f.after.Sub(w.now()); d > 0 {
 			return d
 		}
 	}
@@ -422,10 +640,11 @@ func (w *standby) retryAfter(id string) time.Duration {
 // after its last wakes failed and how many failed in a row (zero time:
 // it may be woken now), and whether a wake of it is in progress.
 func (w *standby) wakeBackoff(id string) (after time.Time, failures int, waking bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if f := w.failures[id]; f != nil && time.Now().Before(f.after) {
+	e := w.engine
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if f := e.failures[id]; f != nil && w.now().Before(f.after) {
 		after, failures = f.after, f.count
 	}
-	return after, failures, w.wakes[id] != nil
+	return after, failures, e.wakes[id] != nil
 }

@@ -15,6 +15,11 @@ import (
 // change (an instance starts or stops), and when an instance is served
 // for the first time since it started; it never asks the daemon.
 //
+// Activities are linked to the Engine's shared ones first (R5f): the
+// idle time and requests in flight are those of every connection to the
+// Engine, and times are on the monotonic clock, so a step of the wall
+// clock never puts an instance on standby.
+//
 // Only an instance this Caddy routed a request to (or woke) since it last
 // saw it down is ever put on standby by it: a container that another
 // Caddy, or an operator, started and that this one never served is left
@@ -26,8 +31,9 @@ func (w *standby) idleLoop() {
 	var sleepers []catalog.Sleeper
 	for {
 		changed := w.catalog.Snapshot().Changed()
-		now := time.Now()
+		now := w.now()
 		sleepers = w.catalog.Sleepers(sleepers[:0])
+		w.link(sleepers)
 		next := now.Add(time.Hour)
 		seen := make(map[string]bool, len(sleepers))
 		for _, s := range sleepers {
@@ -62,8 +68,8 @@ func (w *standby) idleLoop() {
 				delete(busy, id)
 			}
 		}
-		w.forgetFailures(seen)
-		timer.Reset(time.Until(next))
+		w.forgetFailures()
+		timer.Reset(next.Sub(w.now()))
 		select {
 		case <-changed:
 		case <-w.kicks:
@@ -88,77 +94,142 @@ func earliest(a, b time.Time) time.Time {
 	return a
 }
 
+// link links the Activity of each of the catalog's labelled instances to
+// the engine's shared one for its ID (made for the first connection that
+// sees it), and unlinks those of instances the catalog no longer has.
+func (w *standby) link(sleepers []catalog.Sleeper) {
+	e := w.engine
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	seen := make(map[string]bool, len(sleepers))
+	for _, s := range sleepers {
+		seen[s.ID] = true
+		old := w.linked[s.ID]
+		if old == s.Activity {
+			continue
+		}
+		if old != nil {
+			e.unlinkLocked(s.ID, old)
+		}
+		sa := e.shared[s.ID]
+		if sa == nil {
+			sa = &sharedActivity{act: new(catalog.Activity)}
+			e.shared[s.ID] = sa
+		}
+		sa.refs++
+		s.Activity.Link(sa.act)
+		w.linked[s.ID] = s.Activity
+	}
+	for id, a := range w.linked {
+		if !seen[id] {
+			e.unlinkLocked(id, a)
+			delete(w.linked, id)
+		}
+	}
+}
+
+// unlinkLocked undoes one connection's link of a to the shared Activity
+// of id, which goes once no connection links to it; e.mu is held.
+func (e *standbyEngine) unlinkLocked(id string, a *catalog.Activity) {
+	a.Unlink()
+	if sa := e.shared[id]; sa != nil {
+		if sa.refs--; sa.refs <= 0 {
+			delete(e.shared, id)
+		}
+	}
+}
+
+// catalogs are the catalogs of every connection to the Engine.
+func (e *standbyEngine) catalogs() []*catalog.Catalog {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cats := make([]*catalog.Catalog, 0, len(e.members))
+	for m := range e.members {
+		cats = append(cats, m.catalog)
+	}
+	return cats
+}
+
 // putOnStandby stops or pauses an idle instance, in the background, once
-// at a time per instance; a failure is logged and retried at its next
-// idle time only. idleSince is when its last request ended, as far as the
-// loop saw (the log's idle counts from it, not from that request's start).
+// at a time per instance whatever the connection; a failure is logged and
+// retried at its next idle time only. idleSince is when its last request
+// ended, as far as the loop saw (the log's idle counts from it, not from
+// that request's start).
 func (w *standby) putOnStandby(s catalog.Sleeper, idleSince time.Time) {
-	w.mu.Lock()
-	if w.acting[s.ID] || w.wakes[s.ID] != nil {
-		w.mu.Unlock()
+	e := w.engine
+	e.mu.Lock()
+	if e.acting[s.ID] || e.wakes[s.ID] != nil {
+		e.mu.Unlock()
 		return
 	}
-	w.acting[s.ID] = true
-	w.mu.Unlock()
+	e.acting[s.ID] = true
+	e.mu.Unlock()
 	last := s.Activity.Last()
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
 		defer func() {
-			w.mu.Lock()
-			delete(w.acting, s.ID)
-			w.mu.Unlock()
+			e.mu.Lock()
+			delete(e.acting, s.ID)
+			e.mu.Unlock()
 		}()
-		if s.Activity.Last() != last || s.Activity.InFlight() > 0 {
+		if !s.Activity.Last().Equal(last) || s.Activity.InFlight() > 0 {
 			return // a request came meanwhile
 		}
 		ctx, cancel := context.WithTimeout(w.ctx, actionTimeout)
 		defer cancel()
-		action, call := "stop", w.actions.Stop
+		action, call := "stop", e.actions.Stop
 		if s.Policy.Pause {
-			action, call = "pause", w.actions.Pause
+			action, call = "pause", e.actions.Pause
 		}
-		idle := time.Since(idleSince).Round(time.Millisecond)
-		// Out of its rotations before the call: no request may reach a
-		// container being frozen or drained; one that comes meanwhile waits
-		// and wakes it once it is down.
-		w.catalog.StoppingBecause(s.ID, "idle for "+idle.String()+": Caddy puts it on standby ("+action+")")
+		idle := w.now().Sub(idleSince).Round(time.Millisecond)
+		// Out of its rotations, in every connection's catalog, before the
+		// call: no request may reach a container being frozen or
+		// drained; one that comes meanwhile waits and wakes it once it is
+		// down.
+		cats := e.catalogs()
+		for _, c := range cats {
+			c.StoppingBecause(s.ID, "idle for "+idle.String()+": Caddy puts it on standby ("+action+")")
+		}
 		if err := call(ctx, s.ID, s.Labels); err != nil {
-			w.catalog.CancelStopping(s.ID) // still up: back in its rotations
+			for _, c := range cats {
+				c.CancelStopping(s.ID) // still up: back in its rotations
+			}
 			if w.ctx.Err() == nil {
-				s.Activity.Touch(time.Now()) // not again before standby_after
-				if w.actions.Denied(err) && !w.firstDenial() {
-					return // said once per connection
+				s.Activity.Touch(w.now()) // not again before standby_after
+				if e.actions.Denied(err) && !e.firstDenial() {
+					return // said once per Engine
 				}
 				w.logger.Warn("cannot put idle instance on standby", zap.String("instance", s.Name),
 					zap.String("action", action), zap.Error(err))
 			}
 			return
 		}
-		s.Activity.Forget()
 		w.logger.Info("instance on standby", zap.String("instance", s.Name), zap.String("action", action),
 			zap.Duration("idle", idle))
 	}()
 }
 
 // firstDenial records that the daemon refused a write, and reports
-// whether it is the first time on this connection.
-func (w *standby) firstDenial() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	first := !w.denied
-	w.denied = true
+// whether it is the first time on this Engine.
+func (e *standbyEngine) firstDenial() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	first := !e.denied
+	e.denied = true
 	return first
 }
 
-// forgetFailures drops the failed wakes of instances no longer labelled
-// or no longer there (a container recreated by compose is a new one).
-func (w *standby) forgetFailures(labelled map[string]bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for id := range w.failures {
-		if !labelled[id] {
-			delete(w.failures, id)
+// forgetFailures drops the failed wakes of instances no connection to the
+// Engine has labelled any more (a container recreated by compose is a new
+// one).
+func (w *standby) forgetFailures() {
+	e := w.engine
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id := range e.failures {
+		if e.shared[id] == nil {
+			delete(e.failures, id)
 		}
 	}
 }

@@ -27,8 +27,8 @@ func (w *standby) standInUpstream(retry time.Duration) *reverseproxy.Upstream {
 	if secs > 60 {
 		secs = (secs + 59) / 60 * 60 // a handful of stand-ins, whatever the backoff left
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	w.engine.mu.Lock()
+	defer w.engine.mu.Unlock()
 	if w.closed {
 		return nil
 	}
@@ -45,11 +45,18 @@ func (w *standby) standInUpstream(retry time.Duration) *reverseproxy.Upstream {
 }
 
 // standIn is a loopback HTTP server answering every request with 503 and
-// a fixed Retry-After.
+// a fixed Retry-After, on a connection it closes after the answer (R5e):
+// it keeps no idle connection, and one that sends nothing is closed after
+// standInReadTimeout. It speaks HTTP/1.1 and h2c, not TLS: behind a
+// reverse_proxy whose transport uses TLS its answer becomes a 502.
 type standIn struct {
 	dial string
 	srv  *http.Server
 }
+
+// standInReadTimeout bounds how long a stand-in waits for a request's
+// head and body on a connection, and how long it writes its answer.
+const standInReadTimeout = 2 * time.Second
 
 func startStandIn(secs int) (*standIn, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -66,8 +73,20 @@ func startStandIn(secs int) (*standIn, error) {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = w.Write([]byte(body))
 		}),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: standInReadTimeout,
+		ReadTimeout:       standInReadTimeout,
+		WriteTimeout:      standInReadTimeout,
+		IdleTimeout:       standInReadTimeout,
 	}
+	// One answer per connection: nothing waits idle for a next request,
+	// whoever opened it (reverse_proxy's pool, or any local process).
+	srv.SetKeepAlivesEnabled(false)
+	// HTTP/1.1, and HTTP/2 with prior knowledge for a reverse_proxy whose
+	// transport says `versions h2c` (an HTTP/2 connection is closed after
+	// IdleTimeout).
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
 	go func() { _ = srv.Serve(ln) }()
 	return &standIn{dial: ln.Addr().String(), srv: srv}, nil
 }

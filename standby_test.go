@@ -1,15 +1,19 @@
 package caddydicer
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -341,5 +345,344 @@ func TestStandby_R5b_multi_wakes_only_when_no_source_serves(t *testing.T) {
 	}
 	if n := f.calls.Load(); n != 1 {
 		t.Errorf("%d start calls, want 1", n)
+	}
+}
+
+// R5e: the stand-in keeps no connection open: one that had its answer is
+// closed right after it (no keep-alive), and one that sends nothing is
+// closed after standInReadTimeout.
+func TestStandby_stand_in_closes_idle_connections(t *testing.T) {
+	w, _, _ := newTestStandby(t, &fakeActions{})
+	u := w.standInUpstream(time.Second)
+	if u == nil {
+		t.Fatal("no stand-in")
+	}
+	answered, err := net.Dial("tcp", u.Dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer answered.Close()
+	silent, err := net.Dial("tcp", u.Dial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	if _, err := io.WriteString(answered, "GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(answered)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("stand-in answered %d", res.StatusCode)
+	}
+	for name, c := range map[string]io.Reader{"after its answer": br, "sending nothing": silent} {
+		conn := answered
+		if name == "sending nothing" {
+			conn = silent
+		}
+		// The deadline is the test's bound on the stand-in closing it.
+		_ = conn.SetReadDeadline(time.Now().Add(standInReadTimeout + 3*time.Second))
+		if _, err := io.Copy(io.Discard, c); err != nil {
+			t.Errorf("connection %s: still open (%v), want closed by the stand-in", name, err)
+		}
+	}
+}
+
+// Issue 18 (suspected, confirmed): Caddy forgets an idle dynamic
+// upstream's in-flight counter (its Host) after an hour without a request
+// and makes a new one at the next; the first counter learnt per dial
+// address was kept for good, so a request counted on the new one was not
+// seen and the container was stopped under it. The counter is learnt
+// again from a request once per catalog.RelearnEvery: a long request (a
+// websocket) on a new Host, two hours after the last one, keeps the
+// container up, which is stopped only once that request ended and
+// standby_after passed. The clock is stepped: the hours pass at once.
+func TestStandby_request_in_flight_keeps_instance_up_whatever_caddys_host(t *testing.T) {
+	f := &fakeActions{}
+	stopped := make(chan time.Time, 1)
+	f.then = func(action, _ string) error {
+		if action == "stop" {
+			stopped <- time.Now()
+		}
+		return nil
+	}
+	var step atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(step.Load())) }
+	cat := catalog.New(catalog.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	w := joinStandby(ctx, newStandbyEngine(f), cat, zap.NewNop(), standbyOptions{clock: clock})
+	t.Cleanup(func() { cancel(); w.close() })
+	in := sleeper(catalog.StateRunning)
+	in.Labels[catalog.LabelStandbyAfter] = "3h"
+	cat.Replace([]catalog.Instance{in})
+	route := catalog.Route{Port: 8080}
+
+	// request makes a request routed to the container, its Upstream's Host
+	// being h, as reverse_proxy fills it in; cancel ends the request.
+	request := func(h *reverseproxy.Host) (cancel func()) {
+		repl := caddy.NewReplacer()
+		repl.Set("http.reverse_proxy.upstream.hostport", "10.0.0.2:8080")
+		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), caddy.ReplacerCtxKey, repl))
+		r := httptest.NewRequest(http.MethodGet, "http://h/", nil).WithContext(ctx)
+		ts := cat.Snapshot().Targets(nil, route, "h")
+		if len(ts) != 1 {
+			t.Fatalf("targets %v", ts)
+		}
+		u := &reverseproxy.Upstream{Dial: ts[0].Dial, Host: h}
+		w.record(r, ts[0].Activity, u)
+		return cancel
+	}
+	act := cat.Snapshot().Targets(nil, route, "h")[0].Activity
+	settled := func() {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); act.InFlight() != 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("an ended request still counts in flight")
+			}
+			time.Sleep(time.Millisecond) // a request's end runs in a goroutine of its context's
+		}
+	}
+	request(new(reverseproxy.Host))() // learnt, then over
+	settled()
+	step.Store(int64(2 * time.Hour))       // no request for 2 h: Caddy makes a new Host at the next
+	end := request(new(reverseproxy.Host)) // a long request, e.g. a websocket, on the new Host
+	step.Store(int64(6 * time.Hour))       // past standby_after since it began
+	w.kick()
+	select {
+	case <-stopped:
+		t.Fatal("stopped while a request on Caddy's new Host was in flight")
+	case <-time.After(300 * time.Millisecond): // the idle loop's look, with the request in flight
+	}
+	ended := time.Now()
+	end()
+	settled()
+	step.Store(int64(10 * time.Hour)) // standby_after since the request ended
+	w.kick()
+	select {
+	case at := <-stopped:
+		if at.Before(ended) {
+			t.Fatalf("stopped %s before the request in flight ended", ended.Sub(at).Round(time.Millisecond))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not stopped once idle")
+	}
+}
+
+// sleeperFor is a container labelled caddy.standby_after=1h, the only one
+// serving host, with the given state.
+func sleeperFor(host string, state catalog.State) catalog.Instance {
+	in := sleeper(state)
+	in.ID, in.Name = "id-"+host, host
+	in.Labels = map[string]string{catalog.LabelHost: host, catalog.LabelStandbyAfter: "1h"}
+	return in
+}
+
+// R5d (issue 18.4): one request for each of 50 hosts on standby starts at
+// most max_wakes containers at a time; the others wait for a slot, held,
+// and every request gets its container.
+func TestStandby_max_wakes_caps_starts_in_flight(t *testing.T) {
+	f := &fakeActions{}
+	w, cat, _ := newTestStandby(t, f)
+	var inFlight, most atomic.Int32
+	f.then = func(action, id string) error {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		go func() {
+			time.Sleep(20 * time.Millisecond) // the container's start, then its event
+			inFlight.Add(-1)
+			cat.Put(sleeperFor(strings.TrimPrefix(id, "id-"), catalog.StateRunning))
+		}()
+		return nil
+	}
+	const hosts = 50
+	var all []catalog.Instance
+	for i := range hosts {
+		all = append(all, sleeperFor(fmt.Sprint("h", i), catalog.StateStopped))
+	}
+	cat.Replace(all)
+	var wg sync.WaitGroup
+	var ok atomic.Int32
+	for i := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			host := fmt.Sprint("h", i)
+			ts, retry := w.hold(httptest.NewRequest("GET", "http://"+host+"/", nil), catalog.Route{Port: 8080}, host, 20*time.Second, nil)
+			if len(ts) == 1 && retry == 0 {
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := most.Load(); got > defaultMaxWakes || got < 2 {
+		t.Errorf("%d starts in flight at most, want at most max_wakes (%d), and some at once", got, defaultMaxWakes)
+	}
+	if ok.Load() != hosts || f.calls.Load() != hosts {
+		t.Errorf("%d of %d requests got their container, %d start calls", ok.Load(), hosts, f.calls.Load())
+	}
+}
+
+// R5d (issue 18.4): a connection holds at most max_held requests; one
+// more is answered at once with Retry-After, without a wake, and the log
+// says so once.
+func TestStandby_max_held(t *testing.T) {
+	f := &fakeActions{then: func(string, string) error { return nil }} // started, never routable
+	core, logs := observer.New(zapcore.InfoLevel)
+	cat := catalog.New(catalog.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	w := joinStandby(ctx, newStandbyEngine(f), cat, zap.New(core), standbyOptions{maxHeld: 10})
+	t.Cleanup(func() { cancel(); w.close() })
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+
+	reqCtx, endHeld := context.WithCancel(context.Background())
+	var held sync.WaitGroup
+	for range 10 {
+		held.Add(1)
+		go func() {
+			defer held.Done()
+			r := httptest.NewRequest("GET", "http://h/", nil).WithContext(reqCtx)
+			w.hold(r, catalog.Route{Port: 8080}, "h", time.Minute, nil)
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); w.held.Load() != 10; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests held, want 10", w.held.Load())
+		}
+		time.Sleep(time.Millisecond) // poll the condition
+	}
+	for i := range 20 {
+		done := make(chan time.Duration, 1)
+		go func() {
+			_, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", time.Minute, nil)
+			done <- retry
+		}()
+		select {
+		case retry := <-done:
+			if retry != retryAfterBusy {
+				t.Errorf("request %d beyond max_held: Retry-After %s, want %s", i, retry, retryAfterBusy)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("request %d beyond max_held was held", i)
+		}
+	}
+	endHeld()
+	held.Wait()
+	if n := logs.FilterMessageSnippet("max_held").Len(); n != 1 {
+		t.Errorf("%d log lines about max_held, want 1", n)
+	}
+	if f.calls.Load() != 1 {
+		t.Errorf("%d start calls, want 1", f.calls.Load())
+	}
+}
+
+// R5g (issue 19.1): a wake that cannot reach the Engine is no failure of
+// the container's: no backoff; the held request tries again a moment
+// later, and one whose hold ends meanwhile gets a short Retry-After; once
+// the Engine answers, the next request wakes the container at once.
+func TestStandby_unreachable_engine_is_no_container_failure(t *testing.T) {
+	f := &fakeActions{}
+	w, cat, logs := newTestStandby(t, f)
+	var down atomic.Bool
+	down.Store(true)
+	f.then = func(_, id string) error {
+		if down.Load() {
+			return fmt.Errorf("docker unix:///var/run/docker.sock: start %s: %w", id,
+				&net.OpError{Op: "dial", Net: "unix", Err: syscall.ECONNREFUSED})
+		}
+		go cat.Put(sleeper(catalog.StateRunning)) // the Engine's event
+		return nil
+	}
+	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
+	ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 100*time.Millisecond, nil)
+	if len(ts) != 0 || retry != retryAfterUnreachable {
+		t.Fatalf("while the Engine is down: targets %v, Retry-After %s; want none and %s", ts, retry, retryAfterUnreachable)
+	}
+	if logs.FilterMessageSnippet("could not be reached").Len() == 0 {
+		t.Error("no log line says the Engine could not be reached")
+	}
+	// The Engine comes back while a request is held: it gets the container.
+	calls := f.calls.Load()
+	time.AfterFunc(300*time.Millisecond, func() { down.Store(false) })
+	start := time.Now()
+	ts, retry = w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
+	if len(ts) != 1 || retry != 0 {
+		t.Fatalf("once the Engine is back: targets %v, Retry-After %s after %s; want the container", ts, retry, time.Since(start))
+	}
+	if n := f.calls.Load() - calls; n < 2 {
+		t.Errorf("%d start calls for the held request, want a retry after the failed one", n)
+	}
+	if n := logs.FilterMessageSnippet("wake failed").Len(); n != 0 {
+		t.Errorf("%d lines say the wake failed (a container's failure, backed off)", n)
+	}
+}
+
+// max_wakes and max_held (R5d) in the Caddyfile and in JSON: positive
+// integers, given once; they make a connection of their own, and every
+// connection to one Engine shares its scale-to-zero state (R5f).
+func TestStandby_max_wakes_and_max_held_settings(t *testing.T) {
+	u := new(DockerUpstreams)
+	if err := u.UnmarshalCaddyfile(caddyfile.NewTestDispenser("docker app=web 8080 {\n max_wakes 8\n max_held 200\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if u.MaxWakes != 8 || u.MaxHeld != 200 {
+		t.Errorf("max_wakes %d, max_held %d", u.MaxWakes, u.MaxHeld)
+	}
+	if got, _ := json.Marshal(u); !strings.Contains(string(got), `"max_wakes":8`) || !strings.Contains(string(got), `"max_held":200`) {
+		t.Errorf("JSON %s", got)
+	}
+	for input, want := range map[string]string{
+		"docker {\n max_wakes 0\n}":               `max_wakes: "0" is not a positive integer`,
+		"docker {\n max_held many\n}":             `max_held: "many" is not a positive integer`,
+		"docker {\n max_wakes 1\n max_wakes 2\n}": "max_wakes has already been specified",
+		"docker {\n max_held\n}":                  "wrong argument count",
+	} {
+		err := new(DockerUpstreams).UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", input, err, want)
+		}
+	}
+	if err := (&DockerEngine{MaxWakes: -1}).validateStatic(); err == nil || !strings.Contains(err.Error(), "max_wakes") {
+		t.Errorf("negative JSON max_wakes: %v", err)
+	}
+	plain, err := (&DockerEngine{Address: "unix:///run/x.sock"}).spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped, err := (&DockerEngine{Address: "unix:///run/x.sock", MaxWakes: 2, PublishedPortHost: "10.0.0.5"}).spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.key == capped.key || plain.standbyEngine != capped.standbyEngine || capped.standbyOptions.maxWakes != 2 {
+		t.Errorf("keys %s and %s, engines %q and %q: want two connections sharing one Engine's state",
+			plain.key, capped.key, plain.standbyEngine, capped.standbyEngine)
+	}
+}
+
+// Issue 18 (suspected, confirmed): behind `transport http { versions h2c }`
+// reverse_proxy speaks HTTP/2 with prior knowledge to the stand-in, which
+// spoke HTTP/1.1 only (a 502 instead of the 503). It answers h2c too, and
+// closes the idle HTTP/2 connection.
+func TestStandby_stand_in_speaks_h2c(t *testing.T) {
+	w, _, _ := newTestStandby(t, &fakeActions{})
+	u := w.standInUpstream(3 * time.Second)
+	if u == nil {
+		t.Fatal("no stand-in")
+	}
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	res, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("http://" + u.Dial + "/")
+	if err != nil {
+		t.Fatalf("h2c request to the stand-in: %v", err)
+	}
+	defer res.Body.Close()
+	if res.ProtoMajor != 2 || res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") != "3" {
+		t.Errorf("stand-in answered %s %d with Retry-After %q, want HTTP/2 503 with 3", res.Proto, res.StatusCode, res.Header.Get("Retry-After"))
 	}
 }

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -47,19 +48,45 @@ func parseStandby(labels map[string]string) (p Standby, bad string) {
 // reverse_proxy's *Host.
 type InFlight interface{ NumRequests() int }
 
+// RelearnEvery is how often the InFlight counter of a dial address is
+// learnt again from a request (see Activity.Learning). reverse_proxy drops
+// the counter of a dynamic upstream after an hour without a request to it
+// and makes a new one at the next: a request after that long is always one
+// that learns.
+const RelearnEvery = 10 * time.Minute
+
+// maxDials is how many dial addresses' counters an Activity keeps besides
+// those with requests in flight.
+const maxDials = 4
+
 // Activity is what requests tell of an instance's use, kept across the
 // instance's changes (by ID) for as long as it is labelled. The request
 // path writes it with atomics only.
+//
+// Several catalogs may follow one daemon (routes whose connection settings
+// differ): the Activity of each catalog's entry for one instance is then
+// linked to one shared Activity (Link), so that a request through any of
+// them counts for all (R5f).
 type Activity struct {
-	// last is when a request was last routed to the instance (Unix nanos);
-	// 0: never, since the catalog has known it or Reset.
+	// last is when a request was last routed to the instance: nanoseconds
+	// since epoch on the monotonic clock, plus one; 0: never, since the
+	// catalog has known it or Reset.
 	last atomic.Int64
-	// pending counts requests routed to the instance whose InFlight is not
-	// known yet (see Capture).
+	// learnt is when a request last started learning a counter (same
+	// clock as last).
+	learnt atomic.Int64
+	// pending counts requests routed to the instance whose InFlight is
+	// not known yet (see Begin).
 	pending atomic.Int32
-	// counts are the InFlight counters of the dial addresses requests were
-	// routed to.
+	// counts are the InFlight counters requests were routed to, by dial
+	// address: the latest of each of at most maxDials addresses, and every
+	// older one while it has requests in flight.
 	counts atomic.Pointer[[]dialCount]
+	// link, once set, is the shared Activity this one stands for.
+	link atomic.Pointer[Activity]
+	// linked are the Activities linked to this one, whose own counts of
+	// requests begun before the link still run.
+	linked atomic.Pointer[[]*Activity]
 }
 
 type dialCount struct {
@@ -67,23 +94,122 @@ type dialCount struct {
 	count InFlight
 }
 
+// epoch is the origin of Activity times: a reading of the monotonic clock,
+// so that a step of the wall clock never makes an instance look idle.
+var epoch = time.Now()
+
+// monotonic is now as nanoseconds since epoch, plus one (never 0). A now
+// without a monotonic reading counts on the wall clock.
+func monotonic(now time.Time) int64 { return int64(now.Sub(epoch)) + 1 }
+
+// root is the Activity that this one's requests count in.
+func (a *Activity) root() *Activity {
+	if l := a.link.Load(); l != nil {
+		return l
+	}
+	return a
+}
+
+// Link makes a stand for shared from now on: Touch, Begin, Last and
+// InFlight go to shared, which takes a's last request and keeps counting
+// a's requests in flight until they end. Linking to itself, or linking a
+// second time, does nothing. Callers serialize Link and Unlink.
+func (a *Activity) Link(shared *Activity) {
+	if shared == nil || shared == a || shared.link.Load() != nil || a.link.Load() != nil {
+		return
+	}
+	list := []*Activity{a}
+	if old := shared.linked.Load(); old != nil {
+		list = append(list, *old...)
+	}
+	shared.linked.Store(&list) // first: a request Begun on a now counts there
+	a.link.Store(shared)
+	storeMax(&shared.last, a.last.Load())
+}
+
+// Unlink drops a's place in the shared Activity it was linked to (its
+// catalog forgot the instance): its own count no longer adds there.
+func (a *Activity) Unlink() {
+	shared := a.link.Load()
+	if shared == nil {
+		return
+	}
+	old := shared.linked.Load()
+	if old == nil {
+		return
+	}
+	list := make([]*Activity, 0, len(*old))
+	for _, l := range *old {
+		if l != a {
+			list = append(list, l)
+		}
+	}
+	shared.linked.Store(&list)
+}
+
+func storeMax(v *atomic.Int64, n int64) {
+	for {
+		old := v.Load()
+		if n <= old || v.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
 // Touch records a request routed to the instance now; first reports the
 // first since the instance was known or Reset.
-func (a *Activity) Touch(now time.Time) (first bool) { return a.last.Swap(now.UnixNano()) == 0 }
+func (a *Activity) Touch(now time.Time) (first bool) {
+	r, n := a.root(), monotonic(now)
+	first = r.last.Swap(n) == 0
+	if l := a.link.Load(); l != nil && l != r {
+		storeMax(&l.last, n) // linked meanwhile
+	}
+	return first
+}
 
 // Reset forgets the last request: the instance is down.
-func (a *Activity) Reset() { a.last.Store(0) }
+func (a *Activity) Reset() { a.root().last.Store(0) }
 
-// Last is when a request was last routed to the instance; zero if never.
+// Last is when a request was last routed to the instance, with a monotonic
+// clock reading (compare it with time.Now, time.Since); zero if never.
 func (a *Activity) Last() time.Time {
-	if n := a.last.Load(); n != 0 {
-		return time.Unix(0, n)
+	if n := a.root().last.Load(); n != 0 {
+		return epoch.Add(time.Duration(n - 1))
 	}
 	return time.Time{}
 }
 
-// Knows reports whether the InFlight counter of dial is known.
-func (a *Activity) Knows(dial string) bool {
+// Learning reports whether a request routed to dial now is to learn its
+// InFlight counter (Begin, then Learn once it is known): when none is
+// known for dial, and for one request per RelearnEvery, so that a counter
+// reverse_proxy made anew is known from its first request on.
+func (a *Activity) Learning(dial string, now time.Time) bool {
+	r := a.root()
+	n := monotonic(now)
+	last := r.learnt.Load()
+	if r.knows(dial) && n-last < int64(RelearnEvery) {
+		return false
+	}
+	return r.learnt.CompareAndSwap(last, n) || !r.knows(dial)
+}
+
+// knows reports whether a counter of dial is known to a (a root), or to
+// an Activity linked to it.
+func (a *Activity) knows(dial string) bool {
+	if a.knowsOwn(dial) {
+		return true
+	}
+	if p := a.linked.Load(); p != nil {
+		for _, l := range *p {
+			if l.knowsOwn(dial) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (a *Activity) knowsOwn(dial string) bool {
 	if p := a.counts.Load(); p != nil {
 		for _, c := range *p {
 			if c.dial == dial {
@@ -94,12 +220,18 @@ func (a *Activity) Knows(dial string) bool {
 	return false
 }
 
-// Begin records a request whose InFlight counter is being captured: until
-// the matching Learn, the instance counts as busy.
-func (a *Activity) Begin() { a.pending.Add(1) }
+// Begin records a request whose InFlight counter is being learnt: until
+// the matching Learn, on the Activity it returns, the instance counts as
+// busy.
+func (a *Activity) Begin() *Activity {
+	r := a.root()
+	r.pending.Add(1)
+	return r
+}
 
-// Learn ends a Begin, recording the InFlight counter of dial (nil: not
-// known after all). At most a few dial addresses are kept, the latest.
+// Learn ends a Begin, recording count as the latest InFlight counter of
+// dial (nil: not known after all). Older counters are kept while they
+// have requests in flight.
 func (a *Activity) Learn(dial string, count InFlight) {
 	defer a.pending.Add(-1)
 	if count == nil {
@@ -107,31 +239,65 @@ func (a *Activity) Learn(dial string, count InFlight) {
 	}
 	for {
 		old := a.counts.Load()
-		var list []dialCount
+		list := []dialCount{{dial: dial, count: count}}
+		dials := map[string]bool{dial: true}
 		if old != nil {
-			for _, c := range *old {
-				if c.dial != dial {
+			for i := len(*old) - 1; i >= 0; i-- { // latest first
+				c := (*old)[i]
+				switch {
+				case c.count == count:
+				case c.count.NumRequests() > 0:
+					list = append(list, c) // its requests still run
+				case !dials[c.dial] && len(dials) < maxDials:
+					dials[c.dial] = true
 					list = append(list, c)
 				}
 			}
 		}
-		list = append(list, dialCount{dial: dial, count: count})
-		if len(list) > 4 {
-			list = list[len(list)-4:]
-		}
+		slices.Reverse(list) // oldest first
 		if a.counts.CompareAndSwap(old, &list) {
 			return
 		}
 	}
 }
 
-// Forget drops the known InFlight counters (the instance was woken: its
-// addresses may have changed).
-func (a *Activity) Forget() { a.counts.Store(nil) }
+// Forget drops the InFlight counters that have no request in flight (the
+// instance was woken: its addresses may have changed).
+func (a *Activity) Forget() {
+	r := a.root()
+	for {
+		old := r.counts.Load()
+		if old == nil {
+			return
+		}
+		var list []dialCount
+		for _, c := range *old {
+			if c.count.NumRequests() > 0 {
+				list = append(list, c)
+			}
+		}
+		if r.counts.CompareAndSwap(old, &list) {
+			return
+		}
+	}
+}
 
 // InFlight is the number of requests in flight to the instance, as far as
-// known: a request whose counter is not captured yet counts as one.
+// known, through any catalog linked to the same shared Activity: a request
+// whose counter is not learnt yet counts as one.
 func (a *Activity) InFlight() int {
+	r := a.root()
+	n := r.own()
+	if p := r.linked.Load(); p != nil {
+		for _, l := range *p {
+			n += l.own()
+		}
+	}
+	return n
+}
+
+// own is a's own count, without the Activities linked to it.
+func (a *Activity) own() int {
 	n := int(a.pending.Load())
 	if p := a.counts.Load(); p != nil {
 		for _, c := range *p {

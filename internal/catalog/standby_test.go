@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,8 +130,12 @@ func TestStandby_Activity(t *testing.T) {
 	if act.InFlight() != 1 {
 		t.Errorf("a request whose counter is not known counts as in flight: %d", act.InFlight())
 	}
+	now := time.Now()
+	if !act.Learning("10.0.0.9:8080", now) {
+		t.Error("a dial address with no counter known: not learning")
+	}
 	act.Learn("10.0.0.9:8080", fixedCount(3))
-	if act.InFlight() != 3 || !act.Knows("10.0.0.9:8080") {
+	if act.InFlight() != 3 {
 		t.Errorf("in flight %d, want the counter's 3", act.InFlight())
 	}
 	sl := c.Sleepers(nil)
@@ -142,6 +147,108 @@ func TestStandby_Activity(t *testing.T) {
 type fixedCount int
 
 func (n fixedCount) NumRequests() int { return int(n) }
+
+// counter is an InFlight counter a test sets.
+type counter struct{ n atomic.Int32 }
+
+func (c *counter) NumRequests() int { return int(c.n.Load()) }
+
+// Issue 18 (suspected, confirmed): reverse_proxy drops a dynamic
+// upstream's in-flight counter after an hour without a request and makes a
+// new one: the counter is learnt again from a request once per
+// RelearnEvery, and an older counter is kept while it has requests in
+// flight, so a request on either counts.
+func TestStandby_Activity_relearns_counters(t *testing.T) {
+	var a catalog.Activity
+	const dial = "10.0.0.9:8080"
+	t0 := time.Now()
+	old, renewed := new(counter), new(counter)
+	if !a.Learning(dial, t0) {
+		t.Fatal("first request: not learning")
+	}
+	a.Begin().Learn(dial, old)
+	if a.Learning(dial, t0.Add(time.Minute)) {
+		t.Error("learning again a minute later")
+	}
+	old.n.Store(1) // a websocket on the old counter
+	later := t0.Add(catalog.RelearnEvery + time.Minute)
+	if !a.Learning(dial, later) || a.Learning(dial, later) {
+		t.Fatal("after RelearnEvery: want one request learning")
+	}
+	a.Begin().Learn(dial, renewed) // reverse_proxy's new counter
+	renewed.n.Store(1)
+	if got := a.InFlight(); got != 2 {
+		t.Errorf("in flight %d, want 2 (one on each counter)", got)
+	}
+	old.n.Store(0)
+	if got := a.InFlight(); got != 1 {
+		t.Errorf("in flight %d once the old counter's request ended, want the new one's 1", got)
+	}
+	a.Begin().Learn(dial, new(counter)) // the old counter, idle, is dropped
+	renewed.n.Store(0)
+	old.n.Store(5)
+	if got := a.InFlight(); got != 0 {
+		t.Errorf("in flight %d, want 0: idle counters are not kept", got)
+	}
+}
+
+// R5f: Activities linked to one shared Activity (one per catalog that
+// follows the Engine) count together: a request through any of them,
+// begun before or after the link, keeps all of them busy, and the latest
+// request time is theirs.
+func TestStandby_Activity_linked(t *testing.T) {
+	var a, b, shared catalog.Activity
+	early := a.Begin() // before the link: still counted once linked
+	t0 := time.Now()
+	a.Touch(t0)
+	a.Link(&shared)
+	b.Link(&shared)
+	if b.InFlight() != 1 || shared.InFlight() != 1 {
+		t.Errorf("in flight through b %d, shared %d; want a's 1", b.InFlight(), shared.InFlight())
+	}
+	if !b.Last().Equal(t0) {
+		t.Errorf("b's last request %v, want a's %v", b.Last(), t0)
+	}
+	late := b.Begin()
+	early.Learn("d", nil)
+	if a.InFlight() != 1 {
+		t.Errorf("in flight through a %d, want b's 1", a.InFlight())
+	}
+	late.Learn("d", fixedCount(2))
+	if a.InFlight() != 2 {
+		t.Errorf("in flight through a %d, want the counter learnt through b: 2", a.InFlight())
+	}
+	b.Touch(t0.Add(time.Second))
+	if !a.Last().Equal(t0.Add(time.Second)) {
+		t.Errorf("a: last %v", a.Last())
+	}
+	b.Unlink() // b's catalog forgot the instance
+	if a.InFlight() != 2 {
+		t.Errorf("in flight through a %d, want 2", a.InFlight())
+	}
+}
+
+// Issue 18: the last request time is kept on the monotonic clock, so a
+// step of the wall clock (NTP, a VM resumed) does not make an instance
+// look idle: Last carries a monotonic reading, and the idle time measured
+// from it is the monotonic one.
+func TestStandby_Activity_monotonic(t *testing.T) {
+	var a catalog.Activity
+	now := time.Now()
+	a.Touch(now)
+	last := a.Last()
+	if last.Round(0) == last {
+		t.Fatalf("Last %v has no monotonic clock reading: idle time would follow wall clock steps", last)
+	}
+	// A wall clock step of an hour: a time read after it, without a
+	// monotonic reading (as time.Unix gives), is an hour later on the wall;
+	// with its monotonic reading (as time.Now gives), the idle time stays
+	// that of the monotonic clock.
+	later := now.Add(10 * time.Millisecond)
+	if idle := later.Sub(last); idle != 10*time.Millisecond {
+		t.Errorf("idle %s, want 10ms", idle)
+	}
+}
 
 // A bad caddy.standby_after or caddy.standby is said once per value.
 func TestStandby_bad_label_logged(t *testing.T) {
