@@ -287,18 +287,18 @@ func TestDocker_R2_host_label_routing_without_selector(t *testing.T) {
 	answersWithin(t, tester, shop, http.StatusOK, hello("r2-shop"), waitFor)
 	answersWithin(t, tester, blog, http.StatusOK, hello("r2-blog"), waitFor)
 	for host, want := range map[string]string{
-		shop:                            hello("r2-shop"),
-		strings.ToUpper(shop):           hello("r2-shop"),
-		"Www." + hostName("SHOP"):       hello("r2-shop"),
-		shop + ":9080":                  hello("r2-shop"),
-		www + ".":                       hello("r2-shop"),
-		strings.ToUpper(www) + ".:9080": hello("r2-shop"),
-		blog:                            hello("r2-blog"),
+		shop:                      hello("r2-shop"),
+		strings.ToUpper(shop):     hello("r2-shop"),
+		"Www." + hostName("SHOP"): hello("r2-shop"),
+		shop + ":9080":            hello("r2-shop"),
+		blog:                      hello("r2-blog"),
 		"BLOG-" + dockertest.RunID() + ".Example.Com:1234": hello("r2-blog"),
 	} {
 		mustGet(t, tester, host, http.StatusOK, want)
 	}
-	for _, host := range []string{hostName("nobody"), "127.0.0.1", "shop.example.com", "sub." + shop} {
+	// R2b: a trailing dot is not ignored in a request's Host, as Caddy's
+	// host matcher does not ignore it.
+	for _, host := range []string{hostName("nobody"), "127.0.0.1", "shop.example.com", "sub." + shop, www + ".", strings.ToUpper(www) + ".:9080"} {
 		mustGet(t, tester, host, http.StatusServiceUnavailable, "")
 	}
 }
@@ -352,7 +352,7 @@ http://%s:%d {
 		return len(seen) == 2
 	})
 	for body, upstream := range want {
-		if seen[body] != upstream {
+		if !sameDial(seen[body], upstream) {
 			t.Errorf("%q came from %s, want %s", body, seen[body], upstream)
 		}
 	}

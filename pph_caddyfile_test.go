@@ -6,13 +6,13 @@ import (
 )
 
 // TestCaddyfile_PublishedPortHostRefused: published_port_host takes an IP
-// address or a DNS name, never this machine (R4), a port or a URL; `caddy
+// address or a DNS name, never localhost (R4) nor 0.0.0.0, a port or a URL; `caddy
 // adapt` names the setting and the line.
 func TestCaddyfile_PublishedPortHostRefused(t *testing.T) {
 	for _, kind := range []string{"dicer", "docker"} {
 		for value, why := range map[string]string{
 			"localhost":          "names this machine",
-			"127.0.0.1":          "loopback",
+			"0.0.0.0":            "unspecified",
 			"10.0.0.5:8080":      "has a port",
 			"http://10.0.0.5":    "URL",
 			"host.example.com/x": "not a host name",
@@ -32,7 +32,7 @@ func TestCaddyfile_PublishedPortHostRefused(t *testing.T) {
 		}
 	}
 	// An IP address or a DNS name is fine.
-	for _, value := range []string{"10.0.0.5", "docker-host.lan"} {
+	for _, value := range []string{"10.0.0.5", "127.0.0.1", "docker-host.lan"} {
 		input := "http://:9080 {\n\treverse_proxy {\n\t\tdynamic docker {\n\t\t\tpublished_port_host " + value + "\n\t\t}\n\t}\n}\n"
 		if err := cfUnmarshalError(t, caddyfileErrorCase{module: "adapt", input: input}); err != nil {
 			t.Errorf("published_port_host %s refused: %v", value, err)

@@ -32,10 +32,12 @@ const maxHostName = 253
 
 // CheckPublishedPortHost checks the published_port_host setting (R4): ""
 // (not set), an IP address, or a DNS name, without a scheme, a port or a
-// path. A loopback or unspecified address, "localhost" and names under it
-// are refused: R4 never reaches a published port at this machine's
-// loopback (Dicer does not forward from it, and a Caddy in a container
-// would reach itself), and 0.0.0.0 names no host. Each error starts with
+// path. "localhost" and names under it are refused (R4: a dial address is
+// never localhost), and so is an unspecified address (0.0.0.0 names no
+// host); a loopback IP literal is allowed as the operator's explicit
+// choice: the Docker Engine forwards published ports from it, so a Caddy
+// on the Engine's host may use 127.0.0.1 (Dicer does not, and a Caddy in a
+// container would reach itself: don't there). Each error starts with
 // "published_port_host: ".
 func CheckPublishedPortHost(host string) error {
 	if host == "" {
@@ -54,10 +56,10 @@ func CheckPublishedPortHost(host string) error {
 		if ip.Zone() != "" {
 			return fail("has a zone: give an address routable without one")
 		}
-		if RemoteHost(host) == "" {
-			return fail("is a loopback or unspecified address: published ports are never reached there (R4); leave it unset to use the network's gateway")
+		if ip.Unmap().IsUnspecified() {
+			return fail("is the unspecified address, which names no host: give the address at which Caddy reaches published ports, or leave it unset to use the network's gateway")
 		}
-		return nil
+		return nil // a loopback literal is the operator's explicit choice (a Caddy on the Docker host)
 	}
 	if _, _, err := net.SplitHostPort(host); err == nil {
 		return fail("has a port: give only a host name or an IP address (the published port is the instance's)")
@@ -69,7 +71,7 @@ func CheckPublishedPortHost(host string) error {
 		return fail("is neither an IP address nor a DNS name")
 	}
 	if RemoteHost(host) == "" {
-		return fail("names this machine: published ports are never reached at loopback (R4); leave it unset to use the network's gateway")
+		return fail("names this machine: a dial address is never localhost (R4), whose IPv4 or IPv6 answer varies; give an IP address (127.0.0.1 if Caddy runs on the host and the daemon forwards from it), or leave it unset to use the network's gateway")
 	}
 	return nil
 }

@@ -296,6 +296,15 @@ func (s *session) sync(ctx context.Context, group string) error {
 	return nil
 }
 
+// fetchTimeout bounds one Fetch: CallTimeout, or ResyncTimeout on a
+// connection that is checked for stalls (Loop.Resync set, R6c).
+func (s *session) fetchTimeout() time.Duration {
+	if s.loop.Resync > 0 {
+		return min(CallTimeout, s.loop.resyncTimeout())
+	}
+	return CallTimeout
+}
+
 // apply brings one instance up to date: one Fetch per pending ID, whatever
 // the number of instances; none for a deleted one.
 func (s *session) apply(ctx context.Context, id string, ev PendingEvent) error {
@@ -304,9 +313,17 @@ func (s *session) apply(ctx context.Context, id string, ev PendingEvent) error {
 		s.drop(id)
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, s.fetchTimeout())
 	in, err := s.conn.Fetch(cctx, id)
+	timedOut := cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
 	cancel()
+	if err != nil && timedOut && s.loop.Resync > 0 {
+		// As for a re-listing: a daemon that answers nothing on this
+		// connection within ResyncTimeout is stalled, and a session that
+		// waited CallTimeout for it would route on stale state as long.
+		s.trace.stalled()
+		return WrapCall("Fetch", fmt.Errorf("%w: a fetch got no answer within %v: %v", ErrStalled, s.fetchTimeout(), err))
+	}
 	if errors.Is(err, ErrNotFound) {
 		s.drop(id)
 		return nil
