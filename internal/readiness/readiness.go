@@ -179,6 +179,7 @@ func (p *Prober) Probe(r catalog.ProbeRequest) {
 			return
 		}
 		p.finish(old)
+		p.settle(old)
 		old.gone = true
 	}
 	now := time.Now()
@@ -375,7 +376,6 @@ func (p *Prober) finish(pr *probe) {
 	p.waiting.remove(pr)
 	p.due.remove(pr)
 	p.deadlines.remove(pr)
-	p.settle(pr)
 }
 
 // settle records that pr's first attempt has ended (or pr has), closing
@@ -397,14 +397,26 @@ func (p *Prober) close() {
 	defer p.mu.Unlock()
 	for _, pr := range p.pending {
 		p.finish(pr)
+		p.settle(pr)
 		pr.gone = true
 	}
 	p.stopScheduling()
 }
 
 // report gives the verdicts, one warning per instance that timed out; none
-// once the prober is closed.
+// once the prober is closed. Each probe settles once its verdict is given,
+// so that Idle is closed only after the catalog has applied the verdicts of
+// every first attempt.
 func (p *Prober) report(verdicts []verdict) {
+	if len(verdicts) > 0 {
+		defer func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			for _, v := range verdicts {
+				p.settle(v.probe)
+			}
+		}()
+	}
 	for _, v := range verdicts {
 		if p.ctx.Err() != nil {
 			return
