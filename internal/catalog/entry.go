@@ -457,14 +457,14 @@ func parseHosts(raw string) (hosts, wildcards []string, restricted, overCap bool
 	return hosts, wildcards, true, false
 }
 
-// clip is a label value for a log line or the admin API: at most 256
-// bytes of it, then how long it is.
+// clip is a label value for a log line or the admin API: at most
+// maxLoggedLabel bytes of it (never half a character), then how long it
+// is: a tenant's label costs a log line no more than that.
 func clip(label string) string {
-	const most = 256
-	if len(label) <= most {
+	if len(label) <= maxLoggedLabel {
 		return label
 	}
-	return label[:most] + "... (" + strconv.Itoa(len(label)) + " bytes)"
+	return strings.ToValidUTF8(label[:maxLoggedLabel], "") + "... (" + strconv.Itoa(len(label)) + " bytes)"
 }
 
 // validSuffix reports a wildcard pattern's suffix that a host can match:

@@ -1,10 +1,6 @@
 package catalog
 
-import (
-	"strings"
-
-	"go.uber.org/zap"
-)
+import "go.uber.org/zap"
 
 // maxLoggedLabel bounds the label text a log line quotes: a tenant's label
 // may be long.
@@ -27,19 +23,11 @@ func logHostsChange(log func(string, ...zap.Field), old, e *entry) {
 	switch {
 	case !isSet:
 		log("instance no longer lists hosts: its caddy.host label was removed (it serves any host on a selector route, none on a route by host)",
-			name, zap.String("was", boundLabel(was)))
+			name, zap.String("was", clip(was)))
 	case !wasSet:
-		log("instance lists hosts now: caddy.host label added", name, zap.String("caddy.host", boundLabel(now)))
+		log("instance lists hosts now: caddy.host label added", name, zap.String("caddy.host", clip(now)))
 	default:
 		log("instance's hosts change: caddy.host label changed", name,
-			zap.String("was", boundLabel(was)), zap.String("caddy.host", boundLabel(now)))
+			zap.String("was", clip(was)), zap.String("caddy.host", clip(now)))
 	}
-}
-
-// boundLabel cuts a label's text to maxLoggedLabel bytes.
-func boundLabel(s string) string {
-	if len(s) <= maxLoggedLabel {
-		return s
-	}
-	return strings.ToValidUTF8(s[:maxLoggedLabel], "") + "..."
 }
