@@ -100,6 +100,10 @@ type RouteExplanation struct {
 	// while every candidate's last wake failed.
 	Wake       string `json:"wake,omitempty"`
 	RetryAfter int    `json:"retry_after,omitempty"`
+	// Deferred says the route is a source of a `dynamic multi` whose
+	// other sources serve the host now (R5b): it answers with no
+	// upstream, and its own instances on standby stay asleep.
+	Deferred bool `json:"deferred,omitempty"`
 }
 
 // Explanation is the answer of GET /dicer/explain.
@@ -180,10 +184,17 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 			route := nr.source.route
 			e := RouteExplanation{Kind: c.kind, Daemon: c.address, Route: nr.name, Targets: []string{},
 				Candidates: snap.Explain(route, host)}
-			for _, t := range snap.Targets(nil, route, host) {
+			targets, deferred := snap.Targets(nil, route, host), false
+			if g := nr.source.group; g != nil {
+				targets, deferred = g.targets(nr.source, snap, nil, host)
+			}
+			for _, t := range targets {
 				e.Targets = append(e.Targets, t.Instance+" "+t.Dial)
 			}
-			if len(e.Targets) == 0 && c.standby != nil {
+			if deferred {
+				e.Deferred = true
+				setDeferred(&e)
+			} else if len(e.Targets) == 0 && c.standby != nil {
 				explainWake(&e, c.standby, snap.WakeCandidates(nil, route, host))
 			}
 			for i, cand := range e.Candidates {
@@ -253,6 +264,17 @@ func explainWake(e *RouteExplanation, w *standby, cands []catalog.WakeCandidate)
 	}
 	e.RetryAfter = retrySeconds(time.Until(soonest))
 	e.Wake = fmt.Sprintf("503 with Retry-After: %d (the last wakes of every instance on standby failed)", e.RetryAfter)
+}
+
+// setDeferred says why e's candidates that would be fallbacks on their
+// own are not targets: another source of the multi serves (R5b).
+func setDeferred(e *RouteExplanation) {
+	for i := range e.Candidates {
+		if c := &e.Candidates[i]; c.Target {
+			c.Target = false
+			c.Why = "a fallback on its own, not used: another source of its dynamic multi serves the host (R5b)"
+		}
+	}
 }
 
 // setWhy sets the reason of the named candidate.

@@ -173,6 +173,9 @@ func printExplanation(w io.Writer, e Explanation) error {
 		if r.Wake != "" {
 			verdict = "no upstream now: " + r.Wake
 		}
+		if r.Deferred {
+			verdict = "no upstream here: another source of its dynamic multi serves (R5b)"
+		}
 		if len(r.Targets) > 0 {
 			verdict = strconv.Itoa(len(r.Targets)) + " target(s): " + strings.Join(cells(r.Targets), ", ")
 		}

@@ -75,13 +75,13 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 	name := routeName(sel, s.Port, network)
 	s.noUpstream = metrics.noUpstream.WithLabelValues(s.conn.kind, s.conn.address, name)
 	s.wakes = s.conn.metrics.wakes(wakeRequested)
-	s.conn.routes.add(s, name)
 	if err := s.conn.await(ctx); err != nil {
 		return err
 	}
 	if err := s.joinGroup(ctx); err != nil {
 		return err
 	}
+	s.conn.routes.add(s, name) // last: the admin API reads s.group
 	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
 		zap.Int("port", s.Port), zap.String("network", network))
 	return nil

@@ -2,6 +2,7 @@ package caddydicer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -384,6 +385,33 @@ func TestMultiGroupThroughCaddysMulti(t *testing.T) {
 	}
 	if len(dials) != 2 || dials[0] != "127.0.0.1:1" || !strings.HasPrefix(dials[1], "127.0.0.148:") {
 		t.Errorf("upstreams %q, want the a source's 127.0.0.1:1, then b-web's (in the multi's order), and not a-asleep's", dials)
+	}
+	// The admin API says the same: no target on a, which defers to b.
+	rec := httptest.NewRecorder()
+	if err := (adminDicer{}).explain(rec, httptest.NewRequest(http.MethodGet, "/dicer/explain?host=x.example.net", nil)); err != nil {
+		t.Fatal(err)
+	}
+	var ex Explanation
+	if err := json.Unmarshal(rec.Body.Bytes(), &ex); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, r := range ex.Routes {
+		switch r.Daemon {
+		case "unix:" + sockA:
+			seen++
+			if len(r.Targets) != 0 || !r.Deferred || len(r.Candidates) != 1 || r.Candidates[0].Target {
+				t.Errorf("explain, daemon a: %+v, want no target, deferred to b, a-asleep not a target", r)
+			}
+		case "unix:" + sockB:
+			seen++
+			if len(r.Targets) != 1 || !strings.HasPrefix(r.Targets[0], "b-web 127.0.0.148:") || r.Deferred {
+				t.Errorf("explain, daemon b: %+v, want b-web the target", r)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("explain shows %d of the two daemons' routes: %+v", seen, ex.Routes)
 	}
 
 	cancel()

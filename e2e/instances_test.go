@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -228,11 +229,14 @@ http://sleepy.test {
 
 	// The second host now runs an instance; the first's goes back on
 	// standby: requests go to the running one, and nothing is woken.
+	// The two daemons' event streams are apart: no request is sent
+	// before this Caddy has seen both changes, or one sent in between
+	// would rightly wake sb-a (nothing else routable) or reach it frozen.
 	run := b.run(t, instance{name: "run-b", labels: sleepy})
 	a.standby(t, sbA)
-	eventually(t, "requests go to "+run, func() bool {
-		r := c.get("sleepy.test")
-		return r.err == nil && r.status == http.StatusOK && r.body == hello(run)
+	eventually(t, "caddy dicer explain sleepy.test: "+run+" the only target", func() bool {
+		targets := explainTargets(t, c, "sleepy.test")
+		return len(targets) == 1 && strings.HasPrefix(targets[0], run+" ")
 	})
 	for i := range 10 {
 		if r := c.get("sleepy.test"); r.err != nil || r.status != http.StatusOK || r.body != hello(run) {
@@ -245,4 +249,22 @@ http://sleepy.test {
 	if st := a.state(t, sbA); st != dicerpb.InstanceState_INSTANCE_STATE_STANDBY {
 		t.Errorf("%s is %v, want on standby", sbA, st)
 	}
+}
+
+// explainTargets are the targets of every route `caddy dicer explain host`
+// shows, in order.
+func explainTargets(t *testing.T, c *caddyProc, host string) []string {
+	t.Helper()
+	var e struct {
+		Routes []struct{ Targets []string }
+	}
+	out := caddyDicer(t, c, "explain", host, "--json")
+	if err := json.Unmarshal([]byte(out), &e); err != nil {
+		t.Fatalf("caddy dicer explain %s --json: %v\n%s", host, err, out)
+	}
+	var targets []string
+	for _, r := range e.Routes {
+		targets = append(targets, r.Targets...)
+	}
+	return targets
 }
