@@ -112,3 +112,93 @@ func TestRules_every_cited_rule_is_defined(t *testing.T) {
 	sort.Strings(rules)
 	t.Logf("%d rules cited, %d defined: %s", len(cited), len(defined), strings.Join(rules, " "))
 }
+
+// citedTest is a test the rules page names, in backticks: `TestX` or
+// `FuzzX`.
+var citedTest = regexp.MustCompile("`((?:Test|Fuzz)[A-Za-z0-9_]+)`")
+
+// testFunc is the declaration of a test or fuzz function in a _test.go file.
+var testFunc = regexp.MustCompile(`(?m)^func ((?:Test|Fuzz)[A-Za-z0-9_]+)\(`)
+
+// repositoryTests returns the names of every test and fuzz function in the
+// repository's *_test.go files (every package, e2e and build-tagged files
+// included; .git and bin skipped).
+func repositoryTests(t *testing.T) map[string]bool {
+	t.Helper()
+	tests := map[string]bool{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (name == ".git" || name == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range testFunc.FindAllStringSubmatch(string(src), -1) {
+			tests[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tests
+}
+
+// TestRules_cited_tests_exist keeps the Tests: lines of docs/rules.md true:
+// every test the page names exists in a *_test.go file, so renaming or
+// removing a test breaks this test until the page follows; and every
+// numbered rule names at least one test.
+func TestRules_cited_tests_exist(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("docs", "rules.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := repositoryTests(t)
+	if len(tests) == 0 {
+		t.Fatal("no test function found: is the test run from the repository's root?")
+	}
+	rule, fence, cites := "", false, 0
+	withTests := map[string]bool{}
+	var rules []string
+	for i, line := range strings.Split(string(page), "\n") {
+		if strings.HasPrefix(line, "```") {
+			fence = !fence
+		}
+		if fence {
+			continue
+		}
+		if m := ruleHeading.FindStringSubmatch(line); m != nil {
+			rule = m[1]
+			rules = append(rules, rule)
+		} else if strings.HasPrefix(line, "#") {
+			rule = ""
+		}
+		for _, m := range citedTest.FindAllStringSubmatch(line, -1) {
+			cites++
+			if !tests[m[1]] {
+				t.Errorf("docs/rules.md:%d: names %s, which no *_test.go file declares (renamed or removed?)", i+1, m[1])
+			}
+			if rule != "" && strings.HasPrefix(line, "Tests:") {
+				withTests[rule] = true
+			}
+		}
+	}
+	if cites == 0 {
+		t.Fatal("docs/rules.md names no test")
+	}
+	for _, r := range rules {
+		if !withTests[r] {
+			t.Errorf("docs/rules.md: %s has no Tests: line naming a test that checks it", r)
+		}
+	}
+}
