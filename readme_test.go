@@ -3,6 +3,7 @@ package caddydicer
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,10 +12,11 @@ import (
 )
 
 // readmeSyntaxMark, on the line just above a ```caddyfile fence in
-// README.md (an HTML comment, so GitHub does not show it), marks a syntax
+// README.md or a docs/*.md page (an HTML comment, so GitHub does not show
+// it), marks a syntax
 // summary such as `dynamic dicer [<selector> [<port>]]`: it must be
 // `caddy fmt`-clean, but it is not a Caddyfile and is not adapted. Every
-// other ```caddyfile snippet of the README must be a whole Caddyfile that
+// other ```caddyfile snippet of those pages must be a whole Caddyfile that
 // a user can copy: it must adapt without error and be `caddy fmt`-clean.
 // A fragment (a `reverse_proxy` block alone) is written inside a site, or
 // marked as syntax.
@@ -26,8 +28,9 @@ type readmeSnippet struct {
 	text   string
 }
 
-// readmeSnippets returns the ```caddyfile snippets of a Markdown text.
-func readmeSnippets(t *testing.T, md string) []readmeSnippet {
+// readmeSnippets returns the ```caddyfile snippets of a Markdown text;
+// name is the file's, for errors.
+func readmeSnippets(t *testing.T, name, md string) []readmeSnippet {
 	t.Helper()
 	var snippets []readmeSnippet
 	lines := strings.Split(strings.ReplaceAll(md, "\r\n", "\n"), "\n")
@@ -41,7 +44,7 @@ func readmeSnippets(t *testing.T, md string) []readmeSnippet {
 			body = append(body, lines[i])
 		}
 		if i == len(lines) {
-			t.Fatalf("README.md:%d: the caddyfile snippet is not closed", s.line)
+			t.Fatalf("%s:%d: the caddyfile snippet is not closed", name, s.line)
 		}
 		s.text = strings.Join(body, "\n") + "\n"
 		snippets = append(snippets, s)
@@ -49,33 +52,52 @@ func readmeSnippets(t *testing.T, md string) []readmeSnippet {
 	return snippets
 }
 
-// TestReadmeCaddyfiles keeps the README's Caddyfile snippets true: each
-// whole Caddyfile adapts, and each snippet is as `caddy fmt` writes it, so
-// that a copied one neither fails nor warns "Caddyfile input is not
-// formatted".
-func TestReadmeCaddyfiles(t *testing.T) {
-	md, err := os.ReadFile("README.md")
+// snippetPages lists the Markdown pages whose Caddyfile snippets are
+// checked: README.md and every page of docs/.
+func snippetPages(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob(filepath.Join("docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	snippets := readmeSnippets(t, string(md))
-	if len(snippets) == 0 {
-		t.Fatal("README.md has no ```caddyfile snippet")
+	if len(docs) == 0 {
+		t.Fatal("docs/ has no page: is the test run from the repository's root?")
 	}
-	adapted := 0
-	for _, s := range snippets {
-		if formatted := caddyfile.Format([]byte(s.text)); !bytes.Equal(formatted, []byte(s.text)) {
-			t.Errorf("README.md:%d: the snippet is not caddy fmt-clean; caddy fmt writes it:\n%s", s.line, formatted)
+	return append([]string{"README.md"}, docs...)
+}
+
+// TestReadmeCaddyfiles keeps the Caddyfile snippets of README.md and of
+// every docs/*.md page true: each whole Caddyfile adapts, and each snippet
+// is as `caddy fmt` writes it, so that a copied one neither fails nor warns
+// "Caddyfile input is not formatted".
+func TestReadmeCaddyfiles(t *testing.T) {
+	adapted, total := 0, 0
+	for _, page := range snippetPages(t) {
+		md, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if s.syntax {
-			continue
+		name := filepath.ToSlash(page)
+		snippets := readmeSnippets(t, name, string(md))
+		if name == "README.md" && len(snippets) == 0 {
+			t.Error("README.md has no ```caddyfile snippet")
 		}
-		adapted++
-		if _, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(s.text), map[string]any{"filename": "README.md"}); err != nil {
-			t.Errorf("README.md:%d: the Caddyfile does not adapt (mark a syntax summary with %s): %v", s.line, readmeSyntaxMark, err)
+		for _, s := range snippets {
+			total++
+			if formatted := caddyfile.Format([]byte(s.text)); !bytes.Equal(formatted, []byte(s.text)) {
+				t.Errorf("%s:%d: the snippet is not caddy fmt-clean; caddy fmt writes it:\n%s", name, s.line, formatted)
+			}
+			if s.syntax {
+				continue
+			}
+			adapted++
+			if _, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(s.text), map[string]any{"filename": name}); err != nil {
+				t.Errorf("%s:%d: the Caddyfile does not adapt (mark a syntax summary with %s): %v", name, s.line, readmeSyntaxMark, err)
+			}
 		}
 	}
 	if adapted == 0 {
-		t.Error("no README snippet was adapted: are they all marked as syntax?")
+		t.Error("no snippet was adapted: are they all marked as syntax?")
 	}
+	t.Logf("%d Caddyfile snippets, %d adapted", total, adapted)
 }
