@@ -14,13 +14,13 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 )
 
-// readmeAllowLists reads the socket proxy's allow-lists from the README's
-// ```text block under "Scale to zero with Docker": the line after
+// readmeAllowLists reads the socket proxy's allow-lists from the ```text
+// block under "Least privilege" in docs/scale-to-zero.md: the line after
 // "# routing only" (GET and HEAD) and the line after "# scale to zero
-// adds" (POST), so that what the README tells operators is what is tested.
+// adds" (POST), so that what the docs tell operators is what is tested.
 func readmeAllowLists(t *testing.T) (reads, wakes *regexp.Regexp) {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/scale-to-zero.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,12 +30,12 @@ func readmeAllowLists(t *testing.T) (reads, wakes *regexp.Regexp) {
 			if strings.HasPrefix(l, marker) && i+1 < len(lines) {
 				re, err := regexp.Compile(lines[i+1])
 				if err != nil {
-					t.Fatalf("README's allow-list after %q: %v", marker, err)
+					t.Fatalf("docs/scale-to-zero.md's allow-list after %q: %v", marker, err)
 				}
 				return re
 			}
 		}
-		t.Fatalf("README has no line starting %q", marker)
+		t.Fatalf("docs/scale-to-zero.md has no line starting %q", marker)
 		return nil
 	}
 	return after("# routing only: GET and HEAD"), after("# scale to zero adds: POST")
