@@ -55,7 +55,7 @@ Caddy is ready. Try, from another terminal:
   curl http://127.0.0.1:8880/                            # web-1, web-2, web-3 in turn
   curl -H 'Host: shop.localhost' http://127.0.0.1:8881/  # shop
   curl -H 'Host: nobody.localhost' http://127.0.0.1:8881/ -i  # 503: no instance claims it
-See inside (README "Observing"):
+See inside (docs/observing.md):
   bin/caddy dicer daemons --address $admin                 # the daemon followed, its state
   bin/caddy dicer instances --address $admin               # each instance and its verdict
   bin/caddy dicer explain shop.localhost --address $admin  # where a request for that host goes, and why
