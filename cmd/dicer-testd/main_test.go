@@ -170,6 +170,7 @@ func TestCLI_Refusals(t *testing.T) {
 		{[]string{"run", "--socket", sock, "--name", "x", "--ip", "10.0.0.1"}, exitFail, "not in 127.0.0.0/8"},
 		{[]string{"run", "--socket", sock, "--name", "web", "--ip", "127.0.0.1", "--port", port}, exitFail, `instance "web" exists`},
 		{[]string{"run", "--socket", sock, "--name", "a/b"}, exitFail, "use up to 63 letters"},
+		{[]string{"run", "--socket", sock, "--name", "y", "--ip", "127.0.0.1"}, exitFail, `ip 127.0.0.1 is instance "web"'s`},
 		{[]string{"stop", "--socket", sock}, exitUsage, "name the instances"},
 		{[]string{"stop", "--socket", sock, "nosuch"}, exitFail, `no such instance: "nosuch"`},
 		{[]string{"standby", "--socket", sock, "web"}, exitFail, `instance "web" is stopped`},
@@ -181,8 +182,11 @@ func TestCLI_Refusals(t *testing.T) {
 			t.Errorf("dicer-testd %s: exit %d, %q; want exit %d saying %q", strings.Join(tc.args, " "), code, stderr, tc.code, tc.says)
 		}
 	}
-	if dm.d.Instance("x") != nil {
+	if dm.d.Instance("x") != nil || dm.d.Instance("y") != nil {
 		t.Error("a refused run recorded an instance")
+	}
+	if fi, err := os.Stat(controlPath(sock)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("control socket: %v, %v; want mode 0600 (it runs processes)", fi, err)
 	}
 }
 

@@ -180,8 +180,12 @@ func (c *Control) spec(req RunRequest) (InstanceSpec, error) {
 	if req.StandbyAfter < 0 {
 		return bad("standby_after %s is negative", req.StandbyAfter)
 	}
+	if c.h.d.Instance(req.Name) != nil {
+		return InstanceSpec{}, fmt.Errorf("instance %q exists", req.Name)
+	}
+	used := c.usedIPs()
 	if req.IP == "" {
-		ip, err := freeRunIP(c.usedIPs())
+		ip, err := freeRunIP(used)
 		if err != nil {
 			return bad("%v", err)
 		}
@@ -189,6 +193,9 @@ func (c *Control) spec(req RunRequest) (InstanceSpec, error) {
 	}
 	if ip := net.ParseIP(req.IP); ip == nil || ip.To4() == nil || !ip.IsLoopback() {
 		return bad("ip %q is not in 127.0.0.0/8", req.IP)
+	}
+	if other := used[req.IP]; other != "" {
+		return InstanceSpec{}, fmt.Errorf("ip %s is instance %q's", req.IP, other)
 	}
 	spec := InstanceSpec{Name: req.Name, IP: req.IP, Port: req.Port, Labels: req.Labels, StandbyAfter: req.StandbyAfter}
 	if req.StandbyAfter > 0 {
@@ -202,23 +209,25 @@ func (c *Control) spec(req RunRequest) (InstanceSpec, error) {
 	return spec, nil
 }
 
-// usedIPs are the addresses of the Daemon's instances.
-func (c *Control) usedIPs() map[string]bool {
+// usedIPs maps the addresses of the Daemon's instances to their names.
+func (c *Control) usedIPs() map[string]string {
 	d := c.h.d
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	used := make(map[string]bool, len(d.instances))
+	used := make(map[string]string, len(d.instances))
 	for _, inst := range d.instances {
-		used[inst.GetIp()] = true
+		if inst.GetIp() != "" {
+			used[inst.GetIp()] = inst.GetName()
+		}
 	}
 	return used
 }
 
 // freeRunIP returns the first address from 127.0.0.100 to 127.0.0.254 not
 // in used.
-func freeRunIP(used map[string]bool) (string, error) {
+func freeRunIP(used map[string]string) (string, error) {
 	for n := firstRunHost; n <= lastRunHost; n++ {
-		if ip := "127.0.0." + strconv.Itoa(n); !used[ip] {
+		if ip := "127.0.0." + strconv.Itoa(n); used[ip] == "" {
 			return ip, nil
 		}
 	}
@@ -318,13 +327,19 @@ func writeError(w http.ResponseWriter, err error) {
 }
 
 // ServeControl serves c on a unix socket at path (a stale socket there is
-// removed) until stop is called, which also removes the socket.
+// removed), which only its owner may use, until stop is called, which also
+// removes the socket.
 func ServeControl(c *Control, path string) (stop func(), err error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		_ = os.Remove(path)
 	}
 	ln, err := net.Listen("unix", path)
 	if err != nil {
+		return nil, fmt.Errorf("dicertest: control socket: %w", err)
+	}
+	// Only its owner may run processes through it.
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
 		return nil, fmt.Errorf("dicertest: control socket: %w", err)
 	}
 	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 10 * time.Second}
