@@ -107,7 +107,7 @@ bench: ## run the benchmarks
 load: build ## load through bin/caddy with wrk: dicer routes vs a static upstream list
 	./bench/load.sh
 
-example: build ## run bin/caddy on example/Caddyfile in front of the test daemon
+example: build ## run bin/caddy on example/Caddyfile in front of the test daemon; bin/dicer-testd run, stop, start, standby, rm, ls change its instances
 	./example/run.sh
 
 generate: ## regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc)

@@ -1,140 +1,116 @@
+//go:build unix
+
 // Command dicer-testd runs the in-memory test daemon of package dicertest
-// by hand, for trying caddy-dicer without KVM. It serves the Dicer gRPC API
-// on a unix socket (and optionally over TLS on TCP), and for each instance
-// listed in -instances it runs a tiny HTTP server on the instance's
-// loopback address that answers "hello from <name>".
+// by hand, for trying caddy-dicer without KVM, and tells it what to do.
 //
-//	dicer-testd -socket ./dicer-testd.sock -listen 127.0.0.1:7443 -instances instances.json
+// Without a command it is the daemon: it serves the Dicer gRPC API on a
+// unix socket (and optionally over TLS on TCP), runs each instance as a
+// small process that answers HTTP requests with "hello from <name>" on the
+// instance's 127.0.0.x address, and takes orders on a control socket next
+// to the gRPC one (the socket's path + ".ctl").
 //
-// instances.json:
+//	dicer-testd [-socket PATH] [-listen 127.0.0.1:7443] [-instances instances.json]
+//
+// instances.json lists the instances to run at start:
 //
 //	[{"name":"web-1","labels":{"app":"web","caddy.host":"localhost"},"ip":"127.0.0.11","port":8080,"health":false}]
 //
 // With "health": true the instance gets an HTTP health check on its port and
-// is reported healthy.
+// is reported healthy once it serves.
+//
+// With a command it talks to a running daemon, in Dicer's words:
+//
+//	dicer-testd run --name api --label caddy.host=api.localhost [--standby-after 1m]
+//	dicer-testd stop|start|standby|rm NAME...
+//	dicer-testd ls
+//
+// Every command takes --socket PATH, the daemon's gRPC socket. The default,
+// for the daemon and the commands alike, is the socket of `make example`:
+// $TMPDIR/caddy-dicer-example-<uid>/dicer.sock ($TMPDIR defaults to /tmp).
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
-	"log"
-	"net"
+	"io"
 	"os"
-	"os/signal"
+	"path/filepath"
 	"strconv"
-	"syscall"
-
-	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
-	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 )
 
-type instanceSpec struct {
-	Name   string            `json:"name"`
-	Labels map[string]string `json:"labels"`
-	IP     string            `json:"ip"`
-	Port   int               `json:"port"`
-	Health bool              `json:"health"`
-}
-
 func main() {
-	socket := flag.String("socket", "./dicer-testd.sock", "unix socket `path` to serve on (plaintext, no auth)")
-	listen := flag.String("listen", "", "optional TCP `address` to serve on with TLS and tokens, e.g. 127.0.0.1:7443")
-	instances := flag.String("instances", "", "JSON `file` listing instances to run (name, labels, ip in 127.0.0.0/8, port, health)")
-	flag.Parse()
-	log.SetFlags(0)
-	log.SetPrefix("dicer-testd: ")
-	if err := run(*socket, *listen, *instances); err != nil {
-		log.Fatal(err)
-	}
+	os.Exit(cli(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(socket, listen, instancesFile string) error {
-	if flag.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", flag.Args())
-	}
-	var specs []instanceSpec
-	if instancesFile != "" {
-		data, err := os.ReadFile(instancesFile)
-		if err != nil {
-			return err
-		}
-		if err := json.Unmarshal(data, &specs); err != nil {
-			return fmt.Errorf("%s: %w", instancesFile, err)
-		}
-	}
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1
+	exitUsage = 2
+)
 
-	d := dicertest.New()
-	defer d.Close()
+// command is one of the CLI's commands.
+type command struct {
+	name    string
+	summary string
+	run     func(args []string, stdout, stderr io.Writer) int
+}
 
-	var stops []func()
-	defer func() {
-		for _, stop := range stops {
-			stop()
+// commands in the order usage lists them.
+var commands = []command{
+	{"run", "create and start an instance that answers HTTP with its name", cmdRun},
+	{"stop", "stop instances: their process ends, they leave every route", verbCommand("stop")},
+	{"start", "start stopped instances, or resume instances on standby", verbCommand("start")},
+	{"standby", "freeze instances; one run with --standby-after is woken by a connection to its published port", verbCommand("standby")},
+	{"rm", "stop and delete instances", cmdRm},
+	{"ls", "list the daemon's instances (through its Dicer API)", cmdLs},
+}
+
+// cli runs dicer-testd with args (without the program name) and returns the
+// exit code.
+func cli(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "help", "-h", "-help", "--help":
+			usage(stdout)
+			return exitOK
+		case instanceProcessCommand:
+			return instanceProcess(args[1:], stderr)
 		}
-	}()
-	for i, s := range specs {
-		if err := s.check(); err != nil {
-			return fmt.Errorf("%s: instance %d: %w", instancesFile, i+1, err)
-		}
-		addr := net.JoinHostPort(s.IP, strconv.Itoa(s.Port))
-		stop, err := dicertest.ServeHello(addr, s.Name)
-		if err != nil {
-			return fmt.Errorf("instance %s: %w", s.Name, err)
-		}
-		stops = append(stops, stop)
-		inst := &dicerpb.Instance{
-			Name:     s.Name,
-			Hostname: s.Name,
-			Labels:   s.Labels,
-			Ip:       s.IP,
-			State:    dicerpb.InstanceState_INSTANCE_STATE_RUNNING,
-		}
-		if s.Health {
-			inst.HealthCheck = &dicerpb.HealthCheck{
-				Probe: &dicerpb.HealthCheck_Http{Http: &dicerpb.HealthCheckHTTP{Port: uint32(s.Port), Path: "/"}},
+		for _, c := range commands {
+			if c.name == args[0] {
+				return c.run(args[1:], stdout, stderr)
 			}
 		}
-		d.CreateInstance(inst)
-		if s.Health {
-			d.SetHealth(s.Name, dicerpb.HealthStatus_HEALTH_STATUS_HEALTHY)
+		if args[0] != "" && args[0][0] != '-' {
+			fmt.Fprintf(stderr, "dicer-testd: unknown command %q\n", args[0])
+			usage(stderr)
+			return exitUsage
 		}
-		log.Printf("instance %s: serving http://%s/ (labels %v)", s.Name, addr, s.Labels)
 	}
-
-	if err := d.ServeUnix(socket); err != nil {
-		return err
-	}
-	log.Printf("serving the Dicer API on unix://%s", socket)
-	if listen != "" {
-		addr, err := d.ServeTCP(listen)
-		if err != nil {
-			return err
-		}
-		log.Printf("serving the Dicer API over TLS on %s", addr)
-		fmt.Printf("token: %s\n", d.AddToken("caddy"))
-		fmt.Printf("fingerprint: %s\n", d.Fingerprint())
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	<-ctx.Done()
-	log.Print("shutting down")
-	return nil
+	return daemonMain(args, stderr)
 }
 
-func (s instanceSpec) check() error {
-	if s.Name == "" {
-		return errors.New("no name")
+func usage(w io.Writer) {
+	fmt.Fprint(w, `Usage:
+  dicer-testd [-socket PATH] [-listen ADDR] [-instances FILE]   run the test daemon
+  dicer-testd COMMAND [flags] [NAME...]                          tell it what to do
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
-	ip := net.ParseIP(s.IP)
-	if ip == nil || ip.To4() == nil || !ip.IsLoopback() {
-		return fmt.Errorf("ip %q is not in 127.0.0.0/8", s.IP)
-	}
-	if s.Port < 1 || s.Port > 65535 {
-		return fmt.Errorf("port %d out of range", s.Port)
-	}
-	return nil
+	fmt.Fprintf(w, `
+Every command takes --socket PATH (default %s).
+"dicer-testd COMMAND -h" lists a command's flags.
+`, exampleSocket())
 }
+
+// exampleSocket is the gRPC socket of `make example` (example/run.sh makes
+// the same path): $TMPDIR/caddy-dicer-example-<uid>/dicer.sock.
+func exampleSocket() string {
+	return filepath.Join(os.TempDir(), "caddy-dicer-example-"+strconv.Itoa(os.Getuid()), "dicer.sock")
+}
+
+// controlPath is the control socket of the daemon serving gRPC on socket.
+func controlPath(socket string) string { return socket + ".ctl" }

@@ -78,6 +78,9 @@ type HostConfig struct {
 	// StartTimeout bounds how long a started process may take to accept
 	// connections on its address. Default 10s.
 	StartTimeout time.Duration
+	// Logf, if set, is told of each wake by a connection (like
+	// log.Printf).
+	Logf func(format string, args ...any)
 }
 
 // InstanceSpec describes an instance for Host.Run.
@@ -99,6 +102,9 @@ type InstanceSpec struct {
 	// instance is then woken from standby by a connection to a published
 	// port, and Standby records it as gone idle.
 	StandbyAfter time.Duration
+	// HealthCheck, if set, is recorded as the instance's health check; the
+	// Host probes nothing: health stays STARTING until SetHealth.
+	HealthCheck *dicerpb.HealthCheck
 }
 
 // hostInstance is one instance's process and relays. mu serialises its
@@ -190,6 +196,7 @@ func (h *Host) Run(spec InstanceSpec) (*dicerpb.Instance, error) {
 		Labels:      spec.Labels,
 		Ports:       inst.spec.Publish,
 		State:       dicerpb.InstanceState_INSTANCE_STATE_RUNNING,
+		HealthCheck: spec.HealthCheck,
 	}
 	if spec.StandbyAfter > 0 {
 		rec.StandbyAfter = durationpb.New(spec.StandbyAfter)
@@ -595,6 +602,9 @@ func (h *Host) forward(inst *hostInstance, c net.Conn, hostPort, guestPort uint3
 		if ok {
 			time.Sleep(h.cfg.WakeDelay)
 			ok = h.resumeLocked(inst, strconv.Itoa(int(hostPort))) == nil
+			if ok && h.cfg.Logf != nil {
+				h.cfg.Logf("instance %s: woken from standby by a connection to port %d", inst.spec.Name, hostPort)
+			}
 		}
 	default:
 		ok = false
