@@ -61,7 +61,7 @@ func TestCaddyfileAdapt(t *testing.T) {
 	}
 }
 
-// cfCheckModulesDecode finds every dicer and docker module object in an adapted config
+// cfCheckModulesDecode finds every dicer, docker and swarm module object in an adapted config
 // and decodes it strictly into its Go type, as Caddy does when it loads the
 // config: a key the struct does not know (a typo'd JSON tag) is an error.
 func cfCheckModulesDecode(t *testing.T, adapted []byte) {
@@ -100,6 +100,12 @@ func cfCheckModulesDecode(t *testing.T, adapted []byte) {
 				case isObj && k == "permission" && obj["module"] == "docker":
 					found++
 					cfStrictDecode(t, obj, "module", new(DockerPermission))
+				case isObj && k == "dynamic_upstreams" && obj["source"] == "swarm":
+					found++
+					cfStrictDecode(t, obj, "source", new(SwarmUpstreams))
+				case isObj && k == "permission" && obj["module"] == "swarm":
+					found++
+					cfStrictDecode(t, obj, "module", new(SwarmPermission))
 				}
 				walk(child)
 			}
