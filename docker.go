@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
 func init() {
@@ -94,7 +95,7 @@ func (DockerUpstreams) CaddyModule() caddy.ModuleInfo {
 // Provision connects to the Engine, or joins the shared connection.
 func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 	if u.WakeTimeout < 0 {
-		return fmt.Errorf("wake_timeout: %s is negative", time.Duration(u.WakeTimeout))
+		return setting.Errorf("wake_timeout", "%s is negative", time.Duration(u.WakeTimeout))
 	}
 	u.wakeTimeout = time.Duration(u.WakeTimeout)
 	if u.wakeTimeout == 0 {
@@ -225,10 +226,10 @@ func (e *DockerEngine) spec() (connSpec, error) {
 // validateLimits checks max_wakes and max_held given in JSON.
 func (e *DockerEngine) validateLimits() error {
 	if e.MaxWakes < 0 {
-		return fmt.Errorf("max_wakes: %d is negative", e.MaxWakes)
+		return setting.Errorf("max_wakes", "%d is negative", e.MaxWakes)
 	}
 	if e.MaxHeld < 0 {
-		return fmt.Errorf("max_held: %d is negative", e.MaxHeld)
+		return setting.Errorf("max_held", "%d is negative", e.MaxHeld)
 	}
 	return nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strings"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
 // daemonSettings are a daemon's connection settings, as each backend
@@ -33,6 +33,20 @@ type daemonSettings interface {
 	// readiness is the daemon's Readiness, which every backend embeds.
 	readiness() *Readiness
 }
+
+// SettingError is an error about a setting, or about its combination with
+// others, that names them: Setting is the one at fault, as the Caddyfile
+// and the JSON spell it ("token", "tls ca"), and Also the others whose
+// combination with it is at fault ("address" for a token refused with a
+// unix socket address). Its text is "<setting>: <what is wrong>". A
+// module's Provision and Caddyfile errors about a setting wrap one, so
+//
+//	var se *caddydicer.SettingError
+//	if errors.As(err, &se) { ... se.Setting ... }
+//
+// finds the setting without reading the text. A bad selector is a
+// *selector.SyntaxError instead, which names the selector.
+type SettingError = setting.Error
 
 // Readiness is the readiness probe's setting (R1a), the same for every
 // daemon: a running instance without a health check joins its rotations
@@ -72,7 +86,7 @@ func (r *Readiness) unmarshalSetting(d *caddyfile.Dispenser, seen map[string]boo
 // validate checks a ReadinessTimeout given in JSON.
 func (r *Readiness) validate() error {
 	if r.ReadinessTimeout < 0 {
-		return fmt.Errorf("readiness_timeout: %s is negative", time.Duration(r.ReadinessTimeout))
+		return setting.Errorf("readiness_timeout", "%s is negative", time.Duration(r.ReadinessTimeout))
 	}
 	return nil
 }

@@ -5,7 +5,6 @@
 package caddydicer
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -244,7 +244,7 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 		}
 	}
 	if err := daemon.validateStatic(); err != nil {
-		return staticErr(d, err)
+		return blame(d, err)
 	}
 	return nil
 }
@@ -308,7 +308,7 @@ func routeName(sel selector.Selector, port int, network string) string {
 // parseRoute checks a route's selector and port settings.
 func parseRoute(sel string, port int) (selector.Selector, error) {
 	if port < 0 || port > 65535 {
-		return selector.Selector{}, fmt.Errorf("port: %d is not a port number (1-65535)", port)
+		return selector.Selector{}, setting.Errorf("port", "%d is not a port number (1-65535)", port)
 	}
 	return selector.Parse(sel) // a SyntaxError names the selector
 }
