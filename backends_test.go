@@ -89,3 +89,33 @@ func TestBackends_sentences(t *testing.T) {
 		}
 	}
 }
+
+// TestBackends_kind_names_the_connection: a backend's upstream source
+// names its connections (metrics, the admin API, logs) by the backend's
+// kind. (Its permission embeds the same daemon settings.)
+func TestBackends_kind_names_the_connection(t *testing.T) {
+	t.Setenv("DOCKER_HOST", "")
+	for _, b := range backends() {
+		for _, id := range []caddy.ModuleID{b.upstreams} {
+			if id == "" {
+				continue
+			}
+			info, err := caddy.GetModule(string(id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			settings, ok := info.New().(daemonSettings)
+			if !ok {
+				t.Errorf("%s has no daemon settings", id)
+				continue
+			}
+			spec, err := resolve(settings)
+			if err != nil {
+				t.Fatalf("%s with its defaults: %v", id, err)
+			}
+			if spec.kind != b.kind {
+				t.Errorf("%s names its connection's kind %q, want %q", id, spec.kind, b.kind)
+			}
+		}
+	}
+}
