@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
 // settingAt returns the name of the setting the dispenser is at, if it is
@@ -82,6 +84,12 @@ func settingTokens(d *caddyfile.Dispenser) map[string]caddyfile.Token {
 		last = tok
 	}
 	return at
+}
+
+// settingErrf is d.Errf for an error about setting name: a SettingError,
+// at the dispenser's line.
+func settingErrf(d *caddyfile.Dispenser, name, format string, args ...any) error {
+	return d.WrapErr(setting.Errorf(name, format, args...))
 }
 
 // errAt returns err with the file and line of tok, as d.Errf would at it.

@@ -144,7 +144,7 @@ func (u *DockerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 		dur, err := caddy.ParseDuration(raw)
 		if err != nil || dur <= 0 {
-			return true, d.Errf("wake_timeout: %q is not a positive duration (e.g. 30s)", raw)
+			return true, settingErrf(d, "wake_timeout", "%q is not a positive duration (e.g. 30s)", raw)
 		}
 		u.WakeTimeout = caddy.Duration(dur)
 		return true, nil
@@ -276,7 +276,7 @@ func positiveInt(disp *caddyfile.Dispenser, name string, into *int) error {
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n <= 0 {
-		return disp.Errf("%s: %q is not a positive integer (e.g. 4)", name, raw)
+		return settingErrf(disp, name, "%q is not a positive integer (e.g. 4)", raw)
 	}
 	*into = n
 	return nil

@@ -218,11 +218,11 @@ func (p *hostPermission) unmarshalSetting(d *caddyfile.Dispenser, seen map[strin
 	case "allow_suffix":
 		p.AllowSuffix = d.RemainingArgs()
 		if len(p.AllowSuffix) == 0 {
-			return true, d.Err("allow_suffix: wants one or more domains")
+			return true, settingErrf(d, "allow_suffix", "wants one or more domains")
 		}
 		for _, s := range p.AllowSuffix {
 			if _, err := allowedSuffix(s); err != nil {
-				return true, d.Errf("%v", err)
+				return true, d.WrapErr(err)
 			}
 		}
 	case "selector":
@@ -230,14 +230,14 @@ func (p *hostPermission) unmarshalSetting(d *caddyfile.Dispenser, seen map[strin
 			return true, err
 		}
 		if _, err := selector.Parse(p.Selector); err != nil {
-			return true, d.Errf("%v", err) // a SyntaxError names the selector
+			return true, d.WrapErr(err) // a SyntaxError names the selector
 		}
 	default:
 		if err := oneValue(d, &p.Wildcards); err != nil {
 			return true, err
 		}
 		if p.Wildcards != "allow" && p.Wildcards != "refuse" {
-			return true, d.Errf("wildcards: %q is neither allow nor refuse", p.Wildcards)
+			return true, settingErrf(d, "wildcards", "%q is neither allow nor refuse", p.Wildcards)
 		}
 	}
 	return true, nil

@@ -77,7 +77,7 @@ func (r *Readiness) unmarshalSetting(d *caddyfile.Dispenser, seen map[string]boo
 	}
 	dur, err := caddy.ParseDuration(raw)
 	if err != nil || dur <= 0 {
-		return true, d.Errf("readiness_timeout: %q is not a positive duration (e.g. 5s)", raw)
+		return true, settingErrf(d, "readiness_timeout", "%q is not a positive duration (e.g. 5s)", raw)
 	}
 	r.ReadinessTimeout = caddy.Duration(dur)
 	return true, nil

@@ -50,8 +50,9 @@ func TestBlame_R10_line_from_fields_not_text(t *testing.T) {
 	}
 }
 
-// TestSettingError_R9_caddyfile: errors of settings checked once the block
-// is read carry their setting, as errors.As finds it.
+// TestSettingError_R9_caddyfile: Caddyfile errors about a setting, found
+// at its line or once the block is read, carry the setting, as errors.As
+// finds it.
 func TestSettingError_R9_caddyfile(t *testing.T) {
 	for _, tc := range []struct {
 		input, setting string
@@ -66,6 +67,13 @@ func TestSettingError_R9_caddyfile(t *testing.T) {
 		{"docker {\n tls {\n  ca /a.pem\n }\n}", "tls", []string{"address"}, new(DockerPermission)},
 		{"docker {\n address tcp://127.0.0.1:2376\n tls {\n  cert /a.pem\n }\n}", "tls cert", nil, new(DockerUpstreams)},
 		{"swarm {\n address ssh://manager\n}", "address", nil, new(SwarmUpstreams)},
+		// Found at the setting's own line, while the block is read.
+		{"dicer {\n readiness_timeout soon\n}", "readiness_timeout", nil, new(DicerUpstreams)},
+		{"dicer app=web 0", "port", nil, new(DicerUpstreams)},
+		{"dicer {\n allow_suffix *.example.com\n}", "allow_suffix", nil, new(DicerPermission)},
+		{"docker {\n max_held 0\n}", "max_held", nil, new(DockerUpstreams)},
+		{"docker {\n wake_timeout -1s\n}", "wake_timeout", nil, new(DockerUpstreams)},
+		{"swarm {\n endpoint dnsrr\n}", "endpoint", nil, new(SwarmPermission)},
 	} {
 		err := tc.mod.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.input))
 		var se *SettingError

@@ -189,7 +189,7 @@ func (m *SwarmManager) unmarshalSetting(disp *caddyfile.Dispenser, seen map[stri
 		return true, err
 	}
 	if m.Endpoint != swarm.EndpointTasks && m.Endpoint != swarm.EndpointVIP {
-		return true, disp.Errf("endpoint: %q is neither %s nor %s", m.Endpoint, swarm.EndpointTasks, swarm.EndpointVIP)
+		return true, settingErrf(disp, "endpoint", "%q is neither %s nor %s", m.Endpoint, swarm.EndpointTasks, swarm.EndpointVIP)
 	}
 	return true, nil
 }

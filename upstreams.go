@@ -188,7 +188,7 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 	shorthand := d.RemainingArgs()
 	if len(shorthand) > 0 {
 		if sel := spacedSelector(shorthand, true); sel != "" {
-			return d.Errf("selector: quote a selector that has spaces: %q", sel)
+			return settingErrf(d, "selector", "quote a selector that has spaces: %q", sel)
 		}
 		if len(shorthand) > 2 {
 			return d.ArgErr()
@@ -229,7 +229,7 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 		}
 		args := d.RemainingArgs()
 		if sel := spacedSelector(args, false); setting == "selector" && sel != "" {
-			return d.Errf("selector: quote a selector that has spaces: %q", sel)
+			return settingErrf(d, "selector", "quote a selector that has spaces: %q", sel)
 		}
 		if len(args) != 1 {
 			return d.ArgErr()
@@ -251,7 +251,7 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 
 func (s *upstreamSource) setSelector(d *caddyfile.Dispenser, value string) error {
 	if _, err := selector.Parse(value); err != nil {
-		return d.Errf("%v", err) // a SyntaxError names the selector
+		return d.WrapErr(err) // a SyntaxError names the selector
 	}
 	s.Selector = value
 	return nil
@@ -260,7 +260,7 @@ func (s *upstreamSource) setSelector(d *caddyfile.Dispenser, value string) error
 func (s *upstreamSource) setPort(d *caddyfile.Dispenser, value string) error {
 	port, err := strconv.Atoi(value)
 	if err != nil || port < 1 || port > 65535 {
-		return d.Errf("port: %q is not a port number (1-65535)", value)
+		return settingErrf(d, "port", "%q is not a port number (1-65535)", value)
 	}
 	s.Port = port
 	return nil
