@@ -16,9 +16,9 @@ func init() {
 // LoadState is what the plugin's modules of one config load share: when
 // their wait for the daemons' first listings ends, and the groups our
 // sources form in each `dynamic multi` (see upstreams_multi.go). It has
-// nothing to
-// configure; Caddy creates it, once per config load, when the first
-// dicer or docker module asks for it, and drops it with the config.
+// nothing to configure; Caddy creates it, once per config load, when the
+// first module of this plugin (any backend's) asks for it, and drops it
+// with the config.
 //
 // Modules are provisioned one after the other. Without a deadline shared by
 // the load, each daemon that is down would make the load wait its own

@@ -491,7 +491,7 @@ on_demand_tls {
 	}
 }`, httpPort, body, sock)
 	}
-	f, err := (&Daemon{Address: "unix:" + sock}).spec()
+	f, err := resolve(&Daemon{Address: "unix:" + sock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,14 @@
 package caddydicer
 
 import (
+	"errors"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
 // settingAt returns the name of the setting the dispenser is at, if it is
@@ -84,6 +86,12 @@ func settingTokens(d *caddyfile.Dispenser) map[string]caddyfile.Token {
 	return at
 }
 
+// settingErrf is d.Errf for an error about setting name: a SettingError,
+// at the dispenser's line.
+func settingErrf(d *caddyfile.Dispenser, name, format string, args ...any) error {
+	return d.WrapErr(setting.Errorf(name, format, args...))
+}
+
 // errAt returns err with the file and line of tok, as d.Errf would at it.
 func errAt(tok caddyfile.Token, err error) error {
 	d := caddyfile.NewDispenser([]caddyfile.Token{tok})
@@ -91,37 +99,29 @@ func errAt(tok caddyfile.Token, err error) error {
 	return d.WrapErr(err)
 }
 
-// quoted matches the values an error quotes, which may hold any word.
-var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
-
-// staticErr points an error of validateStatic at the line of the settings
-// it is about: the one it names first ("token: ..."), and those of address,
-// token and tls its text mentions, the latest of them in the block. So a
-// token refused with a unix address points at whichever of the two comes
-// last, and a TCP address without a token at the address.
-func staticErr(d *caddyfile.Dispenser, err error) error {
+// blame points err, an error of validateStatic found once the whole block
+// is read, at the line of the setting it names (a SettingError): the
+// latest in the block of its Setting and Also, a setting in a nested block
+// ("tls ca") at the block's line; else, or when none of them is in the
+// block, at the module's name. The error's text is never read, so
+// rewording it never moves the line a user is shown. So a token refused
+// with a unix address points at whichever of the two comes last, and a
+// TCP address without a token at the address.
+func blame(d *caddyfile.Dispenser, err error) error {
 	at := settingTokens(d)
-	msg := err.Error()
-	name, rest, _ := strings.Cut(msg, ":")
-	rest = quoted.ReplaceAllString(rest, `""`)
 	tok, found := at[""]
-	blamed := false
-	consider := func(setting string) {
-		if t, ok := at[setting]; ok && (!blamed || t.Line > tok.Line) {
-			tok, blamed = t, true
-		}
-	}
-	consider(name)
-	if first, _, ok := strings.Cut(name, " "); ok {
-		consider(first) // "tls cert: ..." is about tls
-	}
-	for _, setting := range []string{"address", "token", "tls"} {
-		if strings.Contains(rest, setting) {
-			consider(setting)
+	var se *SettingError
+	if errors.As(err, &se) {
+		blamed := false
+		for _, name := range append([]string{se.Setting}, se.Also...) {
+			name, _, _ = strings.Cut(name, " ")
+			if t, ok := at[name]; ok && (!blamed || t.Line > tok.Line) {
+				tok, blamed = t, true
+			}
 		}
 	}
 	if !found {
-		return d.Errf("%v", err)
+		return d.WrapErr(err)
 	}
 	return errAt(tok, err)
 }

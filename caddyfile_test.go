@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,9 +62,10 @@ func TestCaddyfileAdapt(t *testing.T) {
 	}
 }
 
-// cfCheckModulesDecode finds every dicer and docker module object in an adapted config
-// and decodes it strictly into its Go type, as Caddy does when it loads the
-// config: a key the struct does not know (a typo'd JSON tag) is an error.
+// cfCheckModulesDecode finds every module object of a backend (and of
+// permission daemons) in an adapted config and decodes it strictly into
+// its Go type, as Caddy does when it loads the config: a key the struct
+// does not know (a typo'd JSON tag) is an error.
 func cfCheckModulesDecode(t *testing.T, adapted []byte) {
 	t.Helper()
 	var cfg any
@@ -88,18 +90,10 @@ func cfCheckModulesDecode(t *testing.T, adapted []byte) {
 				case isObj && k == "permission" && obj["module"] == "daemons":
 					found++
 					cfStrictDecode(t, obj, "module", new(DaemonsPermission))
-				case isObj && k == "dynamic_upstreams" && obj["source"] == "dicer":
-					found++
-					cfStrictDecode(t, obj, "source", new(DicerUpstreams))
-				case isObj && k == "permission" && obj["module"] == "dicer":
-					found++
-					cfStrictDecode(t, obj, "module", new(DicerPermission))
-				case isObj && k == "dynamic_upstreams" && obj["source"] == "docker":
-					found++
-					cfStrictDecode(t, obj, "source", new(DockerUpstreams))
-				case isObj && k == "permission" && obj["module"] == "docker":
-					found++
-					cfStrictDecode(t, obj, "module", new(DockerPermission))
+				case isObj && k == "dynamic_upstreams":
+					found += cfDecodeBackend(t, obj, "source", upstreamsNamespace)
+				case isObj && k == "permission":
+					found += cfDecodeBackend(t, obj, "module", permissionNamespace)
 				}
 				walk(child)
 			}
@@ -113,6 +107,22 @@ func cfCheckModulesDecode(t *testing.T, adapted []byte) {
 	if found == 0 {
 		t.Error(`golden JSON holds no "dynamic_upstreams":{"source":"dicer"} nor "permission":{"module":"dicer"}`)
 	}
+}
+
+// cfDecodeBackend decodes obj strictly into the module of a backend in
+// namespace that its inlineKey names, and counts it; 0 when it names none.
+func cfDecodeBackend(t *testing.T, obj map[string]any, inlineKey, namespace string) int {
+	t.Helper()
+	name, _ := obj[inlineKey].(string)
+	if !slices.Contains(backendKinds(namespace), name) {
+		return 0
+	}
+	info, err := caddy.GetModule(namespace + "." + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfStrictDecode(t, obj, inlineKey, info.New())
+	return 1
 }
 
 func cfStrictDecode(t *testing.T, obj map[string]any, inlineKey string, into any) {

@@ -22,7 +22,7 @@ func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "dicer",
 		Usage: "daemons|instances|explain [--address <admin>] [--json]",
-		Short: "Shows the daemons, instances and routes of a running Caddy's dicer and docker modules",
+		Short: "Shows the daemons, instances and routes of a running Caddy's modules of this plugin",
 		Long: `
 Reads a running Caddy's admin endpoint (/dicer/*) and prints, as tables:
 
@@ -41,8 +41,10 @@ admin address (--config, --adapter), else localhost:2019.
 	})
 }
 
-// dicerCommand builds `caddy dicer` and its subcommands.
+// dicerCommand builds `caddy dicer` and its subcommands, once every
+// backend has registered its modules.
 func dicerCommand(cmd *cobra.Command) {
+	cmd.Short = "Shows the daemons, instances and routes of a running Caddy's " + allOf(backendKinds("")) + " modules"
 	cmd.PersistentFlags().String("address", "", "The admin API's address, if not the config's or the default (localhost:2019)")
 	cmd.PersistentFlags().StringP("config", "c", "", "A config file to read the admin address from, if --address is not given")
 	cmd.PersistentFlags().StringP("adapter", "a", "", "The adapter of --config")
@@ -120,7 +122,7 @@ func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 
 
 func printDaemons(w io.Writer, list []DaemonStatus, now time.Time) error {
 	if len(list) == 0 {
-		_, err := fmt.Fprintln(w, "no daemon followed: no loaded config has a dicer or docker module")
+		_, err := fmt.Fprintf(w, "no daemon followed: no loaded config has a %s module\n", oneOf(backendKinds("")))
 		return err
 	}
 	t := newTable(w)
@@ -163,7 +165,7 @@ func printInstances(w io.Writer, list []InstanceStatus) error {
 
 func printExplanation(w io.Writer, e Explanation) error {
 	if len(e.Routes) == 0 {
-		fmt.Fprintf(w, "%s: no dicer or docker route is loaded\n", cell(e.Host))
+		fmt.Fprintf(w, "%s: no %s route is loaded\n", cell(e.Host), oneOf(backendKinds(upstreamsNamespace)))
 	}
 	for i, r := range e.Routes {
 		if i > 0 {

@@ -16,7 +16,7 @@ func TestSharedConnection_R9_reload_counts(t *testing.T) {
 	d, sock := testDaemon(t)
 	instance(t, d, "web-1", "127.0.0.111", map[string]string{"app": "web", "caddy.host": "web.example.com"})
 	settings := Daemon{Address: "unix:" + sock}
-	f, err := settings.spec()
+	f, err := resolve(&settings)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,14 +74,15 @@ func TestSharedConnection_R9_reload_counts(t *testing.T) {
 // TestSharedConnection_R9_settings_key: equal settings share, different ones
 // do not.
 func TestSharedConnection_R9_settings_key(t *testing.T) {
-	a, _ := (&Daemon{Address: "unix:/a.sock"}).spec()
-	a2, _ := (&Daemon{Address: "unix:/a.sock"}).spec()
-	b, _ := (&Daemon{Address: "unix:/b.sock"}).spec()
-	c, _ := (&Daemon{Address: "unix:/a.sock", PublishedPortHost: "10.0.0.5"}).spec()
-	if a.key != a2.key {
+	a, _ := resolve(&Daemon{Address: "unix:/a.sock"})
+	a2, _ := resolve(&Daemon{Address: "unix:/a.sock"})
+	b, _ := resolve(&Daemon{Address: "unix:/b.sock"})
+	c, _ := resolve(&Daemon{Address: "unix:/a.sock", PublishedPortHost: "10.0.0.5"})
+	r, _ := resolve(&Daemon{Address: "unix:/a.sock", Readiness: Readiness{ReadinessTimeout: caddy.Duration(time.Minute)}})
+	if a.key == "" || a.key != a2.key {
 		t.Error("equal settings got different keys")
 	}
-	if a.key == b.key || a.key == c.key {
+	if a.key == b.key || a.key == c.key || a.key == r.key {
 		t.Error("different settings share a key")
 	}
 }

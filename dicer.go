@@ -226,7 +226,7 @@ func (d *Daemon) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]boo
 	if !disp.AllArgs(&value) {
 		if name == "token" && value != "" {
 			// ArgErr would quote the token, secret included.
-			return true, disp.Err("token: wants exactly one value, the token")
+			return true, settingErrf(disp, "token", "wants exactly one value, the token")
 		}
 		return true, disp.ArgErr()
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
 func init() {
@@ -26,23 +27,14 @@ func init() {
 // from the Engine, and writes to it only to start, stop, pause and unpause
 // containers labelled `caddy.standby_after` (scale to zero).
 type DockerEngine struct {
-	// Address is the Engine's API endpoint: `unix:///var/run/docker.sock`
-	// or `tcp://host:2376`. Placeholders such as `{env.ENGINE}` are
-	// replaced at load. Default: the `DOCKER_HOST` environment variable,
-	// else `unix:///var/run/docker.sock`.
-	Address string `json:"address,omitempty"`
+	// EngineConnection holds address and tls: where the Engine is reached.
+	EngineConnection
 
 	// PublishedPortHost is the host at which ports that containers publish
 	// on every host address are reached, e.g. `10.0.0.5`. Default: the
 	// Engine's host when Address is TCP and not loopback, else the gateway
 	// address of the container's network.
 	PublishedPortHost string `json:"published_port_host,omitempty"`
-
-	// TLS protects a TCP Engine; it is refused with a unix socket.
-	// Example: `{"ca": "/etc/caddy/docker/ca.pem", "cert":
-	// "/etc/caddy/docker/cert.pem", "key": "/etc/caddy/docker/key.pem"}`.
-	// Default: plain TCP.
-	TLS *DockerTLS `json:"tls,omitempty"`
 
 	// MaxWakes is how many containers labelled `caddy.standby_after` this
 	// connection may be waking at once (scale to zero, R5d), from the
@@ -60,21 +52,6 @@ type DockerEngine struct {
 
 	// Readiness holds readiness_timeout, the readiness probe's bound.
 	Readiness
-}
-
-// DockerTLS holds the files for a TLS-protected Engine, read at each config
-// load.
-type DockerTLS struct {
-	// CA is a PEM file of the authorities that sign the Engine's
-	// certificate, e.g. `/etc/caddy/docker/ca.pem`. Default: system roots.
-	CA string `json:"ca,omitempty"`
-	// Cert is the PEM file of the client certificate, given together with
-	// Key, e.g. `/etc/caddy/docker/cert.pem`. Default: none, no client
-	// certificate.
-	Cert string `json:"cert,omitempty"`
-	// Key is the PEM file of the client certificate's key, given together
-	// with Cert, e.g. `/etc/caddy/docker/key.pem`. Default: none.
-	Key string `json:"key,omitempty"`
 }
 
 // DockerUpstreams is a dynamic upstream source for reverse_proxy: the
@@ -118,7 +95,7 @@ func (DockerUpstreams) CaddyModule() caddy.ModuleInfo {
 // Provision connects to the Engine, or joins the shared connection.
 func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 	if u.WakeTimeout < 0 {
-		return fmt.Errorf("wake_timeout: %s is negative", time.Duration(u.WakeTimeout))
+		return setting.Errorf("wake_timeout", "%s is negative", time.Duration(u.WakeTimeout))
 	}
 	u.wakeTimeout = time.Duration(u.WakeTimeout)
 	if u.wakeTimeout == 0 {
@@ -167,7 +144,7 @@ func (u *DockerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 		dur, err := caddy.ParseDuration(raw)
 		if err != nil || dur <= 0 {
-			return true, d.Errf("wake_timeout: %q is not a positive duration (e.g. 30s)", raw)
+			return true, settingErrf(d, "wake_timeout", "%q is not a positive duration (e.g. 30s)", raw)
 		}
 		u.WakeTimeout = caddy.Duration(dur)
 		return true, nil
@@ -215,14 +192,10 @@ func (p *DockerPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return p.unmarshal(d, "docker", &p.DockerEngine)
 }
 
-// config is the adapter configuration, placeholders replaced.
+// config is the adapter configuration and the published port host,
+// placeholders replaced.
 func (e *DockerEngine) config() (docker.Config, string) {
-	repl := caddy.NewReplacer()
-	cfg := docker.Config{Host: strings.TrimSpace(repl.ReplaceAll(e.Address, ""))}
-	if e.TLS != nil {
-		cfg.CAFile, cfg.CertFile, cfg.KeyFile = e.TLS.CA, e.TLS.Cert, e.TLS.Key
-	}
-	return cfg.Resolved(), strings.TrimSpace(repl.ReplaceAll(e.PublishedPortHost, ""))
+	return e.EngineConnection.config(), strings.TrimSpace(caddy.NewReplacer().ReplaceAll(e.PublishedPortHost, ""))
 }
 
 // spec resolves the settings (placeholders, TLS files) into what the
@@ -253,10 +226,10 @@ func (e *DockerEngine) spec() (connSpec, error) {
 // validateLimits checks max_wakes and max_held given in JSON.
 func (e *DockerEngine) validateLimits() error {
 	if e.MaxWakes < 0 {
-		return fmt.Errorf("max_wakes: %d is negative", e.MaxWakes)
+		return setting.Errorf("max_wakes", "%d is negative", e.MaxWakes)
 	}
 	if e.MaxHeld < 0 {
-		return fmt.Errorf("max_held: %d is negative", e.MaxHeld)
+		return setting.Errorf("max_held", "%d is negative", e.MaxHeld)
 	}
 	return nil
 }
@@ -272,17 +245,16 @@ func (e *DockerEngine) validateStatic() error {
 			return err
 		}
 	}
-	if strings.Contains(e.Address, "{") {
-		return nil // checked at provision, once placeholders are known
-	}
-	cfg, _ := e.config()
-	return cfg.Check() // the TLS files are read at provision
+	return e.EngineConnection.validateStatic()
 }
 
 // unmarshalSetting parses one Engine setting of a Caddyfile block, if the
 // dispenser is at one; seen catches a setting given twice.
 func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
-	name, ok, err := settingAt(disp, seen, "address", "published_port_host", "tls", "max_wakes", "max_held")
+	if ok, err := e.EngineConnection.unmarshalSetting(disp, seen); ok || err != nil {
+		return ok, err
+	}
+	name, ok, err := settingAt(disp, seen, "published_port_host", "max_wakes", "max_held")
 	if !ok || err != nil {
 		return ok, err
 	}
@@ -291,11 +263,6 @@ func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[stri
 		return true, positiveInt(disp, name, &e.MaxWakes)
 	case "max_held":
 		return true, positiveInt(disp, name, &e.MaxHeld)
-	case "tls":
-		e.TLS = new(DockerTLS)
-		return true, unmarshalBlock(disp, "tls", map[string]*string{"ca": &e.TLS.CA, "cert": &e.TLS.Cert, "key": &e.TLS.Key})
-	case "address":
-		return true, oneValue(disp, &e.Address)
 	default:
 		return true, oneValue(disp, &e.PublishedPortHost)
 	}
@@ -309,7 +276,7 @@ func positiveInt(disp *caddyfile.Dispenser, name string, into *int) error {
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n <= 0 {
-		return disp.Errf("%s: %q is not a positive integer (e.g. 4)", name, raw)
+		return settingErrf(disp, name, "%q is not a positive integer (e.g. 4)", raw)
 	}
 	*into = n
 	return nil

@@ -90,7 +90,7 @@ func dockerCaddy(t *testing.T, globals, sites string) (*caddytest.Tester, string
 	if t.Failed() {
 		t.FailNow()
 	}
-	f, err := (&DockerEngine{}).spec()
+	f, err := resolve(&DockerEngine{})
 	if err != nil {
 		t.Fatal(err)
 	}

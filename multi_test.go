@@ -119,7 +119,7 @@ https:// {
 		"daemon b":   &Daemon{Address: "unix:" + sockB, PublishedPortHost: "127.0.0.146"},
 		"the Engine": &DockerEngine{},
 	} {
-		spec, err := daemon.spec()
+		spec, err := resolve(daemon)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +192,7 @@ https:// {
 // in its caddy.host label, as the daemon's shared connection knows it.
 func lists(t *testing.T, daemon daemonSettings, host string) bool {
 	t.Helper()
-	spec, err := daemon.spec()
+	spec, err := resolve(daemon)
 	if err != nil {
 		t.Fatal(err)
 	}

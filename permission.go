@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -100,7 +101,7 @@ func (p *hostPermission) settle() error {
 	case "allow":
 		p.allowWildcards = true
 	default:
-		return fmt.Errorf("wildcards: %q is neither allow nor refuse", p.Wildcards)
+		return setting.Errorf("wildcards", "%q is neither allow nor refuse", p.Wildcards)
 	}
 	return nil
 }
@@ -110,7 +111,7 @@ func allowedSuffix(raw string) (string, error) {
 	d := catalog.NormalizeName(strings.TrimSpace(raw))
 	if d == "" || d != strings.ToLower(strings.TrimSuffix(strings.TrimSpace(raw), ".")) ||
 		strings.ContainsAny(d, "*/ ,[]") || strings.HasPrefix(d, ".") || strings.Contains(d, "..") {
-		return "", fmt.Errorf("allow_suffix: %q is not a domain name (e.g. example.com)", raw)
+		return "", setting.Errorf("allow_suffix", "%q is not a domain name (e.g. example.com)", raw)
 	}
 	return d, nil
 }
@@ -198,10 +199,10 @@ func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 		}
 	}
 	if err := p.settle(); err != nil {
-		return d.Errf("%v", err)
+		return blame(d, err)
 	}
 	if err := daemon.validateStatic(); err != nil {
-		return staticErr(d, err)
+		return blame(d, err)
 	}
 	return nil
 }
@@ -217,11 +218,11 @@ func (p *hostPermission) unmarshalSetting(d *caddyfile.Dispenser, seen map[strin
 	case "allow_suffix":
 		p.AllowSuffix = d.RemainingArgs()
 		if len(p.AllowSuffix) == 0 {
-			return true, d.Err("allow_suffix: wants one or more domains")
+			return true, settingErrf(d, "allow_suffix", "wants one or more domains")
 		}
 		for _, s := range p.AllowSuffix {
 			if _, err := allowedSuffix(s); err != nil {
-				return true, d.Errf("%v", err)
+				return true, d.WrapErr(err)
 			}
 		}
 	case "selector":
@@ -229,14 +230,14 @@ func (p *hostPermission) unmarshalSetting(d *caddyfile.Dispenser, seen map[strin
 			return true, err
 		}
 		if _, err := selector.Parse(p.Selector); err != nil {
-			return true, d.Errf("%v", err) // a SyntaxError names the selector
+			return true, d.WrapErr(err) // a SyntaxError names the selector
 		}
 	default:
 		if err := oneValue(d, &p.Wildcards); err != nil {
 			return true, err
 		}
 		if p.Wildcards != "allow" && p.Wildcards != "refuse" {
-			return true, d.Errf("wildcards: %q is neither allow nor refuse", p.Wildcards)
+			return true, settingErrf(d, "wildcards", "%q is neither allow nor refuse", p.Wildcards)
 		}
 	}
 	return true, nil

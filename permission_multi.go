@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -32,7 +31,7 @@ type DaemonsPermission struct {
 	// permission module, whose name is `module`: `[{"module": "dicer",
 	// "address": "unix:///run/dicer/dicer.sock"}, {"module": "docker",
 	// "allow_suffix": ["apps.example.com"]}]`. Any permission module of
-	// this plugin that follows a daemon fits (dicer, docker). A name is
+	// this plugin that follows a daemon fits (each backend's). A name is
 	// allowed when one of them allows it. Required: at least one.
 	DaemonsRaw []json.RawMessage `json:"daemons,omitempty" caddy:"namespace=tls.permission inline_key=module"`
 
@@ -51,22 +50,15 @@ type daemonPermission interface {
 
 func (p *hostPermission) daemonPermission() *hostPermission { return p }
 
-// daemonKinds lists the names of the registered daemon permissions, for
-// errors: "dicer, docker".
+// daemonKinds lists the kinds of the registered backends that have a
+// permission, for errors: "dicer, docker, swarm".
 func daemonKinds() string {
-	var kinds []string
-	for _, info := range caddy.GetModules("tls.permission") {
-		if _, ok := info.New().(daemonPermission); ok {
-			kinds = append(kinds, info.ID.Name())
-		}
-	}
-	slices.Sort(kinds)
-	return strings.Join(kinds, ", ")
+	return strings.Join(backendKinds(permissionNamespace), ", ")
 }
 
 // isDaemonKind reports whether kind names a daemon permission.
 func isDaemonKind(kind string) bool {
-	info, err := caddy.GetModule("tls.permission." + kind)
+	info, err := caddy.GetModule(permissionNamespace + "." + kind)
 	if err != nil {
 		return false
 	}

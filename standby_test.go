@@ -650,11 +650,11 @@ func TestStandby_max_wakes_and_max_held_settings(t *testing.T) {
 	if err := (&DockerEngine{MaxWakes: -1}).validateStatic(); err == nil || !strings.Contains(err.Error(), "max_wakes") {
 		t.Errorf("negative JSON max_wakes: %v", err)
 	}
-	plain, err := (&DockerEngine{Address: "unix:///run/x.sock"}).spec()
+	plain, err := resolve(&DockerEngine{EngineConnection: EngineConnection{Address: "unix:///run/x.sock"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	capped, err := (&DockerEngine{Address: "unix:///run/x.sock", MaxWakes: 2, PublishedPortHost: "10.0.0.5"}).spec()
+	capped, err := resolve(&DockerEngine{EngineConnection: EngineConnection{Address: "unix:///run/x.sock"}, MaxWakes: 2, PublishedPortHost: "10.0.0.5"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,6 @@
 package caddydicer
 
 import (
-	"strings"
-
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
@@ -29,16 +27,10 @@ func init() {
 // network (Caddy must be attached to that network: run it as a service
 // or container on an attachable overlay), unless Endpoint is `vip`.
 type SwarmManager struct {
-	// Address is the manager's Engine API endpoint:
-	// `unix:///var/run/docker.sock` when Caddy runs on a manager node, or
-	// `tcp://manager:2376`. Placeholders are replaced at load. Default:
-	// the `DOCKER_HOST` environment variable, else
-	// `unix:///var/run/docker.sock`.
-	Address string `json:"address,omitempty"`
-
-	// TLS protects a TCP Engine, as for the Docker modules. Default: plain
-	// TCP.
-	TLS *DockerTLS `json:"tls,omitempty"`
+	// EngineConnection holds address and tls: where the manager's Engine is
+	// reached, `unix:///var/run/docker.sock` when Caddy runs on a manager
+	// node, else e.g. `tcp://manager:2376`, as for the Docker modules.
+	EngineConnection
 
 	// Endpoint is where requests go: `tasks`, each running task at its own
 	// address, which Caddy balances over (its lb_policy, retries and
@@ -163,9 +155,7 @@ func (p *SwarmPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // config is the adapter configuration, placeholders replaced.
 func (m *SwarmManager) config() swarm.Config {
-	engine := DockerEngine{Address: m.Address, TLS: m.TLS}
-	cfg, _ := engine.config()
-	return swarm.Config{Docker: cfg, Endpoint: m.Endpoint}
+	return swarm.Config{Docker: m.EngineConnection.config(), Endpoint: m.Endpoint}
 }
 
 // spec resolves the settings into what the Swarm adapter runs with.
@@ -179,35 +169,29 @@ func (m *SwarmManager) spec() (connSpec, error) {
 
 // validateStatic checks the settings that need no placeholder replacement.
 func (m *SwarmManager) validateStatic() error {
-	if strings.Contains(m.Address, "{") {
-		// The address is checked at provision, once placeholders are known.
-		return swarm.Config{Endpoint: m.Endpoint, Docker: docker.Config{Host: docker.DefaultHost}}.Check()
+	// The endpoint alone: the Engine's settings are the EngineConnection's.
+	if err := (swarm.Config{Endpoint: m.Endpoint, Docker: docker.Config{Host: docker.DefaultHost}}).Check(); err != nil {
+		return err
 	}
-	return m.config().Check() // the TLS files are read at provision
+	return m.EngineConnection.validateStatic()
 }
 
 // unmarshalSetting parses one manager setting of a Caddyfile block, if the
 // dispenser is at one; seen catches a setting given twice.
 func (m *SwarmManager) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
-	name, ok, err := settingAt(disp, seen, "address", "tls", "endpoint")
-	if !ok || err != nil {
+	if ok, err := m.EngineConnection.unmarshalSetting(disp, seen); ok || err != nil {
 		return ok, err
 	}
-	switch name {
-	case "tls":
-		m.TLS = new(DockerTLS)
-		return true, unmarshalBlock(disp, "tls", map[string]*string{"ca": &m.TLS.CA, "cert": &m.TLS.Cert, "key": &m.TLS.Key})
-	case "address":
-		return true, oneValue(disp, &m.Address)
-	default:
-		if err := oneValue(disp, &m.Endpoint); err != nil {
-			return true, err
-		}
-		if m.Endpoint != swarm.EndpointTasks && m.Endpoint != swarm.EndpointVIP {
-			return true, disp.Errf("endpoint: %q is neither %s nor %s", m.Endpoint, swarm.EndpointTasks, swarm.EndpointVIP)
-		}
-		return true, nil
+	if _, ok, err := settingAt(disp, seen, "endpoint"); !ok || err != nil {
+		return ok, err
 	}
+	if err := oneValue(disp, &m.Endpoint); err != nil {
+		return true, err
+	}
+	if m.Endpoint != swarm.EndpointTasks && m.Endpoint != swarm.EndpointVIP {
+		return true, settingErrf(disp, "endpoint", "%q is neither %s nor %s", m.Endpoint, swarm.EndpointTasks, swarm.EndpointVIP)
+	}
+	return true, nil
 }
 
 // Interface guards

@@ -5,7 +5,6 @@
 package caddydicer
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -188,7 +188,7 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 	shorthand := d.RemainingArgs()
 	if len(shorthand) > 0 {
 		if sel := spacedSelector(shorthand, true); sel != "" {
-			return d.Errf("selector: quote a selector that has spaces: %q", sel)
+			return settingErrf(d, "selector", "quote a selector that has spaces: %q", sel)
 		}
 		if len(shorthand) > 2 {
 			return d.ArgErr()
@@ -229,7 +229,7 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 		}
 		args := d.RemainingArgs()
 		if sel := spacedSelector(args, false); setting == "selector" && sel != "" {
-			return d.Errf("selector: quote a selector that has spaces: %q", sel)
+			return settingErrf(d, "selector", "quote a selector that has spaces: %q", sel)
 		}
 		if len(args) != 1 {
 			return d.ArgErr()
@@ -244,14 +244,14 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 		}
 	}
 	if err := daemon.validateStatic(); err != nil {
-		return staticErr(d, err)
+		return blame(d, err)
 	}
 	return nil
 }
 
 func (s *upstreamSource) setSelector(d *caddyfile.Dispenser, value string) error {
 	if _, err := selector.Parse(value); err != nil {
-		return d.Errf("%v", err) // a SyntaxError names the selector
+		return d.WrapErr(err) // a SyntaxError names the selector
 	}
 	s.Selector = value
 	return nil
@@ -260,7 +260,7 @@ func (s *upstreamSource) setSelector(d *caddyfile.Dispenser, value string) error
 func (s *upstreamSource) setPort(d *caddyfile.Dispenser, value string) error {
 	port, err := strconv.Atoi(value)
 	if err != nil || port < 1 || port > 65535 {
-		return d.Errf("port: %q is not a port number (1-65535)", value)
+		return settingErrf(d, "port", "%q is not a port number (1-65535)", value)
 	}
 	s.Port = port
 	return nil
@@ -308,7 +308,7 @@ func routeName(sel selector.Selector, port int, network string) string {
 // parseRoute checks a route's selector and port settings.
 func parseRoute(sel string, port int) (selector.Selector, error) {
 	if port < 0 || port > 65535 {
-		return selector.Selector{}, fmt.Errorf("port: %d is not a port number (1-65535)", port)
+		return selector.Selector{}, setting.Errorf("port", "%d is not a port number (1-65535)", port)
 	}
 	return selector.Parse(sel) // a SyntaxError names the selector
 }

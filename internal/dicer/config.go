@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
 // DefaultAddress is the daemon's packaged unix socket.
@@ -54,21 +55,21 @@ func (c Config) Check() error {
 	}
 	if !IsTCP(addr) {
 		if c.Token != "" {
-			return fmt.Errorf("token: not allowed with a unix socket address %q (the socket needs no token)", addr)
+			return setting.With("token", []string{"address"}, "not allowed with a unix socket address %q (the socket needs no token)", addr)
 		}
 		if c.CAFile != "" || c.ServerName != "" {
-			return fmt.Errorf("tls: not allowed with a unix socket address %q", addr)
+			return setting.With("tls", []string{"address"}, "not allowed with a unix socket address %q", addr)
 		}
 	} else {
 		if strings.TrimSpace(c.Token) == "" {
-			return fmt.Errorf("token: required for the TCP address %q", addr)
+			return setting.With("token", []string{"address"}, "required for the TCP address %q", addr)
 		}
 		tok, err := ParseToken(c.Token)
 		if err != nil {
-			return fmt.Errorf("token: %w", err)
+			return setting.Wrap("token", err)
 		}
 		if tok.Fingerprint != "" && (c.CAFile != "" || c.ServerName != "") {
-			return errors.New("tls: not used with a token that carries the daemon's certificate fingerprint (the fingerprint pins the certificate); drop tls or use a token without a fingerprint")
+			return setting.With("tls", []string{"token"}, "not used with a token that carries the daemon's certificate fingerprint (the fingerprint pins the certificate); drop tls or use a token without a fingerprint")
 		}
 	}
 	return c.Pace.Check()
@@ -79,21 +80,21 @@ func validateAddress(addr string) error {
 	switch {
 	case strings.HasPrefix(addr, "unix-abstract:"):
 		if strings.TrimPrefix(addr, "unix-abstract:") == "" {
-			return fmt.Errorf("address: %q names no abstract socket", addr)
+			return setting.Errorf("address", "%q names no abstract socket", addr)
 		}
 		return nil
 	case strings.HasPrefix(addr, "unix:"):
 		if strings.TrimLeft(strings.TrimPrefix(addr, "unix:"), "/") == "" {
-			return fmt.Errorf("address: %q names no socket path", addr)
+			return setting.Errorf("address", "%q names no socket path", addr)
 		}
 		return nil
 	}
 	host, port, err := net.SplitHostPort(tcpHostPort(addr))
 	if err != nil || host == "" || strings.ContainsAny(host, "/ ") {
-		return fmt.Errorf("address: %q is none of unix:///path, unix:/path, unix-abstract:NAME or host:port", addr)
+		return setting.Errorf("address", "%q is none of unix:///path, unix:/path, unix-abstract:NAME or host:port", addr)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("address: %q: port %q is not a number from 1 to 65535", addr, port)
+		return setting.Errorf("address", "%q: port %q is not a number from 1 to 65535", addr, port)
 	}
 	return nil
 }

@@ -15,6 +15,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
 // maxRecvMsgSize lifts gRPC's 4 MiB default: a ListInstances reply carries
@@ -38,11 +40,11 @@ func loadRoots(file string) (*x509.CertPool, []byte, error) {
 	}
 	pem, err := os.ReadFile(file)
 	if err != nil {
-		return nil, nil, fmt.Errorf("tls ca: %w", err)
+		return nil, nil, setting.Wrap("tls ca", err)
 	}
 	roots := x509.NewCertPool()
 	if !roots.AppendCertsFromPEM(pem) {
-		return nil, nil, fmt.Errorf("tls ca: no PEM certificate in %s", file)
+		return nil, nil, setting.Errorf("tls ca", "no PEM certificate in %s", file)
 	}
 	return roots, pem, nil
 }
@@ -59,7 +61,7 @@ func dialOptions(cfg Config, roots *x509.CertPool) ([]grpc.DialOption, error) {
 	}
 	tok, err := ParseToken(cfg.Token)
 	if err != nil {
-		return nil, fmt.Errorf("token: %w", err)
+		return nil, setting.Wrap("token", err)
 	}
 	return append(opts,
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsConfig(roots, cfg.ServerName, tok))),

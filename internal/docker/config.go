@@ -5,8 +5,6 @@
 package docker
 
 import (
-	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
 // DefaultHost is the Engine's usual unix socket, used when neither the
@@ -81,13 +80,13 @@ func (c Config) Check() error {
 		return err
 	}
 	if !tcp && c.usesTLS() {
-		return fmt.Errorf("tls: not allowed with the unix socket address %q (TLS protects a tcp:// Engine)", c.Host)
+		return setting.With("tls", []string{"address"}, "not allowed with the unix socket address %q (TLS protects a tcp:// Engine)", c.Host)
 	}
 	switch {
 	case c.CertFile != "" && c.KeyFile == "":
-		return errors.New("tls cert: given without a key (set tls key too)")
+		return setting.Errorf("tls cert", "given without a key (set tls key too)")
 	case c.KeyFile != "" && c.CertFile == "":
-		return errors.New("tls key: given without a cert (set tls cert too)")
+		return setting.Errorf("tls key", "given without a cert (set tls cert too)")
 	}
 	return c.Pace.Check()
 }
@@ -97,34 +96,34 @@ func (c Config) Check() error {
 func parseHost(host string) (tcp bool, err error) {
 	scheme, rest, ok := strings.Cut(host, "://")
 	if !ok {
-		return false, fmt.Errorf("address: %q is neither unix:///path nor tcp://host:port", host)
+		return false, setting.Errorf("address", "%q is neither unix:///path nor tcp://host:port", host)
 	}
 	switch scheme {
 	case "unix":
 		if strings.TrimLeft(rest, "/") == "" {
-			return false, fmt.Errorf("address: %q names no socket path", host)
+			return false, setting.Errorf("address", "%q names no socket path", host)
 		}
 		return false, nil
 	case "tcp":
 		u, err := url.Parse(host)
 		if err != nil {
-			return true, fmt.Errorf("address: %q: %w", host, err)
+			return true, setting.Errorf("address", "%q: %w", host, err)
 		}
 		if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-			return true, fmt.Errorf("address: %q: only tcp://host:port", host)
+			return true, setting.Errorf("address", "%q: only tcp://host:port", host)
 		}
 		h, port, err := net.SplitHostPort(u.Host)
 		if err != nil || h == "" {
-			return true, fmt.Errorf("address: %q names no host and port (tcp://host:port; the Engine listens on 2375, or 2376 with TLS)", host)
+			return true, setting.Errorf("address", "%q names no host and port (tcp://host:port; the Engine listens on 2375, or 2376 with TLS)", host)
 		}
 		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return true, fmt.Errorf("address: %q: port %q is not a number from 1 to 65535", host, port)
+			return true, setting.Errorf("address", "%q: port %q is not a number from 1 to 65535", host, port)
 		}
 		return true, nil
 	case "ssh":
-		return false, fmt.Errorf("address: %q: ssh:// is not supported; forward the Engine's socket and use unix:// or tcp://", host)
+		return false, setting.Errorf("address", "%q: ssh:// is not supported; forward the Engine's socket and use unix:// or tcp://", host)
 	default:
-		return false, fmt.Errorf("address: %q: the scheme %q is neither unix nor tcp", host, scheme)
+		return false, setting.Errorf("address", "%q: the scheme %q is neither unix nor tcp", host, scheme)
 	}
 }
 

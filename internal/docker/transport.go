@@ -3,12 +3,13 @@ package docker
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"net/http"
 	"os"
 	"time"
 
 	"github.com/docker/docker/client"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
 // loadTLS reads the TLS files of a checked c, once: the client's TLS
@@ -23,27 +24,27 @@ func (c Config) loadTLS() (*tls.Config, []byte, error) {
 	if c.CAFile != "" {
 		pem, err := os.ReadFile(c.CAFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("tls ca: %w", err)
+			return nil, nil, setting.Wrap("tls ca", err)
 		}
 		// Only these authorities, as the Engine's own client does.
 		cfg.RootCAs = x509.NewCertPool()
 		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("tls ca: %s holds no PEM certificate", c.CAFile)
+			return nil, nil, setting.Errorf("tls ca", "%s holds no PEM certificate", c.CAFile)
 		}
 		material = append(material, pem...)
 	}
 	if c.CertFile != "" {
 		certPEM, err := os.ReadFile(c.CertFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("tls cert: %w", err)
+			return nil, nil, setting.Wrap("tls cert", err)
 		}
 		keyPEM, err := os.ReadFile(c.KeyFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("tls key: %w", err)
+			return nil, nil, setting.Wrap("tls key", err)
 		}
 		pair, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {
-			return nil, nil, fmt.Errorf("tls cert: loading %s with the key %s: %w", c.CertFile, c.KeyFile, err)
+			return nil, nil, setting.With("tls cert", []string{"tls key"}, "loading %s with the key %s: %w", c.CertFile, c.KeyFile, err)
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 		material = append(append(material, certPEM...), keyPEM...)

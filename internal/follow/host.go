@@ -1,10 +1,11 @@
 package follow
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"strings"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
 // RemoteHost returns host (a name or an IP address, without a port) unless
@@ -44,7 +45,7 @@ func CheckPublishedPortHost(host string) error {
 		return nil
 	}
 	fail := func(why string) error {
-		return fmt.Errorf("published_port_host: %q %s", host, why)
+		return setting.Errorf("published_port_host", "%q %s", host, why)
 	}
 	if strings.Contains(host, "://") {
 		return fail("is a URL: give only a host name or an IP address (no scheme)")

@@ -2,10 +2,10 @@ package swarm
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
 // Reconciliation bounds (see Config).
@@ -37,7 +37,7 @@ func (c Config) Check() error {
 	switch c.Endpoint {
 	case "", EndpointTasks, EndpointVIP:
 	default:
-		return fmt.Errorf("endpoint: %q is neither %s nor %s", c.Endpoint, EndpointTasks, EndpointVIP)
+		return setting.Errorf("endpoint", "%q is neither %s nor %s", c.Endpoint, EndpointTasks, EndpointVIP)
 	}
 	if c.Converging < 0 || c.Resync < 0 {
 		return errors.New("reconciliation intervals must not be negative")
