@@ -85,8 +85,8 @@ func (k *keepAlive) closeIdle() {
 
 // idleCloser returns the function that closes the idle connections of a
 // reverse_proxy transport, nil for a transport that has none to close.
-// Caddy's HTTP transport keeps them in its *http.Transport (HTTP/1.1 and
-// HTTP/2 over TLS alike).
+// Caddy's HTTP transport keeps them in its *http.Transport (HTTP/1.1,
+// HTTP/2 and h2c alike; not its experimental HTTP/3 one).
 func idleCloser(rt http.RoundTripper) func() {
 	switch t := rt.(type) {
 	case *reverseproxy.HTTPTransport:
