@@ -123,7 +123,7 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		return ups, err
 	}
 	if pick == catalog.PickedStandby {
-		if s.wakes != nil {
+		if s.wakes != nil && s.group == nil { // as before: a multi's member counts none
 			s.wakes.Inc() // the connection wakes it (R5)
 		}
 		s.keepAlive.closeIdle() // none from before its freeze is reused (R5a, idleconns.go)
