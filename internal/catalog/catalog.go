@@ -33,9 +33,9 @@ type Options struct {
 	// Froze, if set, is told each time an instance is seen frozen (on
 	// standby, or paused) where it was not: the proxy then drops the
 	// connections it keeps alive to it (R5a). It is called with the
-	// catalog's lock held, before the change is published, so no request
-	// can be routed to the frozen instance's address until it returns. It
-	// must not call the catalog.
+	// catalog's lock held, before the change is published, so that no
+	// request is sent to the instance as one to wake (R5.2) before it
+	// returns. It must not call the catalog.
 	Froze func(id string)
 }
 
