@@ -186,7 +186,7 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 				Candidates: snap.Explain(route, host)}
 			targets, deferred := snap.Targets(nil, route, host), false
 			if g := nr.source.group; g != nil {
-				targets, deferred = g.targets(nr.source, snap, nil, host)
+				targets, _, deferred = g.targets(nr.source, snap, nil, host)
 			}
 			for _, t := range targets {
 				e.Targets = append(e.Targets, t.Instance+" "+t.Dial)

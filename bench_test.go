@@ -43,7 +43,8 @@ func benchCatalog(n int) *catalog.Catalog {
 func benchSource(conn *connection) upstreamSource {
 	return upstreamSource{conn: conn, route: catalog.Route{Port: 8080},
 		noUpstream: metrics.noUpstream.WithLabelValues("dicer", "unix:///bench.sock", "bench"),
-		wakes:      metrics.wakes.WithLabelValues("dicer", "unix:///bench.sock", wakeRequested)}
+		wakes:      metrics.wakes.WithLabelValues("dicer", "unix:///bench.sock", wakeRequested),
+		keepAlive:  &keepAlive{}}
 }
 
 func BenchmarkGetUpstreams(b *testing.B) {

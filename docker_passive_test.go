@@ -98,8 +98,8 @@ func explainsPassiveFailure(ex Explanation, instance string) bool {
 }
 
 // sameDial reports whether dial address got reaches want: the same address
-// and port, whatever the spelling (R5a, R1d: a container at an address
-// another had before, or paused before, is dialled under another one).
+// and port, whatever the spelling (R1d: a container at an address another
+// had before is dialled under another one).
 func sameDial(got, want string) bool {
 	g, err1 := netip.ParseAddrPort(got)
 	w, err2 := netip.ParseAddrPort(want)

@@ -107,6 +107,7 @@ func dial(spec connSpec) (*connection, error) {
 		c.metrics = newConnMetrics(c.kind, c.address)
 		opts := spec.opts
 		opts.Probe = func(r catalog.ProbeRequest) { c.prober.Probe(r) }
+		opts.Froze = func(string) { c.routes.closeIdle() } // R5a, idleconns.go
 		c.catalog = catalog.New(opts)
 		c.prober = readiness.New(runCtx, spec.readinessTimeout, 0, c.markReady, spec.opts.Logger)
 		if spec.actions != nil {

@@ -53,6 +53,9 @@ type upstreamSource struct {
 	// a request only adds to them.
 	noUpstream prometheus.Counter
 	wakes      prometheus.Counter
+	// keepAlive closes the idle connections of the handler's transport
+	// (R5a, idleconns.go).
+	keepAlive *keepAlive
 }
 
 // provision joins the daemon's shared connection and, for a selector,
@@ -81,6 +84,7 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 	if err := s.joinGroup(ctx); err != nil {
 		return err
 	}
+	s.keepAlive = &keepAlive{handler: handlerOf(ctx)}
 	s.conn.routes.add(s, name) // last: the admin API reads s.group
 	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
 		zap.Int("port", s.Port), zap.String("network", network))
@@ -102,10 +106,11 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 	deferred := false // to another source of the multi
 	pick := catalog.PickedNone
 	snap, host := s.conn.catalog.Snapshot(), catalog.NormalizeHost(r.Host)
+	s.keepAlive.resolve()
 	if s.group == nil {
 		targets, pick = snap.Pick(buf[:0], s.route, host, false)
 	} else {
-		targets, deferred = s.group.targets(s, snap, buf[:0], host)
+		targets, pick, deferred = s.group.targets(s, snap, buf[:0], host)
 	}
 	if len(targets) == 0 {
 		if deferred {
@@ -117,8 +122,11 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		}
 		return ups, err
 	}
-	if pick == catalog.PickedStandby && s.wakes != nil {
-		s.wakes.Inc() // the connection wakes it (R5)
+	if pick == catalog.PickedStandby {
+		if s.wakes != nil && s.group == nil { // as before: a multi's member counts none
+			s.wakes.Inc() // the connection wakes it (R5)
+		}
+		s.keepAlive.closeIdle() // none from before its freeze is reused (R5a, idleconns.go)
 	}
 	return s.upstreams(r, targets), nil
 }

@@ -97,12 +97,13 @@ func (s *upstreamSource) leaveGroup() {
 
 // targets appends to dst where a request for host goes through s as a
 // member of g (see above): its own instances, read from snap, with R2a and
-// R5 holding across the members; deferred says that another member's
+// R5 holding across the members, and what kind of pick they are
+// (catalog.PickedNone when deferred); deferred says that another member's
 // instances serve or that its fallback is the one to wake, so that s
 // wakes none of its daemon's, Docker's included. The members' catalogs are read only for a
 // host that no candidate of s lists by name (R2a) and when s has no
 // routable instance (R5): a lookup each, no allocation.
-func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []catalog.Target, host string) (_ []catalog.Target, deferred bool) {
+func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []catalog.Target, host string) (_ []catalog.Target, _ catalog.Pick, deferred bool) {
 	members := *g.members.Load()
 	listedHere := snap.ClaimsExactly(s.route, host)
 	listedElsewhere := false
@@ -117,7 +118,7 @@ func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []c
 	n := len(dst)
 	dst, pick := snap.Pick(dst, s.route, host, listedElsewhere)
 	if pick == catalog.PickedNone || pick == catalog.PickedRoutable {
-		return dst, false
+		return dst, pick, false
 	}
 	before := true // whether m comes before s in the multi
 	for _, m := range members {
@@ -129,8 +130,8 @@ func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []c
 		case other == catalog.PickedRoutable,
 			other == catalog.PickedWoken && (pick == catalog.PickedStandby || before),
 			other == catalog.PickedStandby && pick == catalog.PickedStandby && before:
-			return dst[:n], true // m's instances serve, or m's fallback is the one woken
+			return dst[:n], catalog.PickedNone, true // m's instances serve, or m's fallback is the one woken
 		}
 	}
-	return dst, false
+	return dst, pick, false
 }

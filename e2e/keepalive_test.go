@@ -5,7 +5,9 @@ package e2e
 import (
 	"context"
 	"net/http"
+	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -28,6 +30,15 @@ func (c *caddyProc) getWithin(host string) result {
 	return c.getContext(ctx, host)
 }
 
+// roundsOr is the number of rounds of a keep-alive scenario: $E2E_ROUNDS
+// if set (to compare mechanisms over more rounds), else n.
+func roundsOr(n int) int {
+	if r, err := strconv.Atoi(os.Getenv("E2E_ROUNDS")); err == nil && r > 0 {
+		return r
+	}
+	return n
+}
+
 // report logs the median and max of the wake overheads (time to 200 minus
 // the simulator's wake delay).
 func report(t *testing.T, what string, overheads []time.Duration) {
@@ -47,7 +58,7 @@ func TestE2E_R5_standby_wake_survives_keep_alive(t *testing.T) {
 	name := h.run(t, instance{name: "sleepy", labels: map[string]string{"app": "sleepy"}, publish: true, standbyAfter: time.Minute})
 	c := startCaddy(t, "", proxySite(h, "sleepy.test", "app=sleepy", guestPort))
 
-	const rounds = 10
+	rounds := roundsOr(10)
 	var overheads []time.Duration
 	for round := 1; round <= rounds; round++ {
 		// Served while running: Caddy now holds a kept-alive connection.
@@ -84,7 +95,8 @@ func TestE2E_R5_standby_wake_survives_keep_alive_beside_running_instances(t *tes
 	c := startCaddy(t, "", proxySite(h, "mix.test", "app=mix", guestPort))
 
 	var overheads []time.Duration
-	for round := 1; round <= 3; round++ {
+	rounds := roundsOr(3)
+	for round := 1; round <= rounds; round++ {
 		// Both serve, each over a kept-alive connection.
 		expectEven(t, c, "mix.test", 3, sleepy, awake)
 		awaitRotation(t, c, leaves, sleepy, func() { h.standby(t, sleepy) })

@@ -30,6 +30,13 @@ type Options struct {
 	// with MarkReady. It is called with the catalog's lock held: it must
 	// not block, nor call the catalog. nil admits such instances at once.
 	Probe func(ProbeRequest)
+	// Froze, if set, is told each time an instance is seen frozen (on
+	// standby, or paused) where it was not: the proxy then drops the
+	// connections it keeps alive to it (R5a). It is called with the
+	// catalog's lock held, before the change is published, so that no
+	// request is sent to the instance as one to wake (R5.2) before it
+	// returns. It must not call the catalog.
+	Froze func(id string)
 }
 
 // Catalog holds what is known of one daemon's instances. Adapters write to
@@ -50,6 +57,7 @@ type Catalog struct {
 	replace sync.Once
 
 	probe      func(ProbeRequest)
+	froze      func(id string)
 	probeGen   uint64
 	seq        uint64           // changes from the daemon so far (see Seq)
 	routePorts map[int]int      // route port -> routes using it
@@ -104,6 +112,7 @@ func New(opts Options) *Catalog {
 		views:  make(map[string]*View),
 
 		probe:      opts.Probe,
+		froze:      opts.Froze,
 		routePorts: make(map[int]int),
 		spelt:      make(map[string]spelt),
 	}
@@ -200,8 +209,9 @@ func (c *Catalog) Put(inst Instance) {
 	if e.stopping = holdStopping(old, &e.inst); e.stopping {
 		e.stopWhy = old.stopWhy
 	}
-	e.countSleeps(old)
+	e.keepApart(old)
 	c.spellApart(e, func(id string) *entry { return c.byID[id] })
+	c.tellFroze(old, e)
 	e.keepActivity(old)
 	c.seq++
 	e.seq = c.seq
@@ -211,6 +221,14 @@ func (c *Catalog) Put(inst Instance) {
 	c.publish(c.current.Load(), old, e)
 	c.logChange(old, e, "")
 	c.sendProbe(probe)
+}
+
+// tellFroze calls Options.Froze if e, replacing old, shows the instance
+// freeze. c.mu is held, and e is not published yet.
+func (c *Catalog) tellFroze(old, e *entry) {
+	if c.froze != nil && e.froze(old) {
+		c.froze(e.inst.ID)
+	}
 }
 
 // sendProbe sends a request from admit, if any.
@@ -260,8 +278,9 @@ func (c *Catalog) Replace(instances []Instance) {
 		// draining is running again here, so it is probed (R1a), and an
 		// app that closed its port on SIGTERM stays out until it dies.
 		old := c.byID[e.inst.ID]
-		e.countSleeps(old)
+		e.keepApart(old)
 		c.spellApart(e, live)
+		c.tellFroze(old, e) // before the store below
 		e.keepActivity(old)
 		e.seq = c.seq
 		e.keepEvents(old)

@@ -771,7 +771,7 @@ func TestStoppingAndStarted(t *testing.T) {
 	c.Started("id-nobody")
 	c.Put(web())
 	ready()
-	mustEqual(t, "unpaused", unspelt(request(c, v, 8080, "x")), in) // spelt anew after the pause (R5a)
+	mustEqual(t, "unpaused", request(c, v, 8080, "x"), in) // the same address after the pause (R5a)
 
 	var whys []string
 	for _, e := range logs.FilterMessage("instance leaves rotation").All() {

@@ -38,13 +38,11 @@ type entry struct {
 	// ambiguous is set when the instance is on several networks and has no
 	// caddy.network label.
 	ambiguous bool
-	// sleeps counts the times the catalog saw the instance freeze (go on
-	// standby or be paused), raised above the count of any other instance
-	// that had one of its places before; its dial addresses are spelt
-	// accordingly, so that no connection kept alive from before a freeze
-	// is reused, nor Caddy's health state of another instance (see
-	// spelling).
-	sleeps uint32
+	// apart is the number of the spelling its dial addresses are written
+	// in (see spelling): 0, the address itself, unless another instance
+	// had one of its places before (R1d), so that Caddy's health state of
+	// that one is not this one's.
+	apart uint32
 	// listening is false while a running instance without a health check
 	// has not yet accepted a connection where requests would go (R1a);
 	// probeGen names the ProbeRequest that decides it.
@@ -122,16 +120,19 @@ func newEntry(inst Instance) *entry {
 // frozen: connections to it stay open, and nothing answers them.
 func frozen(s State) bool { return s == StateStandby || s == StatePaused }
 
-// countSleeps carries the sleep count of old, the entry e replaces (nil:
-// none), over to e, plus one if the instance froze in between.
-func (e *entry) countSleeps(old *entry) {
-	if old == nil {
-		return
+// keepApart carries the spelling number of old, the entry e replaces
+// (nil: none), over to e.
+func (e *entry) keepApart(old *entry) {
+	if old != nil {
+		e.apart = old.apart
 	}
-	e.sleeps = old.sleeps
-	if frozen(e.inst.State) && !frozen(old.inst.State) {
-		e.sleeps++
-	}
+}
+
+// froze reports whether e, replacing old (nil: none), shows the instance
+// frozen where old did not: the moment the connections kept alive to it
+// must be dropped (R5a, see Options.Froze).
+func (e *entry) froze(old *entry) bool {
+	return old != nil && frozen(e.inst.State) && !frozen(old.inst.State)
 }
 
 // keepActivity carries the Activity of old, the entry e replaces (nil:
@@ -327,7 +328,7 @@ func (e *entry) resolve(route Route, at *reach) endpoint {
 	if host == "" {
 		return endpoint{}
 	}
-	return endpoint{dial: joinHostPort(spelling(host, e.sleeps), port), published: published}
+	return endpoint{dial: joinHostPort(spelling(host, e.apart), port), published: published}
 }
 
 // place is where resolve sends requests, before the host is spelt and

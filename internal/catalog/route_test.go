@@ -2,8 +2,6 @@ package catalog_test
 
 import (
 	"net"
-	"slices"
-	"strings"
 	"testing"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
@@ -837,14 +835,12 @@ func TestTargetsAppendsToDst(t *testing.T) {
 	c.Put(inst("web-1", label("app", "web"), standby(), publish("192.168.1.10", 32768, 8080)))
 	c.Put(inst("web-2", label("app", "web"), state(catalog.StateStopped)))
 	got = targets(c.Snapshot().Targets(prefix[:1], route, "shop.example.com"))
-	// web-1 went from running to standby: its address is spelt anew, so
-	// that no connection kept alive from before is reused.
-	mustEqual(t, "fallback after prefix", got, []string{"keep 192.0.2.1:1", "web-1 [0:0:0:0:0:ffff:192.168.1.10]:32768"})
+	mustEqual(t, "fallback after prefix", got, []string{"keep 192.0.2.1:1", "web-1 192.168.1.10:32768"})
 
 	var dst []catalog.Target
 	for range 3 {
 		dst = c.Snapshot().Targets(dst[:0], route, "shop.example.com")
-		mustEqual(t, "reused dst", targets(dst), []string{"web-1 [0:0:0:0:0:ffff:192.168.1.10]:32768"})
+		mustEqual(t, "reused dst", targets(dst), []string{"web-1 192.168.1.10:32768"})
 	}
 }
 
@@ -958,62 +954,62 @@ func TestNormalizeHost(t *testing.T) {
 	}
 }
 
-// TestTargets_R5_no_connection_reused_across_a_freeze: each time an
-// instance goes on standby or is paused, its dial addresses are spelt
-// anew, so Caddy's transport (which pools connections by dial address)
-// opens a new connection, the one that wakes the instance, instead of
-// sending the request on one the frozen guest will never answer. Between
-// freezes the spelling stays, so keep-alive works as usual.
-func TestTargets_R5_no_connection_reused_across_a_freeze(t *testing.T) {
-	c := catalog.New(catalog.Options{})
-	v := watch(c, "app=sleepy")
+// TestTargets_R5a_a_freeze_is_told_and_keeps_the_address: each time an
+// instance goes on standby or is paused, the catalog tells Options.Froze
+// (the proxy then drops the connections kept alive to it) before any
+// snapshot shows the freeze, and the instance keeps its plain dial
+// address, so Caddy sees one address for it (cookie affinity, passive
+// health, {upstream_hostport}). A freeze seen only by a re-listing is told
+// too; a change that is no freeze is not.
+func TestTargets_R5a_a_freeze_is_told_and_keeps_the_address(t *testing.T) {
+	var c *catalog.Catalog
+	var v *catalog.View
+	var told []string
+	c = catalog.New(catalog.Options{Froze: func(id string) {
+		// Called before the freeze is published: the snapshot still shows
+		// the instance running, never as the standby fallback.
+		if p := c.Snapshot().PickOf(catalog.Route{View: v, Port: 8080}, "sleepy.test", false); p != catalog.PickedRoutable {
+			t.Errorf("told of the freeze of %s when a snapshot already shows it (pick %v)", id, p)
+		}
+		told = append(told, id)
+	}})
+	v = watch(c, "app=sleepy")
 	sleepy := func(opts ...opt) catalog.Instance {
 		return inst("sleepy", append([]opt{label("app", "sleepy"), wake(), publish("", 32768, 8080), gateway("10.0.0.1")}, opts...)...)
 	}
-	var dials []string // every spelling dialled so far, the latest last
-	// step puts i and checks whether its dial is a spelling not dialled
-	// before (fresh) or the latest one.
-	step := func(what string, i catalog.Instance, fresh bool) {
+	freezes := 0
+	step := func(what string, i catalog.Instance, freeze bool, replace bool) {
 		t.Helper()
-		c.Put(i)
-		got := request(c, v, 8080, "sleepy.test")
-		if len(got) != 1 {
-			t.Fatalf("%s: targets %q, want one", what, got)
+		if replace {
+			c.Replace([]catalog.Instance{i})
+		} else {
+			c.Put(i)
 		}
-		d := strings.TrimPrefix(got[0], "sleepy ")
-		if plain := unspelt([]string{"x " + d})[0]; plain != "x 10.0.0.1:32768" {
-			t.Errorf("%s: dial %s is not the published port 10.0.0.1:32768", what, d)
+		if freeze {
+			freezes++
 		}
-		switch {
-		case fresh && slices.Contains(dials, d):
-			t.Errorf("%s: dial %s was dialled before (%q), want a fresh spelling", what, d, dials)
-		case !fresh && d != dials[len(dials)-1]:
-			t.Errorf("%s: dial %s, want the latest spelling %s", what, d, dials[len(dials)-1])
+		if len(told) != freezes {
+			t.Fatalf("%s: told of %d freezes (%q), want %d", what, len(told), told, freezes)
 		}
-		if fresh {
-			dials = append(dials, d)
+		if got := request(c, v, 8080, "sleepy.test"); !equal(got, []string{"sleepy 10.0.0.1:32768"}) {
+			t.Errorf("%s: targets %q, want the plain published port 10.0.0.1:32768", what, got)
 		}
 	}
-	c.Replace([]catalog.Instance{sleepy()})
-	step("never frozen", sleepy(), true)
-	if dials[0] != "10.0.0.1:32768" {
-		t.Fatalf("an instance never frozen is dialled plainly, got %s", dials[0])
+	step("first listed", sleepy(), false, true)
+	step("on standby", sleepy(standby()), true, false)
+	step("still on standby", sleepy(standby()), false, false)
+	step("woken, health pending", sleepy(health(catalog.HealthStarting)), false, false)
+	step("running", sleepy(), false, false)
+	c.Put(sleepy(state(catalog.StatePaused))) // neither routable nor a fallback
+	freezes++
+	step("unpaused", sleepy(), false, false)
+	step("on standby again", sleepy(standby()), true, false)
+	step("re-listed, still on standby", sleepy(standby()), false, true)
+	step("re-listed running", sleepy(), false, true)
+	step("re-listed on standby", sleepy(standby()), true, true)
+	if told[0] != "id-sleepy" {
+		t.Errorf("told %q, want the instance's ID", told[0])
 	}
-	step("on standby", sleepy(standby()), true)
-	step("woken, health pending", sleepy(health(catalog.HealthStarting)), false)
-	step("running", sleepy(), false)
-	// Paused is neither routable nor a fallback; once resumed it is
-	// dialled with the spelling its pause brought.
-	c.Put(sleepy(state(catalog.StatePaused)))
-	step("unpaused", sleepy(), true)
-	step("on standby again", sleepy(standby()), true)
-	// A re-listing keeps the count: an instance still on standby keeps its
-	// spelling, and a freeze seen only by a re-listing still counts.
-	c.Replace([]catalog.Instance{sleepy(standby())})
-	step("re-listed, still on standby", sleepy(standby()), false)
-	c.Replace([]catalog.Instance{sleepy()})
-	c.Replace([]catalog.Instance{sleepy(standby())})
-	step("re-listed after a wake and a new standby", sleepy(standby()), true)
 }
 
 // TestPick is what a route picks when it is one of several serving the

@@ -6,29 +6,23 @@ import (
 	"strings"
 )
 
-// Why an instance's dial address has several spellings:
+// Why an instance's dial address may have several spellings (R1d):
 //
-// Caddy's HTTP transport keeps idle connections to an upstream per dial
-// address and reuses them (for two minutes by default). A daemon freezes an
-// instance it puts on standby (Dicer) or pauses (Docker), and a connection
-// that was open then stays open on Caddy's side with nothing answering it.
-// Dicer wakes an instance only on a new connection to its published port,
-// so a request sent on a kept-alive connection would wait on the frozen
-// guest until the client gives up. Each time the catalog sees an instance
-// freeze it counts one more sleep (entry.sleeps), and from then on returns
-// the instance's address in its sleeps-th spelling: the same address,
-// written differently, so the transport opens new connections and never
-// reuses one opened before the freeze.
-//
-// Caddy also keeps its passive health state (fails, requests in flight) per
+// Caddy keeps its passive health state (fails, requests in flight) per
 // dial address, for up to an hour. When a new instance takes an address an
 // old one had (Docker hands out the lowest free IP on a network, and a
 // compose recreate gets the same one), it would inherit the old one's
-// failures and get no requests for fail_duration (R1d). So the spelling
-// number is also kept apart per place: the catalog remembers, for each
-// address and published port, the instance that last had it and the
-// number it spelt it with, and a different instance at that place starts
-// above that number.
+// failures and get no requests for fail_duration. So the catalog
+// remembers, for each address and published port (a place), the instance
+// that last had it and the number it spelt it with, and a different
+// instance at that place is dialled under a higher-numbered spelling: the
+// same address, written differently.
+//
+// A freeze of the same instance (standby, pause) keeps its spelling, so
+// that {upstream_hostport}, access logs, lb_policy cookie and the hash
+// policies, and passive health see one address for it. Connections kept
+// alive from before a freeze are dropped instead (R5a): the catalog tells
+// Options.Froze, and the proxy closes its idle connections.
 
 // maxPlaces bounds the places the catalog remembers a spelling for; past
 // it, an arbitrary one is forgotten for each new one.
@@ -49,13 +43,13 @@ type spelt struct {
 func (c *Catalog) spellApart(e *entry, live func(id string) *entry) {
 	e.eachPlace(func(place string) {
 		s, ok := c.spelt[place]
-		if !ok || s.id == e.inst.ID || e.sleeps > s.n {
+		if !ok || s.id == e.inst.ID || e.apart > s.n {
 			return
 		}
 		if other := live(s.id); other != nil && other.hasPlace(place) {
 			return
 		}
-		e.sleeps = s.n + 1
+		e.apart = s.n + 1
 	})
 	e.eachPlace(func(place string) {
 		if _, ok := c.spelt[place]; !ok && len(c.spelt) >= maxPlaces {
@@ -64,7 +58,7 @@ func (c *Catalog) spellApart(e *entry, live func(id string) *entry) {
 				break
 			}
 		}
-		c.spelt[place] = spelt{id: e.inst.ID, n: e.sleeps}
+		c.spelt[place] = spelt{id: e.inst.ID, n: e.apart}
 	})
 }
 
