@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"go/build"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
@@ -157,30 +157,23 @@ func caddyConfig(t *testing.T, globals, sites string) (config, logFile string) {
 // get sends a request for host and returns its status and body.
 func get(t *testing.T, tester *caddytest.Tester, host string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", httpPort), nil)
-	if err != nil {
-		t.Fatal(err)
+	r := caddyAt(tester).Get(context.Background(), host, "/")
+	if r.Err != nil {
+		t.Fatalf("GET %s: %v", host, r.Err)
 	}
-	req.Host = host
-	res, err := tester.Client.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", host, err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(body)
+	return r.Status, r.Body
+}
+
+// caddyAt sends requests to the in-process Caddy's HTTP port with
+// tester's client.
+func caddyAt(tester *caddytest.Tester) testkit.Caddy {
+	return testkit.Caddy{Addr: fmt.Sprintf("127.0.0.1:%d", httpPort), Client: tester.Client}
 }
 
 // eventually waits until cond holds, failing t after waitFor.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", waitFor, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitFor, what, cond)
 }
 
 // answers waits until a request for host gets status (and, if body is not
@@ -195,16 +188,11 @@ func answersBy(t *testing.T, tester *caddytest.Tester, host string, status int, 
 	t.Helper()
 	var gotStatus int
 	var gotBody string
-	deadline := time.Now().Add(within)
-	for {
+	if !testkit.Until(within, func() bool {
 		gotStatus, gotBody = get(t, tester, host)
-		if gotStatus == status && (body == "" || gotBody == body) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("host %s: got %d %q within %s, want %d %q", host, gotStatus, gotBody, within, status, body)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return gotStatus == status && (body == "" || gotBody == body)
+	}) {
+		t.Fatalf("host %s: got %d %q within %s, want %d %q", host, gotStatus, gotBody, within, status, body)
 	}
 }
 
@@ -347,7 +335,7 @@ func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
 		answers(t, tester, "x", s.status, s.body)
 	}
 	for _, want := range []string{`"instance joins rotation"`, `"why":"paused"`, `"why":"unhealthy"`, `"why":"deleted"`} {
-		if len(logLines(t, logFile, want, `"instance":"web-1"`)) == 0 {
+		if len(testkit.LogLines(t, logFile, want, `"instance":"web-1"`)) == 0 {
 			t.Errorf("log lacks %s for web-1", want)
 		}
 	}
@@ -461,12 +449,12 @@ func TestCaddy_R12_wrong_fingerprint_refused_and_logged(t *testing.T) {
 		t.Fatalf("wrong fingerprint: got %d, want 503 (no routes)", status)
 	}
 	eventually(t, "the log names the fingerprint mismatch", func() bool {
-		return strings.Contains(readFile(t, logFile), "does not match the token")
+		return strings.Contains(testkit.ReadFile(t, logFile), "does not match the token")
 	})
 	if n := d.Calls("ListInstances"); n != 0 {
 		t.Errorf("ListInstances reached the daemon %d times through an unpinned connection", n)
 	}
-	if strings.Contains(readFile(t, logFile), token[6:58]) {
+	if strings.Contains(testkit.ReadFile(t, logFile), token[6:58]) {
 		t.Error("the log holds the token's secret")
 	}
 }
@@ -558,29 +546,4 @@ https:// {
 			t.Errorf("unclaimed host %s: handshake succeeded", name)
 		}
 	}
-}
-
-// logLines returns the lines of Caddy's log holding every one of parts.
-func logLines(t *testing.T, logFile string, parts ...string) []string {
-	t.Helper()
-	var out []string
-	for _, line := range strings.Split(readFile(t, logFile), "\n") {
-		ok := line != ""
-		for _, p := range parts {
-			ok = ok && strings.Contains(line, p)
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	return string(b)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // appEnv makes the test app start and stop like a real one.
@@ -400,7 +401,7 @@ func countAction(evs []events.Message, a events.Action) int {
 func logTimes(t *testing.T, logFile, msg, instance string) []time.Time {
 	t.Helper()
 	var out []time.Time
-	for _, line := range logLines(t, logFile, `"msg":"`+msg+`"`, `"instance":"`+instance+`"`) {
+	for _, line := range testkit.LogLines(t, logFile, `"msg":"`+msg+`"`, `"instance":"`+instance+`"`) {
 		var e struct{ TS float64 }
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("log line %q: %v", line, err)

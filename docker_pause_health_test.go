@@ -20,13 +20,8 @@ import (
 // paused container unhealthy and keeps the mark after the unpause until
 // its next check (15 s here): a wake took that long before.
 func TestDocker_R1c_paused_container_with_health_check_wakes_at_once(t *testing.T) {
-	cli := engine(t)
-	app := dockertest.Name("r1c-pause")
-	c := dockertest.Start(t, cli, dockertest.Options{Name: "r1c-pause", Health: dockertest.HealthCheck(15*time.Second, 0),
-		Labels: map[string]string{"app": app, "caddy.standby_after": "1h", "caddy.standby": "pause"}})
-	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
-	awaitListed(t, app)
-	host := hostName("r1c-pause")
+	s := newStandbyCase(t, "r1c-pause", dockertest.Options{Health: dockertest.HealthCheck(15*time.Second, 0), Labels: map[string]string{"caddy.standby_after": "1h", "caddy.standby": "pause"}}, "")
+	cli, c, app, host, tester := s.cli, s.c, s.app, s.host, s.tester
 	waitHealthyWithin(t, cli, c, 40*time.Second)
 	answersWithin(t, tester, host, http.StatusOK, hello("r1c-pause"), waitFor)
 
@@ -49,7 +44,7 @@ func pauseAndWake(t *testing.T, cli *client.Client, tester *caddytest.Tester, c 
 		return len(list) == 1 && list[0].DaemonState == "paused" && list[0].State == "standby"
 	})
 	start := time.Now()
-	r, _ := getRetry(tester, host, "/", timeout)
+	r, _ := getRetry(host, "/", timeout)
 	took := time.Since(start)
 	if r.err != nil || r.status != http.StatusOK {
 		t.Fatalf("the request that wakes %s: %s after %s", c.Name, r, took.Round(time.Millisecond))

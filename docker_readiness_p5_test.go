@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // P5, R1a/R1b: the common case of the readiness probe on the real Engine.
@@ -59,7 +60,7 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 			time.Sleep(200 * time.Microsecond) // poll the condition
 		}
 		answered = append(answered, time.Now())
-		l, _ := getRetry(tester, host, "/listening", 10*time.Second)
+		l, _ := getRetry(host, "/listening", 10*time.Second)
 		ns, err := strconv.ParseInt(strings.TrimSpace(l.body), 10, 64)
 		if l.err != nil || err != nil {
 			t.Fatalf("/listening: %s", l)
@@ -94,7 +95,7 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 	}
 	var attempts []int
 	var putToAccepted, listenToAccepted []time.Duration
-	for i, line := range logLines(t, logFile, `"msg":"instance accepts connections"`, `"instance":"`+c.Name+`"`) {
+	for i, line := range testkit.LogLines(t, logFile, `"msg":"instance accepts connections"`, `"instance":"`+c.Name+`"`) {
 		var e struct {
 			TS       float64
 			Attempts int

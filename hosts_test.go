@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // permissionFor is a permission over a catalog holding instances, with the
@@ -204,7 +205,7 @@ on_demand_tls {
 		}
 	}
 	eventually(t, "the refusal of evil.example.com logged at debug", func() bool {
-		return len(logLines(t, logFile, `"level":"debug"`, "on-demand certificate refused", "evil.example.com")) > 0
+		return len(testkit.LogLines(t, logFile, `"level":"debug"`, "on-demand certificate refused", "evil.example.com")) > 0
 	})
 
 	config, _ = caddyConfig(t, permission("allow"), site)

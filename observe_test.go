@@ -28,6 +28,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // adminGet GETs path from the in-process Caddy's admin endpoint.
@@ -433,12 +434,12 @@ func TestCaddy_observe_verdicts_admin_and_cli(t *testing.T) {
 			"unhealthy from start":    {`"instance stays out of rotation"`, `"instance":"sick"`},
 			"a route's selector only": {`"instance joins rotation"`, `"instance":"ok"`},
 		} {
-			if n := len(logLines(t, logFile, parts...)); n != 1 {
+			if n := len(testkit.LogLines(t, logFile, parts...)); n != 1 {
 				t.Errorf("%s: %d log lines with %q, want 1", what, n, parts)
 			}
 		}
 		for _, name := range []string{"badport", "noport", "sick", "notready", "asleep"} {
-			if lines := logLines(t, logFile, `"instance joins rotation"`, `"instance":"`+name+`"`); len(lines) != 0 {
+			if lines := testkit.LogLines(t, logFile, `"instance joins rotation"`, `"instance":"`+name+`"`); len(lines) != 0 {
 				t.Errorf("%s, which gets no requests, logged as joining: %q", name, lines)
 			}
 		}
@@ -506,7 +507,7 @@ http://:%[2]d {
 		"caddy dicer daemon": cli(t, "daemons"),
 		"caddy dicer inst":   cli(t, "instances"),
 		"caddy dicer expl":   cli(t, "explain", "web.test"),
-		"log":                readFile(t, logFile),
+		"log":                testkit.ReadFile(t, logFile),
 	}
 	if !strings.Contains(outputs["/dicer/daemons"], addr) {
 		t.Fatalf("/dicer/daemons does not name the daemon %s:\n%s", addr, outputs["/dicer/daemons"])
@@ -572,13 +573,13 @@ http://%[1]s:%[2]d {
 		t.Errorf("caddy dicer explain %s:\n%s", host, out)
 	}
 
-	if n := len(logLines(t, logFile, `"instance stays out of rotation"`, `"instance":"`+sick.Name+`"`, `"why":"unhealthy"`)); n != 1 {
+	if n := len(testkit.LogLines(t, logFile, `"instance stays out of rotation"`, `"instance":"`+sick.Name+`"`, `"why":"unhealthy"`)); n != 1 {
 		t.Errorf("%d lines say %s stays out of rotation, want 1", n, sick.Name)
 	}
 	eventually(t, "a debug line names "+unused.Name, func() bool {
-		return len(logLines(t, logFile, `"instance":"`+unused.Name+`"`)) > 0
+		return len(testkit.LogLines(t, logFile, `"instance":"`+unused.Name+`"`)) > 0
 	})
-	for _, line := range logLines(t, logFile, `"instance":"`+unused.Name+`"`) {
+	for _, line := range testkit.LogLines(t, logFile, `"instance":"`+unused.Name+`"`) {
 		if !strings.Contains(line, `"level":"debug"`) {
 			t.Errorf("a container no route or permission could use is logged above debug level: %s", line)
 		}
