@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -34,16 +33,7 @@ import (
 // adminGet GETs path from the in-process Caddy's admin endpoint.
 func adminGet(t *testing.T, path string) string {
 	t.Helper()
-	res, err := http.Get(fmt.Sprintf("http://localhost:%d%s", adminPort, path))
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
-	}
-	return string(body)
+	return testkit.AdminGet(t, fmt.Sprintf("localhost:%d", adminPort), path)
 }
 
 // adminJSON GETs path and decodes it into v.

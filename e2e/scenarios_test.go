@@ -22,6 +22,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // Each scenario builds its own Dicer host and Caddy and tears both down
@@ -41,13 +42,7 @@ func hello(name string) string { return dicertest.HelloBody(name) }
 // eventually polls cond until it holds, failing t after within.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, within, what, cond)
 }
 
 // dynamic is the `dynamic dicer` block of a route, with the host's daemon

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -161,6 +162,13 @@ func (l *Load) Failed() (int, []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.failed, append([]string(nil), l.failures...)
+}
+
+// Bodies is how many requests were answered with each body.
+func (l *Load) Bodies() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.bodies)
 }
 
 // Total is how many requests ended, served or not.
