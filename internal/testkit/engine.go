@@ -109,7 +109,7 @@ func ContainerState(t testing.TB, cli client.APIClient, id string) string {
 func WaitState(t testing.TB, cli client.APIClient, id, name, state string, within time.Duration) {
 	t.Helper()
 	var got string
-	if !untilEvery(within, 50*time.Millisecond, func() bool {
+	if !UntilEvery(within, 50*time.Millisecond, func() bool {
 		got = ContainerState(t, cli, id)
 		return got == state
 	}) {
@@ -155,16 +155,4 @@ func ContainerIP(t testing.TB, cli client.APIClient, id, network string) string 
 		t.Fatalf("%s has no address on %s: %v", in.Name, network, in.NetworkSettings.Networks)
 	}
 	return ep.IPAddress
-}
-
-// untilEvery is Until with its own polling interval.
-func untilEvery(within, every time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(every)
-	}
-	return true
 }

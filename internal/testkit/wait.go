@@ -11,12 +11,19 @@ const PollEvery = 20 * time.Millisecond
 // Until checks cond every PollEvery until it holds, and reports whether it
 // did before within passed. cond is checked at least once.
 func Until(within time.Duration, cond func() bool) bool {
+	return UntilEvery(within, PollEvery, cond)
+}
+
+// UntilEvery is Until checking every interval: for a condition that is
+// costly to check (a call to the Engine), or one to catch soon after it
+// holds.
+func UntilEvery(within, interval time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
 			return false
 		}
-		time.Sleep(PollEvery)
+		time.Sleep(interval)
 	}
 	return true
 }
