@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // R1c: a container with a health check, on pause standby, is routed as
@@ -98,26 +99,7 @@ func TestDocker_R1c_P5_pause_wake_latency_by_health_interval(t *testing.T) {
 // waitHealthyWithin waits up to d until the Engine says c is healthy.
 func waitHealthyWithin(t *testing.T, cli *client.Client, c dockertest.Container, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for engineHealth(t, cli, c) != "healthy" {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not healthy after %s", c.Name, d)
-		}
-		time.Sleep(100 * time.Millisecond) // the Engine's verdict, polled by the test only
-	}
-}
-
-// engineHealth is c's health status as the Engine says it.
-func engineHealth(t *testing.T, cli *client.Client, c dockertest.Container) string {
-	t.Helper()
-	in, err := cli.ContainerInspect(t.Context(), c.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in.State == nil || in.State.Health == nil {
-		return ""
-	}
-	return string(in.State.Health.Status)
+	testkit.WaitHealth(t, cli, c.ID, c.Name, "healthy", d)
 }
 
 func slicesMax(ds []time.Duration) time.Duration {

@@ -1,7 +1,6 @@
 package caddydicer
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
@@ -42,9 +42,8 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 		dynamic docker app=%s 8080
 	}
 }`, httpPort, app))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	evs := engineEvents(ctx, cli, c.ID)
+	ev := testkit.WatchEvents(t, cli, filters.NewArgs(filters.Arg("container", c.ID)))
+	evs := ev.All
 	const rounds = 10
 	var answered, listening []time.Time
 	for range rounds {
@@ -74,10 +73,7 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 			time.Sleep(time.Millisecond) // poll the condition
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for countAction(evs(), events.ActionStart) < rounds && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // the Engine's stream may trail
-	}
+	testkit.UntilEvery(5*time.Second, 10*time.Millisecond, func() bool { return ev.Count(events.ActionStart) >= rounds })
 	var starts []time.Time
 	for _, m := range evs() {
 		if m.Action == events.ActionStart {

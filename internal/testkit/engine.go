@@ -3,6 +3,7 @@ package testkit
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -78,6 +79,13 @@ func (e *Events) First(action events.Action, match func(events.Message) bool) (t
 		return true
 	})
 	return at, found
+}
+
+// All is the events seen so far, in order.
+func (e *Events) All() []events.Message {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.seen)
 }
 
 // each calls f on the events seen so far, in order, until f returns false.
