@@ -7,7 +7,6 @@ package caddydicer
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"go/build"
@@ -250,11 +249,7 @@ func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
 func tlsHandshake(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	dialer := tls.Dialer{Config: &tls.Config{ServerName: name, InsecureSkipVerify: true}} //nolint:gosec // Caddy's internal CA
-	conn, err := dialer.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort))
-	if err == nil {
-		conn.Close()
-	}
+	_, err := testkit.Handshake(ctx, fmt.Sprintf("127.0.0.1:%d", httpsPort), name, nil)
 	return err
 }
 

@@ -7,11 +7,9 @@ package caddydicer
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -301,15 +299,7 @@ func TestDocker_Standby_permission_allows_a_stopped_container(t *testing.T) {
 	}
 	// And the request over it wakes the container.
 	httpsAddr := fmt.Sprintf("127.0.0.1:%d", httpsPort)
-	client := &http.Client{
-		Timeout: 30 * time.Second,
-		Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // Caddy's internal CA
-			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, network, httpsAddr)
-			},
-		},
-	}
+	client := testkit.HTTPSClient(httpsAddr, nil, 30*time.Second)
 	defer client.CloseIdleConnections()
 	res, err := client.Get("https://" + host + "/")
 	if err != nil {

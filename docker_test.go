@@ -15,7 +15,6 @@ package caddydicer
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -472,15 +471,7 @@ func TestDocker_R7_permission_allows_only_claimed_hosts(t *testing.T) {
 
 	httpsAddr := fmt.Sprintf("127.0.0.1:%d", httpsPort)
 	// HTTPS through the on-demand certificate to the containers.
-	client := &http.Client{
-		Timeout: waitFor,
-		Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // Caddy's internal CA
-			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, network, httpsAddr)
-			},
-		},
-	}
+	client := testkit.HTTPSClient(httpsAddr, nil, waitFor)
 	defer client.CloseIdleConnections()
 	getTLS := func(name string) (int, string, error) {
 		res, err := client.Get("https://" + name + "/")

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
@@ -625,13 +624,7 @@ https:// {
 	handshake := func(name string) (*x509.Certificate, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		d := tls.Dialer{Config: &tls.Config{ServerName: name, RootCAs: roots}}
-		conn, err := d.DialContext(ctx, "tcp", httpsAddr)
-		if err != nil {
-			return nil, err
-		}
-		defer conn.Close()
-		return conn.(*tls.Conn).ConnectionState().PeerCertificates[0], nil
+		return testkit.Handshake(ctx, httpsAddr, name, roots)
 	}
 	for _, name := range []string{"shop.test", "old.test"} {
 		cert, err := handshake(name)
@@ -650,13 +643,7 @@ https:// {
 	}
 
 	// And the site is served over the verified connection.
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: roots},
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, httpsAddr)
-		},
-	}}
+	client := testkit.HTTPSClient(httpsAddr, roots, 10*time.Second)
 	defer client.CloseIdleConnections()
 	res, err := client.Get("https://shop.test/")
 	if err != nil {

@@ -4,10 +4,8 @@ package swarm
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -261,13 +259,13 @@ func TestSwarmPermission(t *testing.T) {
 	idle := createService(t, "perm-idle", helloV1, 0)
 	waitServedBy(t, s, waitRunning(t, s, 1), 30*time.Second)
 	handshake := func(name string) error {
-		d := &net.Dialer{Timeout: 10 * time.Second}
-		conn, err := tls.DialWithDialer(d, "tcp", tlsAddr, &tls.Config{ServerName: name, InsecureSkipVerify: true}) //nolint:gosec // Caddy's internal CA
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cert, err := testkit.Handshake(ctx, tlsAddr, name, nil)
 		if err != nil {
 			return err
 		}
-		defer conn.Close()
-		if cn := conn.ConnectionState().PeerCertificates[0].DNSNames; !slices.Contains(cn, name) {
+		if cn := cert.DNSNames; !slices.Contains(cn, name) {
 			return fmt.Errorf("certificate for %v", cn)
 		}
 		return nil
