@@ -153,6 +153,14 @@ func caddyConfig(t *testing.T, globals, sites string) (config, logFile string) {
 `, adminPort, httpPort, httpsPort, logFile, globals, sites), logFile
 }
 
+// startCaddy loads the config of globals and sites (caddyConfig) into the
+// in-process Caddy, and returns the tester and Caddy's log file.
+func startCaddy(t *testing.T, globals, sites string) (*caddytest.Tester, string) {
+	t.Helper()
+	tester, logFile := startCaddy(t, globals, sites)
+	return tester, logFile
+}
+
 // get sends a request for host and returns its status and body.
 func get(t *testing.T, tester *caddytest.Tester, host string) (int, string) {
 	t.Helper()
@@ -217,7 +225,7 @@ func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
 		instance(t, d, name, "127.0.0."+strconv.Itoa(21+i), map[string]string{"app": "web"})
 	}
 	instance(t, d, "api-1", "127.0.0.24", map[string]string{"app": "api"})
-	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+	tester, _ := startCaddy(t, "", fmt.Sprintf(`
 :%d {
 	reverse_proxy {
 		dynamic dicer app=web {
@@ -226,8 +234,6 @@ func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
 		lb_policy round_robin
 	}
 }`, httpPort, sock))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 
 	counts := map[string]int{}
 	for range 30 {
@@ -271,9 +277,7 @@ func TestCaddy_R2_host_route(t *testing.T) {
 	d, sock := testDaemon(t)
 	instance(t, d, "shop", "127.0.0.31", map[string]string{"caddy.host": "shop.example.com, www.shop.example.com"})
 	instance(t, d, "blog", "127.0.0.32", map[string]string{"caddy.host": "blog.example.com"})
-	config, _ := caddyConfig(t, "", hostSite(sock))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
+	tester, _ := startCaddy(t, "", hostSite(sock))
 
 	for host, want := range map[string]string{
 		"shop.example.com":      hello("shop"),
@@ -299,9 +303,7 @@ func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
 	needsCaddy(t)
 	d, sock := testDaemon(t)
 	instance(t, d, "web-1", "127.0.0.41", map[string]string{"app": "web"})
-	config, logFile := caddyConfig(t, "", webSite(sock))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
+	tester, logFile := startCaddy(t, "", webSite(sock))
 	answers(t, tester, "x", http.StatusOK, hello("web-1"))
 
 	steps := []struct {
@@ -343,9 +345,7 @@ func TestCaddy_R6_daemon_gone_keeps_routes(t *testing.T) {
 	needsCaddy(t)
 	d, sock := testDaemon(t)
 	instance(t, d, "web-1", "127.0.0.51", map[string]string{"app": "web"})
-	config, _ := caddyConfig(t, "", webSite(sock))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
+	tester, _ := startCaddy(t, "", webSite(sock))
 	answers(t, tester, "x", http.StatusOK, hello("web-1"))
 
 	d.Stop()
@@ -404,7 +404,7 @@ func TestCaddy_R9_tcp_with_token_and_pinned_certificate(t *testing.T) {
 	instance(t, d, "web-1", "127.0.0.71", map[string]string{"app": "web"})
 	token := d.AddToken("caddy", "instances:read", "events:read", "networks:read")
 	t.Setenv("TEST_DICER_TOKEN", token)
-	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+	tester, _ := startCaddy(t, "", fmt.Sprintf(`
 :%d {
 	reverse_proxy {
 		dynamic dicer app=web {
@@ -413,8 +413,6 @@ func TestCaddy_R9_tcp_with_token_and_pinned_certificate(t *testing.T) {
 		}
 	}
 }`, httpPort, addr))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 	answers(t, tester, "x", http.StatusOK, hello("web-1"))
 }
 
@@ -429,7 +427,7 @@ func TestCaddy_R12_wrong_fingerprint_refused_and_logged(t *testing.T) {
 	instance(t, d, "web-1", "127.0.0.81", map[string]string{"app": "web"})
 	token := d.AddToken("caddy")
 	wrong := token[:len(token)-64] + strings.Repeat("ab", 32)
-	config, logFile := caddyConfig(t, "", fmt.Sprintf(`
+	tester, logFile := startCaddy(t, "", fmt.Sprintf(`
 :%d {
 	reverse_proxy {
 		dynamic dicer app=web {
@@ -438,8 +436,6 @@ func TestCaddy_R12_wrong_fingerprint_refused_and_logged(t *testing.T) {
 		}
 	}
 }`, httpPort, addr, wrong))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 	if status, _ := get(t, tester, "x"); status != http.StatusServiceUnavailable {
 		t.Fatalf("wrong fingerprint: got %d, want 503 (no routes)", status)
 	}
@@ -512,7 +508,7 @@ func TestCaddy_R7_on_demand_tls_only_for_claimed_hosts(t *testing.T) {
 	instance(t, d, "shop", "127.0.0.101", map[string]string{"caddy.host": "shop.example.com"})
 	stopped := instance(t, d, "old", "127.0.0.102", map[string]string{"caddy.host": "old.example.com"})
 	d.SetState(stopped.GetName(), dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
-	config, _ := caddyConfig(t, fmt.Sprintf(`
+	startCaddy(t, fmt.Sprintf(`
 on_demand_tls {
 	permission dicer {
 		address unix:%s
@@ -528,8 +524,6 @@ https:// {
 		}
 	}
 }`, sock))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 
 	for _, name := range []string{"shop.example.com", "SHOP.example.com", "old.example.com"} {
 		if err := tlsHandshake(name); err != nil {

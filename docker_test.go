@@ -84,9 +84,7 @@ var siteOpener = regexp.MustCompile(`(?m)^(\S[^\n]*) \{$`)
 func dockerCaddy(t *testing.T, globals, sites string) (*caddytest.Tester, string) {
 	t.Helper()
 	sites = siteOpener.ReplaceAllString(sites, "$1 {\n\theader "+runHeader+" "+dockertest.RunID())
-	config, logFile := caddyConfig(t, globals, sites)
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
+	tester, logFile := startCaddy(t, globals, sites)
 	if t.Failed() {
 		t.FailNow()
 	}

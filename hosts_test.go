@@ -120,9 +120,7 @@ func TestCaddy_R2a_wildcard_route_and_exact_takeover(t *testing.T) {
 	needsCaddy(t)
 	d, sock := testDaemon(t)
 	instance(t, d, "wild", "127.0.0.121", map[string]string{"caddy.host": "*.example.com"})
-	config, _ := caddyConfig(t, "", hostSite(sock))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
+	tester, _ := startCaddy(t, "", hostSite(sock))
 
 	// The listener may still be changing hands from an earlier test's
 	// config: wait for the first answer through transport errors.
@@ -329,7 +327,7 @@ func TestCaddy_R2b_trailing_dot_does_not_bypass_a_protected_site(t *testing.T) {
 			address unix:%s
 		}
 	}`, sock)
-	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+	tester, _ := startCaddy(t, "", fmt.Sprintf(`
 http://internal.example.com {
 	basic_auth {
 		admin $2a$04$hf8FmHy9dLr82nWXLKLpge98EvctiwRbOapAGbqJjymP4nNFGoPZi
@@ -340,8 +338,6 @@ http://internal.example.com {
 http:// {
 	%s
 }`, route, route))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 
 	eventually(t, "public.example.com answered by public", func() bool {
 		res, err := tester.Client.Do(hostRequest(t, "public.example.com"))

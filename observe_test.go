@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/caddytest"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/docker/docker/api/types/container"
 	"github.com/spf13/cobra"
@@ -152,7 +151,7 @@ func TestCaddy_observe_metrics_move(t *testing.T) {
 		StandbyAfter: durationpb.New(time.Minute),
 		Ports:        []*dicerpb.PortMapping{{HostPort: uint32(helloOn(t, "127.0.0.1", "sleepy")), GuestPort: 8080}},
 	})
-	config, _ := caddyConfig(t, fmt.Sprintf(`
+	tester, _ := startCaddy(t, fmt.Sprintf(`
 on_demand_tls {
 	permission dicer {
 		address unix:%s
@@ -166,8 +165,6 @@ https:// {
 	}
 	respond "tls"
 }`)
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 	daemon := `daemon="unix:` + sock + `"`
 	answers(t, tester, "web.test", http.StatusOK, hello("web-1"))
 
@@ -311,9 +308,7 @@ func TestCaddy_observe_verdicts_admin_and_cli(t *testing.T) {
 		Labels: map[string]string{"app": "web", "caddy.port": "8080"},
 		State:  dicerpb.InstanceState_INSTANCE_STATE_STANDBY, StandbyAfter: durationpb.New(time.Minute),
 	})
-	config, logFile := caddyConfig(t, "", observedSites(sock, "readiness_timeout 1m"))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
+	tester, logFile := startCaddy(t, "", observedSites(sock, "readiness_timeout 1m"))
 	answers(t, tester, "web.test", http.StatusOK, hello("ok"))
 
 	want := map[string]string{
@@ -450,7 +445,7 @@ func TestCaddy_observe_no_token_in_outputs(t *testing.T) {
 	// connection refused, whose error is shown.
 	unknown := "dicer_" + strings.Repeat("a", 52) + token[strings.LastIndexByte(token, '_'):]
 	t.Setenv("TEST_DICER_TOKEN", token)
-	config, logFile := caddyConfig(t, fmt.Sprintf(`
+	tester, logFile := startCaddy(t, fmt.Sprintf(`
 on_demand_tls {
 	permission dicer {
 		address %[1]s
@@ -474,8 +469,6 @@ http://:%[2]d {
 		}
 	}
 }`, addr, httpPort, unknown))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 	answers(t, tester, "web.test", http.StatusOK, hello("web-1"))
 	eventually(t, "the unknown token's connection shows its error", func() bool {
 		var list []DaemonStatus
