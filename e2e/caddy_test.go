@@ -112,17 +112,13 @@ func startCaddy(t *testing.T, globals, sites string) *caddyProc {
 
 	// "serving initial configuration" is logged once the config is loaded
 	// and every app has started.
-	deadline := time.Now().Add(30 * time.Second)
-	for c.count("serving initial configuration", nil) == 0 {
-		select {
-		case <-c.exited:
+	if !testkit.Until(30*time.Second, func() bool {
+		if !c.running() {
 			t.Fatalf("caddy exited at start: %v\nCaddyfile:\n%s\noutput:\n%s", c.cmd.ProcessState, config, readFile(c.outFile))
-		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("caddy did not start within 30s\noutput:\n%s", readFile(c.outFile))
-		}
-		time.Sleep(20 * time.Millisecond)
+		return c.count("serving initial configuration", nil) > 0
+	}) {
+		t.Fatalf("caddy did not start within 30s\noutput:\n%s", readFile(c.outFile))
 	}
 	t.Logf("caddy pid %d serving on :%d and :%d", c.cmd.Process.Pid, c.httpPort, c.httpsPort)
 	return c
