@@ -157,7 +157,9 @@ func caddyConfig(t *testing.T, globals, sites string) (config, logFile string) {
 // in-process Caddy, and returns the tester and Caddy's log file.
 func startCaddy(t *testing.T, globals, sites string) (*caddytest.Tester, string) {
 	t.Helper()
-	tester, logFile := startCaddy(t, globals, sites)
+	config, logFile := caddyConfig(t, globals, sites)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
 	return tester, logFile
 }
 
