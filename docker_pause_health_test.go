@@ -21,7 +21,8 @@ import (
 // paused container unhealthy and keeps the mark after the unpause until
 // its next check (15 s here): a wake took that long before.
 func TestDocker_R1c_paused_container_with_health_check_wakes_at_once(t *testing.T) {
-	s := newStandbyCase(t, "r1c-pause", dockertest.Options{Health: dockertest.HealthCheck(15*time.Second, 0), Labels: map[string]string{"caddy.standby_after": "1h", "caddy.standby": "pause"}}, "")
+	s := newStandbyCase(t, "r1c-pause", dockertest.Options{Health: dockertest.HealthCheck(15*time.Second, 0),
+		Labels: map[string]string{"caddy.standby_after": "1h", "caddy.standby": "pause"}}, "")
 	cli, c, app, host, tester := s.cli, s.c, s.app, s.host, s.tester
 	waitHealthyWithin(t, cli, c, 40*time.Second)
 	answersWithin(t, tester, host, http.StatusOK, hello("r1c-pause"), waitFor)

@@ -16,7 +16,8 @@ import (
 // (not a bare 503), and one whose wake failed shows when it may be woken
 // again and the Retry-After its requests get.
 func TestDocker_Standby_shown_as_standby_and_in_backoff(t *testing.T) {
-	s := newStandbyCase(t, "sb-shown", dockertest.Options{NoStart: true, Env: []string{"PORT=notaport"}, Labels: map[string]string{"caddy.standby_after": "1h"}}, "")
+	s := newStandbyCase(t, "sb-shown", dockertest.Options{NoStart: true, Env: []string{"PORT=notaport"},
+		Labels: map[string]string{"caddy.standby_after": "1h"}}, "")
 	app, host := s.app, s.host
 
 	st := onlyInstance(t, app)

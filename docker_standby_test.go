@@ -104,7 +104,8 @@ func newStandbyCase(t *testing.T, name string, opts dockertest.Options, extra st
 // A burst of 100 concurrent requests for a site whose one container is
 // stopped: one start call, 100 answers 200.
 func TestDocker_Standby_burst_wakes_once(t *testing.T) {
-	s := newStandbyCase(t, "sb-burst", dockertest.Options{NoStart: true, Labels: map[string]string{"caddy.standby_after": "1h"}}, "")
+	s := newStandbyCase(t, "sb-burst", dockertest.Options{NoStart: true,
+		Labels: map[string]string{"caddy.standby_after": "1h"}}, "")
 	host, ev, tester := s.host, s.ev, s.tester
 
 	const n = 100
@@ -132,7 +133,8 @@ func TestDocker_Standby_burst_wakes_once(t *testing.T) {
 // after the last request, and not before; a request in flight (a slow
 // response) keeps it up past that; the next request wakes it again.
 func TestDocker_Standby_idle_stop_and_in_flight(t *testing.T) {
-	s := newStandbyCase(t, "sb-idle", dockertest.Options{NoStart: true, Labels: map[string]string{"caddy.standby_after": "2s"}}, "")
+	s := newStandbyCase(t, "sb-idle", dockertest.Options{NoStart: true,
+		Labels: map[string]string{"caddy.standby_after": "2s"}}, "")
 	cli, c, host, ev, tester := s.cli, s.c, s.host, s.ev, s.tester
 
 	mustGet(t, tester, host, http.StatusOK, hello("sb-idle"))
@@ -166,7 +168,8 @@ func TestDocker_Standby_idle_stop_and_in_flight(t *testing.T) {
 
 // Pause mode: the idle container is paused, and a request unpauses it.
 func TestDocker_Standby_pause_mode_resumes(t *testing.T) {
-	s := newStandbyCase(t, "sb-pause", dockertest.Options{Labels: map[string]string{"caddy.standby_after": "1s", "caddy.standby": "pause"}}, "")
+	s := newStandbyCase(t, "sb-pause", dockertest.Options{
+		Labels: map[string]string{"caddy.standby_after": "1s", "caddy.standby": "pause"}}, "")
 	cli, c, host, ev, tester := s.cli, s.c, s.host, s.ev, s.tester
 
 	answersWithin(t, tester, host, http.StatusOK, hello("sb-pause"), waitFor)
@@ -188,7 +191,8 @@ func TestDocker_Standby_pause_mode_resumes(t *testing.T) {
 // alone: each request gets 503 with Retry-After at once, and the log says
 // why.
 func TestDocker_Standby_broken_container_is_not_woken_in_a_loop(t *testing.T) {
-	s := newStandbyCase(t, "sb-broken", dockertest.Options{NoStart: true, Env: []string{"PORT=notaport"}, Labels: map[string]string{"caddy.standby_after": "1h"}}, "")
+	s := newStandbyCase(t, "sb-broken", dockertest.Options{NoStart: true, Env: []string{"PORT=notaport"},
+		Labels: map[string]string{"caddy.standby_after": "1h"}}, "")
 	host, ev, logFile := s.host, s.ev, s.logFile
 
 	for i := range 20 {
@@ -218,7 +222,8 @@ func TestDocker_Standby_broken_container_is_not_woken_in_a_loop(t *testing.T) {
 // connections gets the request a 503 with Retry-After; it keeps starting,
 // and answers a later request.
 func TestDocker_Standby_wake_timeout_gives_503_with_retry_after(t *testing.T) {
-	s := newStandbyCase(t, "sb-slow", dockertest.Options{NoStart: true, Env: []string{"LISTEN_DELAY=3s"}, Labels: map[string]string{"caddy.standby_after": "1h"}}, "wake_timeout 500ms")
+	s := newStandbyCase(t, "sb-slow", dockertest.Options{NoStart: true, Env: []string{"LISTEN_DELAY=3s"},
+		Labels: map[string]string{"caddy.standby_after": "1h"}}, "wake_timeout 500ms")
 	host, tester := s.host, s.tester
 
 	start := time.Now()
