@@ -1,7 +1,7 @@
 package testkit
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"strings"
@@ -47,17 +47,14 @@ func containsAll(s string, parts []string) bool {
 // per line; lines that are not JSON objects are left out, and a file that
 // cannot be opened has no entries.
 func LogEntries(path string) []map[string]any {
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
 	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
+	for _, line := range bytes.Split(b, []byte("\n")) {
 		var e map[string]any
-		if json.Unmarshal(sc.Bytes(), &e) == nil {
+		if json.Unmarshal(line, &e) == nil {
 			out = append(out, e)
 		}
 	}

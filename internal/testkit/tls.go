@@ -29,8 +29,9 @@ func Handshake(ctx context.Context, addr, name string, roots *x509.CertPool) (*x
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	return conn.(*tls.Conn).ConnectionState().PeerCertificates[0], nil
+	state := conn.(*tls.Conn).ConnectionState()
+	_ = conn.Close() // the handshake is all this was for
+	return state.PeerCertificates[0], nil
 }
 
 // HTTPSClient is a client that sends every request to addr (a Caddy's
