@@ -7,11 +7,9 @@ package caddydicer
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"go/build"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
@@ -154,33 +153,36 @@ func caddyConfig(t *testing.T, globals, sites string) (config, logFile string) {
 `, adminPort, httpPort, httpsPort, logFile, globals, sites), logFile
 }
 
+// startCaddy loads the config of globals and sites (caddyConfig) into the
+// in-process Caddy, and returns the tester and Caddy's log file.
+func startCaddy(t *testing.T, globals, sites string) (*caddytest.Tester, string) {
+	t.Helper()
+	config, logFile := caddyConfig(t, globals, sites)
+	tester := caddytest.NewTester(t)
+	tester.InitServer(config, "caddyfile")
+	return tester, logFile
+}
+
 // get sends a request for host and returns its status and body.
 func get(t *testing.T, tester *caddytest.Tester, host string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", httpPort), nil)
-	if err != nil {
-		t.Fatal(err)
+	r := caddyAt(tester).Get(context.Background(), host, "/")
+	if r.Err != nil {
+		t.Fatalf("GET %s: %v", host, r.Err)
 	}
-	req.Host = host
-	res, err := tester.Client.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", host, err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(body)
+	return r.Status, r.Body
+}
+
+// caddyAt sends requests to the in-process Caddy's HTTP port with
+// tester's client.
+func caddyAt(tester *caddytest.Tester) testkit.Caddy {
+	return testkit.Caddy{Addr: fmt.Sprintf("127.0.0.1:%d", httpPort), Client: tester.Client}
 }
 
 // eventually waits until cond holds, failing t after waitFor.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", waitFor, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, waitFor, what, cond)
 }
 
 // answers waits until a request for host gets status (and, if body is not
@@ -195,16 +197,11 @@ func answersBy(t *testing.T, tester *caddytest.Tester, host string, status int, 
 	t.Helper()
 	var gotStatus int
 	var gotBody string
-	deadline := time.Now().Add(within)
-	for {
+	if !testkit.Until(within, func() bool {
 		gotStatus, gotBody = get(t, tester, host)
-		if gotStatus == status && (body == "" || gotBody == body) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("host %s: got %d %q within %s, want %d %q", host, gotStatus, gotBody, within, status, body)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return gotStatus == status && (body == "" || gotBody == body)
+	}) {
+		t.Fatalf("host %s: got %d %q within %s, want %d %q", host, gotStatus, gotBody, within, status, body)
 	}
 }
 
@@ -230,7 +227,7 @@ func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
 		instance(t, d, name, "127.0.0."+strconv.Itoa(21+i), map[string]string{"app": "web"})
 	}
 	instance(t, d, "api-1", "127.0.0.24", map[string]string{"app": "api"})
-	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+	tester, _ := startCaddy(t, "", fmt.Sprintf(`
 :%d {
 	reverse_proxy {
 		dynamic dicer app=web {
@@ -239,8 +236,6 @@ func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
 		lb_policy round_robin
 	}
 }`, httpPort, sock))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 
 	counts := map[string]int{}
 	for range 30 {
@@ -262,11 +257,7 @@ func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
 func tlsHandshake(name string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	dialer := tls.Dialer{Config: &tls.Config{ServerName: name, InsecureSkipVerify: true}} //nolint:gosec // Caddy's internal CA
-	conn, err := dialer.DialContext(ctx, "tcp", fmt.Sprintf("127.0.0.1:%d", httpsPort))
-	if err == nil {
-		conn.Close()
-	}
+	_, err := testkit.Handshake(ctx, fmt.Sprintf("127.0.0.1:%d", httpsPort), name, nil)
 	return err
 }
 
@@ -288,9 +279,7 @@ func TestCaddy_R2_host_route(t *testing.T) {
 	d, sock := testDaemon(t)
 	instance(t, d, "shop", "127.0.0.31", map[string]string{"caddy.host": "shop.example.com, www.shop.example.com"})
 	instance(t, d, "blog", "127.0.0.32", map[string]string{"caddy.host": "blog.example.com"})
-	config, _ := caddyConfig(t, "", hostSite(sock))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
+	tester, _ := startCaddy(t, "", hostSite(sock))
 
 	for host, want := range map[string]string{
 		"shop.example.com":      hello("shop"),
@@ -316,9 +305,7 @@ func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
 	needsCaddy(t)
 	d, sock := testDaemon(t)
 	instance(t, d, "web-1", "127.0.0.41", map[string]string{"app": "web"})
-	config, logFile := caddyConfig(t, "", webSite(sock))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
+	tester, logFile := startCaddy(t, "", webSite(sock))
 	answers(t, tester, "x", http.StatusOK, hello("web-1"))
 
 	steps := []struct {
@@ -347,7 +334,7 @@ func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
 		answers(t, tester, "x", s.status, s.body)
 	}
 	for _, want := range []string{`"instance joins rotation"`, `"why":"paused"`, `"why":"unhealthy"`, `"why":"deleted"`} {
-		if len(logLines(t, logFile, want, `"instance":"web-1"`)) == 0 {
+		if len(testkit.LogLines(t, logFile, want, `"instance":"web-1"`)) == 0 {
 			t.Errorf("log lacks %s for web-1", want)
 		}
 	}
@@ -360,9 +347,7 @@ func TestCaddy_R6_daemon_gone_keeps_routes(t *testing.T) {
 	needsCaddy(t)
 	d, sock := testDaemon(t)
 	instance(t, d, "web-1", "127.0.0.51", map[string]string{"app": "web"})
-	config, _ := caddyConfig(t, "", webSite(sock))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
+	tester, _ := startCaddy(t, "", webSite(sock))
 	answers(t, tester, "x", http.StatusOK, hello("web-1"))
 
 	d.Stop()
@@ -421,7 +406,7 @@ func TestCaddy_R9_tcp_with_token_and_pinned_certificate(t *testing.T) {
 	instance(t, d, "web-1", "127.0.0.71", map[string]string{"app": "web"})
 	token := d.AddToken("caddy", "instances:read", "events:read", "networks:read")
 	t.Setenv("TEST_DICER_TOKEN", token)
-	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+	tester, _ := startCaddy(t, "", fmt.Sprintf(`
 :%d {
 	reverse_proxy {
 		dynamic dicer app=web {
@@ -430,8 +415,6 @@ func TestCaddy_R9_tcp_with_token_and_pinned_certificate(t *testing.T) {
 		}
 	}
 }`, httpPort, addr))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 	answers(t, tester, "x", http.StatusOK, hello("web-1"))
 }
 
@@ -446,7 +429,7 @@ func TestCaddy_R12_wrong_fingerprint_refused_and_logged(t *testing.T) {
 	instance(t, d, "web-1", "127.0.0.81", map[string]string{"app": "web"})
 	token := d.AddToken("caddy")
 	wrong := token[:len(token)-64] + strings.Repeat("ab", 32)
-	config, logFile := caddyConfig(t, "", fmt.Sprintf(`
+	tester, logFile := startCaddy(t, "", fmt.Sprintf(`
 :%d {
 	reverse_proxy {
 		dynamic dicer app=web {
@@ -455,18 +438,16 @@ func TestCaddy_R12_wrong_fingerprint_refused_and_logged(t *testing.T) {
 		}
 	}
 }`, httpPort, addr, wrong))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 	if status, _ := get(t, tester, "x"); status != http.StatusServiceUnavailable {
 		t.Fatalf("wrong fingerprint: got %d, want 503 (no routes)", status)
 	}
 	eventually(t, "the log names the fingerprint mismatch", func() bool {
-		return strings.Contains(readFile(t, logFile), "does not match the token")
+		return strings.Contains(testkit.ReadFile(t, logFile), "does not match the token")
 	})
 	if n := d.Calls("ListInstances"); n != 0 {
 		t.Errorf("ListInstances reached the daemon %d times through an unpinned connection", n)
 	}
-	if strings.Contains(readFile(t, logFile), token[6:58]) {
+	if strings.Contains(testkit.ReadFile(t, logFile), token[6:58]) {
 		t.Error("the log holds the token's secret")
 	}
 }
@@ -529,7 +510,7 @@ func TestCaddy_R7_on_demand_tls_only_for_claimed_hosts(t *testing.T) {
 	instance(t, d, "shop", "127.0.0.101", map[string]string{"caddy.host": "shop.example.com"})
 	stopped := instance(t, d, "old", "127.0.0.102", map[string]string{"caddy.host": "old.example.com"})
 	d.SetState(stopped.GetName(), dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
-	config, _ := caddyConfig(t, fmt.Sprintf(`
+	startCaddy(t, fmt.Sprintf(`
 on_demand_tls {
 	permission dicer {
 		address unix:%s
@@ -545,8 +526,6 @@ https:// {
 		}
 	}
 }`, sock))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 
 	for _, name := range []string{"shop.example.com", "SHOP.example.com", "old.example.com"} {
 		if err := tlsHandshake(name); err != nil {
@@ -558,29 +537,4 @@ https:// {
 			t.Errorf("unclaimed host %s: handshake succeeded", name)
 		}
 	}
-}
-
-// logLines returns the lines of Caddy's log holding every one of parts.
-func logLines(t *testing.T, logFile string, parts ...string) []string {
-	t.Helper()
-	var out []string
-	for _, line := range strings.Split(readFile(t, logFile), "\n") {
-		ok := line != ""
-		for _, p := range parts {
-			ok = ok && strings.Contains(line, p)
-		}
-		if ok {
-			out = append(out, line)
-		}
-	}
-	return out
-}
-
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil && !os.IsNotExist(err) {
-		t.Fatal(err)
-	}
-	return string(b)
 }

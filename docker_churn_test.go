@@ -26,6 +26,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // appEnv makes the test app start and stop like a real one.
@@ -174,24 +175,16 @@ func (l *load) answered(name string) []answer {
 func (l *load) waitServed(t *testing.T, name string, within time.Duration) {
 	t.Helper()
 	before := l.served(name)
-	deadline := time.Now().Add(within)
-	for l.served(name) <= before {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s answered no request within %s", name, within)
-		}
-		time.Sleep(5 * time.Millisecond) // poll the condition
+	if !testkit.UntilEvery(within, 5*time.Millisecond, func() bool { return l.served(name) > before }) {
+		t.Fatalf("%s answered no request within %s", name, within)
 	}
 }
 
 // waitTotal waits until at least n requests were answered in all.
 func (l *load) waitTotal(t *testing.T, n int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for l.total() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d requests answered within %s, want %d", l.total(), within, n)
-		}
-		time.Sleep(10 * time.Millisecond) // poll the condition
+	if !testkit.UntilEvery(within, 10*time.Millisecond, func() bool { return l.total() >= n }) {
+		t.Fatalf("only %d requests answered within %s, want %d", l.total(), within, n)
 	}
 }
 
@@ -346,7 +339,8 @@ func TestDocker_churn_start_stop_cycles_lose_no_request(t *testing.T) {
 	c := dockertest.Start(t, cli, dockertest.Options{Name: "cycle-churn", Labels: map[string]string{"app": app}, Env: appEnv, NoStart: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	evs := engineEvents(ctx, cli, c.ID)
+	ev := testkit.WatchEvents(t, cli, filters.NewArgs(filters.Arg("container", c.ID)))
+	evs := ev.All
 	for i := 1; i <= 20; i++ {
 		l.setPhase("start")
 		if err := cli.ContainerStart(ctx, c.ID, container.StartOptions{}); err != nil {
@@ -358,49 +352,15 @@ func TestDocker_churn_start_stop_cycles_lose_no_request(t *testing.T) {
 	}
 	l.expectNoFailure(t)
 	// The Engine's stream may trail the calls by a moment.
-	deadline := time.Now().Add(5 * time.Second)
-	for countAction(evs(), events.ActionDie) < 20 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // poll the condition
-	}
+	testkit.UntilEvery(5*time.Second, 10*time.Millisecond, func() bool { return ev.Count(events.ActionDie) >= 20 })
 	reportChurnTimes(t, evs(), l.answered("cycle-churn"), logTimes(t, logFile, "instance leaves rotation", c.Name))
-}
-
-// engineEvents collects the Engine's events about one container until ctx
-// ends; the function returned gives those seen so far.
-func engineEvents(ctx context.Context, cli *client.Client, id string) func() []events.Message {
-	var mu sync.Mutex
-	var seen []events.Message
-	msgs, _ := cli.Events(ctx, events.ListOptions{Filters: filters.NewArgs(filters.Arg("container", id))})
-	go func() {
-		for m := range msgs {
-			mu.Lock()
-			seen = append(seen, m)
-			mu.Unlock()
-		}
-	}()
-	return func() []events.Message {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(seen)
-	}
-}
-
-// countAction counts the events of one action.
-func countAction(evs []events.Message, a events.Action) int {
-	n := 0
-	for _, m := range evs {
-		if m.Action == a {
-			n++
-		}
-	}
-	return n
 }
 
 // logTimes returns the times of Caddy's log entries msg about instance.
 func logTimes(t *testing.T, logFile, msg, instance string) []time.Time {
 	t.Helper()
 	var out []time.Time
-	for _, line := range logLines(t, logFile, `"msg":"`+msg+`"`, `"instance":"`+instance+`"`) {
+	for _, line := range testkit.LogLines(t, logFile, `"msg":"`+msg+`"`, `"instance":"`+instance+`"`) {
 		var e struct{ TS float64 }
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("log line %q: %v", line, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // R6b against the real Engine: a container killed (docker kill, as docker
@@ -31,11 +32,9 @@ func TestDocker_R6b_leave_says_what_happened(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `"why":"killed with SIGKILL (docker kill, docker rm -f, or the end of a stop's grace period)"`
-	deadline := time.Now().Add(waitFor)
-	for len(logLines(t, logFile, `"instance leaves rotation"`, `"instance":"`+c.Name+`"`, want)) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("no leave saying %s; the log about %s: %q", want, c.Name, logLines(t, logFile, `"instance":"`+c.Name+`"`))
-		}
-		time.Sleep(10 * time.Millisecond) // the log file, polled
+	if !testkit.UntilEvery(waitFor, 10*time.Millisecond, func() bool {
+		return len(testkit.LogLines(t, logFile, `"instance leaves rotation"`, `"instance":"`+c.Name+`"`, want)) == 1
+	}) {
+		t.Fatalf("no leave saying %s; the log about %s: %q", want, c.Name, testkit.LogLines(t, logFile, `"instance":"`+c.Name+`"`))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // R11, R11h against the real Engine: a container on the host's network is
@@ -48,14 +49,12 @@ func TestDocker_R11h_network_modes(t *testing.T) {
 		typo.Name: "not on network brigde (its caddy.network label): it is on bridge",
 		none.Name: "on network none: it has no networking",
 	} {
-		deadline := time.Now().Add(waitFor)
 		// Once per catalog: the two routes' settings differ, so they have
 		// a connection each (issue 18.5), and each says it once.
-		for n := 0; n != 2; n = len(logLines(t, logFile, `"instance gets no requests: `+why, `"instance":"`+c+`"`)) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no warning %q for %s; its log lines: %q", why, c, logLines(t, logFile, c))
-			}
-			time.Sleep(10 * time.Millisecond) // the log file, polled
+		if !testkit.UntilEvery(waitFor, 10*time.Millisecond, func() bool {
+			return len(testkit.LogLines(t, logFile, `"instance gets no requests: `+why, `"instance":"`+c+`"`)) == 2
+		}) {
+			t.Fatalf("no warning %q for %s; its log lines: %q", why, c, testkit.LogLines(t, logFile, c))
 		}
 	}
 }

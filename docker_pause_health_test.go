@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // R1c: a container with a health check, on pause standby, is routed as
@@ -20,13 +21,9 @@ import (
 // paused container unhealthy and keeps the mark after the unpause until
 // its next check (15 s here): a wake took that long before.
 func TestDocker_R1c_paused_container_with_health_check_wakes_at_once(t *testing.T) {
-	cli := engine(t)
-	app := dockertest.Name("r1c-pause")
-	c := dockertest.Start(t, cli, dockertest.Options{Name: "r1c-pause", Health: dockertest.HealthCheck(15*time.Second, 0),
-		Labels: map[string]string{"app": app, "caddy.standby_after": "1h", "caddy.standby": "pause"}})
-	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
-	awaitListed(t, app)
-	host := hostName("r1c-pause")
+	s := newStandbyCase(t, "r1c-pause", dockertest.Options{Health: dockertest.HealthCheck(15*time.Second, 0),
+		Labels: map[string]string{"caddy.standby_after": "1h", "caddy.standby": "pause"}}, "")
+	cli, c, app, host, tester := s.cli, s.c, s.app, s.host, s.tester
 	waitHealthyWithin(t, cli, c, 40*time.Second)
 	answersWithin(t, tester, host, http.StatusOK, hello("r1c-pause"), waitFor)
 
@@ -49,7 +46,7 @@ func pauseAndWake(t *testing.T, cli *client.Client, tester *caddytest.Tester, c 
 		return len(list) == 1 && list[0].DaemonState == "paused" && list[0].State == "standby"
 	})
 	start := time.Now()
-	r, _ := getRetry(tester, host, "/", timeout)
+	r, _ := getRetry(host, "/", timeout)
 	took := time.Since(start)
 	if r.err != nil || r.status != http.StatusOK {
 		t.Fatalf("the request that wakes %s: %s after %s", c.Name, r, took.Round(time.Millisecond))
@@ -103,26 +100,7 @@ func TestDocker_R1c_P5_pause_wake_latency_by_health_interval(t *testing.T) {
 // waitHealthyWithin waits up to d until the Engine says c is healthy.
 func waitHealthyWithin(t *testing.T, cli *client.Client, c dockertest.Container, d time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for engineHealth(t, cli, c) != "healthy" {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not healthy after %s", c.Name, d)
-		}
-		time.Sleep(100 * time.Millisecond) // the Engine's verdict, polled by the test only
-	}
-}
-
-// engineHealth is c's health status as the Engine says it.
-func engineHealth(t *testing.T, cli *client.Client, c dockertest.Container) string {
-	t.Helper()
-	in, err := cli.ContainerInspect(t.Context(), c.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if in.State == nil || in.State.Health == nil {
-		return ""
-	}
-	return string(in.State.Health.Status)
+	testkit.WaitHealth(t, cli, c.ID, c.Name, "healthy", d)
 }
 
 func slicesMax(ds []time.Duration) time.Duration {

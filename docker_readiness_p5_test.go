@@ -1,7 +1,6 @@
 package caddydicer
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,8 +12,10 @@ import (
 	"time"
 
 	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // P5, R1a/R1b: the common case of the readiness probe on the real Engine.
@@ -41,9 +42,8 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 		dynamic docker app=%s 8080
 	}
 }`, httpPort, app))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	evs := engineEvents(ctx, cli, c.ID)
+	ev := testkit.WatchEvents(t, cli, filters.NewArgs(filters.Arg("container", c.ID)))
+	evs := ev.All
 	const rounds = 10
 	var answered, listening []time.Time
 	for range rounds {
@@ -59,7 +59,7 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 			time.Sleep(200 * time.Microsecond) // poll the condition
 		}
 		answered = append(answered, time.Now())
-		l, _ := getRetry(tester, host, "/listening", 10*time.Second)
+		l, _ := getRetry(host, "/listening", 10*time.Second)
 		ns, err := strconv.ParseInt(strings.TrimSpace(l.body), 10, 64)
 		if l.err != nil || err != nil {
 			t.Fatalf("/listening: %s", l)
@@ -73,10 +73,7 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 			time.Sleep(time.Millisecond) // poll the condition
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for countAction(evs(), events.ActionStart) < rounds && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond) // the Engine's stream may trail
-	}
+	testkit.UntilEvery(5*time.Second, 10*time.Millisecond, func() bool { return ev.Count(events.ActionStart) >= rounds })
 	var starts []time.Time
 	for _, m := range evs() {
 		if m.Action == events.ActionStart {
@@ -94,7 +91,7 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 	}
 	var attempts []int
 	var putToAccepted, listenToAccepted []time.Duration
-	for i, line := range logLines(t, logFile, `"msg":"instance accepts connections"`, `"instance":"`+c.Name+`"`) {
+	for i, line := range testkit.LogLines(t, logFile, `"msg":"instance accepts connections"`, `"instance":"`+c.Name+`"`) {
 		var e struct {
 			TS       float64
 			Attempts int

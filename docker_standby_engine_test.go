@@ -13,6 +13,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // defaultEngineSite uses the Engine with the default settings, as
@@ -33,7 +34,7 @@ func TestDocker_Standby_two_connections_share_idle_state(t *testing.T) {
 	app := dockertest.Name("sb-two")
 	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-two", NoStart: true,
 		Labels: map[string]string{"app": app, "caddy.standby_after": "1s"}})
-	ev := watchEvents(t, cli, c.ID)
+	ev := testkit.WatchContainer(t, cli, c.ID)
 	hostA, hostB := hostName("sb-two-a"), hostName("sb-two-b")
 	site := func(host, timeout string) string {
 		return fmt.Sprintf(`
@@ -55,11 +56,11 @@ http://%s:%d {
 		mustGet(t, tester, hostA, http.StatusOK, hello("sb-two"))
 		time.Sleep(50 * time.Millisecond) // a steady client, 20 requests a second
 	}
-	if got := ev.count(events.ActionKill); got != 0 {
+	if got := ev.Count(events.ActionKill); got != 0 {
 		t.Fatalf("%d stops while served through the other route every 50 ms, want none", got)
 	}
 	waitState(t, cli, c, "exited", 10*time.Second)
-	if got := ev.count(events.ActionStart); got != 1 {
+	if got := ev.Count(events.ActionStart); got != 1 {
 		t.Errorf("%d starts, want 1", got)
 	}
 }
@@ -76,8 +77,8 @@ func TestDocker_Standby_engine_blip_does_not_back_off(t *testing.T) {
 	app := dockertest.Name("sb-blip")
 	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-blip", NoStart: true,
 		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
-	ev := watchEvents(t, cli, c.ID)
-	tester, logFile := dockerCaddy(t, "", fmt.Sprintf(`
+	ev := testkit.WatchContainer(t, cli, c.ID)
+	_, logFile := dockerCaddy(t, "", fmt.Sprintf(`
 :%d {
 	reverse_proxy {
 		dynamic docker {
@@ -98,7 +99,7 @@ func TestDocker_Standby_engine_blip_does_not_back_off(t *testing.T) {
 	}
 	held := make(chan answer, 1)
 	go func() {
-		r, retry := getRetry(tester, host, "/", 30*time.Second)
+		r, retry := getRetry(host, "/", 30*time.Second)
 		held <- answer{r, retry, time.Now()}
 	}()
 	time.Sleep(800 * time.Millisecond) // the blip
@@ -109,17 +110,17 @@ func TestDocker_Standby_engine_blip_does_not_back_off(t *testing.T) {
 		t.Fatalf("request held across the blip: %s with Retry-After %q, want 200", a.r, a.retry)
 	}
 	t.Logf("blip end to the held request's 200: %s", a.at.Sub(restored).Round(time.Millisecond))
-	r, retry := getRetry(tester, host, "/", 30*time.Second)
+	r, retry := getRetry(host, "/", 30*time.Second)
 	if r.err != nil || r.status != http.StatusOK || retry != "" {
 		t.Errorf("next request: %s with Retry-After %q, want 200", r, retry)
 	}
-	if got := ev.count(events.ActionStart); got != 1 {
+	if got := ev.Count(events.ActionStart); got != 1 {
 		t.Errorf("%d start events, want 1", got)
 	}
-	if lines := logLines(t, logFile, "could not be reached"); len(lines) == 0 {
+	if lines := testkit.LogLines(t, logFile, "could not be reached"); len(lines) == 0 {
 		t.Error("no log line says the Engine could not be reached")
 	}
-	if lines := logLines(t, logFile, "wake failed"); len(lines) != 0 {
+	if lines := testkit.LogLines(t, logFile, "wake failed"); len(lines) != 0 {
 		t.Errorf("the blip counted as the container's failure: %q", lines)
 	}
 }
@@ -133,21 +134,21 @@ func TestDocker_Standby_engine_blip_next_request_wakes(t *testing.T) {
 	app := dockertest.Name("sb-blip2")
 	dockertest.Start(t, cli, dockertest.Options{Name: "sb-blip2", NoStart: true,
 		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
-	tester, _ := dockerCaddy(t, "", standbySite(app, "address "+proxy.Host()+"\n\t\t\twake_timeout 500ms")+defaultEngineSite)
+	dockerCaddy(t, "", standbySite(app, "address "+proxy.Host()+"\n\t\t\twake_timeout 500ms")+defaultEngineSite)
 	awaitListed(t, app)
 	host := hostName("sb-blip2")
 
 	proxy.SetDown(true)
-	r, retry := getRetry(tester, host, "/", 30*time.Second)
+	r, retry := getRetry(host, "/", 30*time.Second)
 	proxy.SetDown(false)
 	restored := time.Now()
 	if r.err != nil || r.status != http.StatusServiceUnavailable || retry != "1" {
 		t.Fatalf("request while the Engine is unreachable: %s with Retry-After %q, want 503 with Retry-After 1", r, retry)
 	}
-	r, retry = getRetry(tester, host, "/", 30*time.Second)
+	r, retry = getRetry(host, "/", 30*time.Second)
 	for r.err == nil && r.status == http.StatusServiceUnavailable && retry == "5" && time.Since(restored) < 10*time.Second {
 		// wake_timeout (500ms) ended while Caddy reconnects: the wake goes on.
-		r, retry = getRetry(tester, host, "/", 30*time.Second)
+		r, retry = getRetry(host, "/", 30*time.Second)
 	}
 	if r.err != nil || r.status != http.StatusOK || retry != "" {
 		t.Fatalf("first request after the blip: %s with Retry-After %q, want 200", r, retry)
@@ -182,16 +183,16 @@ http://%s:%d {
 	}
 }`, host, httpPort, proxy.Host(), app, transport)
 	}
-	tester, _ := dockerCaddy(t, "", site(hostH2C, "versions h2c")+site(hostTLS, "tls")+defaultEngineSite)
+	dockerCaddy(t, "", site(hostH2C, "versions h2c")+site(hostTLS, "tls")+defaultEngineSite)
 	eventually(t, "Caddy's catalog lists the container", func() bool {
-		r, _ := getRetry(tester, hostH2C, "/", 10*time.Second)
+		r, _ := getRetry(hostH2C, "/", 10*time.Second)
 		return r.err == nil && (r.status != http.StatusServiceUnavailable || r.body != "") // not the bare 503 of nothing to wake
 	})
-	r, retry := getRetry(tester, hostH2C, "/", 30*time.Second)
+	r, retry := getRetry(hostH2C, "/", 30*time.Second)
 	if r.err != nil || r.status != http.StatusServiceUnavailable || retry == "" {
 		t.Errorf("behind h2c: %s with Retry-After %q, want 503 with Retry-After", r, retry)
 	}
-	r, retry = getRetry(tester, hostTLS, "/", 30*time.Second)
+	r, retry = getRetry(hostTLS, "/", 30*time.Second)
 	if r.err != nil || r.status != http.StatusBadGateway {
 		t.Errorf("behind tls: %s with Retry-After %q, want the documented 502", r, retry)
 	} else {

@@ -56,7 +56,7 @@ func TestDocker_Standby_P5_wake_overhead(t *testing.T) {
 			down(t, cli, c, mode)
 			time.Sleep(200 * time.Millisecond) // the catalog follows the Engine's event
 			start := time.Now()
-			r, _ := getRetry(tester, host, "/", 30*time.Second)
+			r, _ := getRetry(host, "/", 30*time.Second)
 			answered := time.Now()
 			if r.err != nil || r.status != http.StatusOK {
 				t.Fatalf("%s: %s", mode, r)
@@ -66,7 +66,7 @@ func TestDocker_Standby_P5_wake_overhead(t *testing.T) {
 				overhead = append(overhead, through[len(through)-1]-own[len(own)-1])
 				continue
 			}
-			l, _ := getRetry(tester, host, "/listening", 10*time.Second)
+			l, _ := getRetry(host, "/listening", 10*time.Second)
 			ns, err := strconv.ParseInt(strings.TrimSpace(l.body), 10, 64)
 			if l.err != nil || err != nil {
 				t.Fatalf("/listening: %s", l)

@@ -16,13 +16,9 @@ import (
 // (not a bare 503), and one whose wake failed shows when it may be woken
 // again and the Retry-After its requests get.
 func TestDocker_Standby_shown_as_standby_and_in_backoff(t *testing.T) {
-	cli := engine(t)
-	app := dockertest.Name("sb-shown")
-	dockertest.Start(t, cli, dockertest.Options{Name: "sb-shown", NoStart: true, Env: []string{"PORT=notaport"},
-		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
-	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
-	awaitListed(t, app)
-	host := hostName("sb-shown")
+	s := newStandbyCase(t, "sb-shown", dockertest.Options{NoStart: true, Env: []string{"PORT=notaport"},
+		Labels: map[string]string{"caddy.standby_after": "1h"}}, "")
+	app, host := s.app, s.host
 
 	st := onlyInstance(t, app)
 	if st.State != "standby" || st.DaemonState != "stopped" || !strings.Contains(st.Verdict, "a request wakes it") {
@@ -39,7 +35,7 @@ func TestDocker_Standby_shown_as_standby_and_in_backoff(t *testing.T) {
 
 	// The container exits at once when woken: its wake fails, and it is
 	// in backoff.
-	r, retry := getRetry(tester, host, "/", 30*time.Second)
+	r, retry := getRetry(host, "/", 30*time.Second)
 	if r.status != http.StatusServiceUnavailable || retry == "" {
 		t.Fatalf("the request that wakes a broken container: %s, Retry-After %q; want 503 with one", r, retry)
 	}

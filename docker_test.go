@@ -15,7 +15,6 @@ package caddydicer
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +30,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // changeWithin bounds how long a container change may take to show in
@@ -84,9 +84,7 @@ var siteOpener = regexp.MustCompile(`(?m)^(\S[^\n]*) \{$`)
 func dockerCaddy(t *testing.T, globals, sites string) (*caddytest.Tester, string) {
 	t.Helper()
 	sites = siteOpener.ReplaceAllString(sites, "$1 {\n\theader "+runHeader+" "+dockertest.RunID())
-	config, logFile := caddyConfig(t, globals, sites)
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
+	tester, logFile := startCaddy(t, globals, sites)
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -122,23 +120,16 @@ func (r reply) String() string {
 // request sends GET / for host to Caddy's HTTP port, giving up after
 // timeout (a request that reaches a paused container never returns).
 func request(tester *caddytest.Tester, host string, timeout time.Duration) reply {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", httpPort), nil)
-	if err != nil {
-		return reply{err: err}
+	return replyOf(caddyAt(tester).GetWithin(host, timeout))
+}
+
+// replyOf is r as a reply, an error if this process's Caddy did not sign
+// it (runHeader).
+func replyOf(r testkit.Result) reply {
+	if r.Err == nil && r.Header.Get(runHeader) != dockertest.RunID() {
+		r.Err = errForeign
 	}
-	req.Host = host
-	res, err := tester.Client.Do(req)
-	if err != nil {
-		return reply{err: err}
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err == nil && res.Header.Get(runHeader) != dockertest.RunID() {
-		err = errForeign
-	}
-	return reply{status: res.StatusCode, body: string(body), upstream: res.Header.Get("X-Upstream"), err: err}
+	return reply{status: r.Status, body: r.Body, upstream: r.Header.Get("X-Upstream"), err: r.Err}
 }
 
 // answersWithin waits up to d until a request for host gets status (and,
@@ -181,38 +172,31 @@ func mustGet(t *testing.T, tester *caddytest.Tester, host string, status int, bo
 // bridge).
 func containerIP(t *testing.T, cli *client.Client, c dockertest.Container, network string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	in, err := cli.ContainerInspect(ctx, c.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if network == "" {
-		network = "bridge"
-	}
-	ep := in.NetworkSettings.Networks[network]
-	if ep == nil || ep.IPAddress == "" {
-		t.Fatalf("%s has no address on %s: %v", c.Name, network, in.NetworkSettings.Networks)
-	}
-	return ep.IPAddress
+	return testkit.ContainerIP(t, cli, c.ID, network)
 }
 
 // waitHealth waits until the Engine reports c's health as want.
 func waitHealth(t *testing.T, cli *client.Client, c dockertest.Container, want string) {
 	t.Helper()
-	var got string
-	eventually(t, fmt.Sprintf("%s is %s (Engine)", c.Name, want), func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		in, err := cli.ContainerInspect(ctx, c.ID)
-		if err != nil {
-			t.Fatal(err)
+	testkit.WaitHealth(t, cli, c.ID, c.Name, want, waitFor)
+}
+
+// answeredBy sends requests for host until n different bodies have been
+// answered 200, and returns where Caddy sent each (X-Upstream).
+func answeredBy(t *testing.T, tester *caddytest.Tester, host string, n int) map[string]string {
+	t.Helper()
+	seen := map[string]string{}
+	eventually(t, fmt.Sprintf("%d instances answer %s", n, host), func() bool {
+		r := request(tester, host, waitFor)
+		if errors.Is(r.err, errForeign) {
+			t.Fatal(r.err)
 		}
-		if in.State != nil && in.State.Health != nil {
-			got = in.State.Health.Status
+		if r.err == nil && r.status == http.StatusOK {
+			seen[r.body] = r.upstream
 		}
-		return got == want
+		return len(seen) == n
 	})
+	return seen
 }
 
 // hostName is a host name unique to this run.
@@ -240,17 +224,7 @@ func TestDocker_R2_three_containers_share_a_site_evenly(t *testing.T) {
 	host := hostName("even")
 
 	// Wait until the three answer (each serves once its process listens).
-	seen := map[string]bool{}
-	eventually(t, "each of the three containers answers", func() bool {
-		r := request(tester, host, waitFor)
-		if errors.Is(r.err, errForeign) {
-			t.Fatal(r.err)
-		}
-		if r.err == nil && r.status == http.StatusOK {
-			seen[r.body] = true
-		}
-		return len(seen) == 3
-	})
+	answeredBy(t, tester, host, 3)
 	counts := map[string]int{}
 	for range 30 {
 		r := mustGet(t, tester, host, http.StatusOK, "")
@@ -340,17 +314,7 @@ http://%s:%d {
 		hello("r3-alt"): net.JoinHostPort(containerIP(t, cli, alt, ""), "9000"),
 		hello("r3-std"): net.JoinHostPort(containerIP(t, cli, std, ""), "8080"),
 	}
-	seen := map[string]string{}
-	eventually(t, "both containers answer", func() bool {
-		r := request(tester, labelled, waitFor)
-		if errors.Is(r.err, errForeign) {
-			t.Fatal(r.err)
-		}
-		if r.err == nil && r.status == http.StatusOK {
-			seen[r.body] = r.upstream
-		}
-		return len(seen) == 2
-	})
+	seen := answeredBy(t, tester, labelled, 2)
 	for body, upstream := range want {
 		if !sameDial(seen[body], upstream) {
 			t.Errorf("%q came from %s, want %s", body, seen[body], upstream)
@@ -364,7 +328,7 @@ http://%s:%d {
 	answersWithin(t, tester, unlabelled, http.StatusBadGateway, "", waitFor)
 	wrong := net.JoinHostPort(containerIP(t, cli, nolabel, ""), "8080")
 	eventually(t, "Caddy's log shows the dial to the route's port "+wrong, func() bool {
-		return len(logLines(t, logFile, wrong)) > 0
+		return len(testkit.LogLines(t, logFile, wrong)) > 0
 	})
 }
 
@@ -419,7 +383,7 @@ func TestDocker_R1_health_gating(t *testing.T) {
 	mustGet(t, tester, host, http.StatusServiceUnavailable, "")
 
 	for _, want := range []string{`"why":"running and healthy"`, `"why":"unhealthy"`} {
-		if len(logLines(t, logFile, want, `"instance":"`+c.Name+`"`)) == 0 {
+		if len(testkit.LogLines(t, logFile, want, `"instance":"`+c.Name+`"`)) == 0 {
 			t.Errorf("log lacks %s for %s", want, c.Name)
 		}
 	}
@@ -478,13 +442,13 @@ func TestDocker_R6_lifecycle_events_within_a_second(t *testing.T) {
 	}
 
 	name := dockertest.Name("r6-life")
-	joins := logLines(t, logFile, `"instance joins rotation"`, `"instance":"`+name+`"`)
-	leaves := logLines(t, logFile, `"instance leaves rotation"`, `"instance":"`+name+`"`)
+	joins := testkit.LogLines(t, logFile, `"instance joins rotation"`, `"instance":"`+name+`"`)
+	leaves := testkit.LogLines(t, logFile, `"instance leaves rotation"`, `"instance":"`+name+`"`)
 	if len(joins) != 3 || len(leaves) != 3 {
 		t.Errorf("log has %d joins and %d leaves of %s, want 3 and 3 (once per change):\n%s",
 			len(joins), len(leaves), name, strings.Join(append(joins, leaves...), "\n"))
 	}
-	if paused := logLines(t, logFile, `"instance leaves rotation"`, `"instance":"`+name+`"`, `"why":"paused"`); len(paused) != 1 {
+	if paused := testkit.LogLines(t, logFile, `"instance leaves rotation"`, `"instance":"`+name+`"`, `"why":"paused"`); len(paused) != 1 {
 		t.Errorf("log has %d leaves of %s with why paused, want 1:\n%s", len(paused), name, strings.Join(leaves, "\n"))
 	}
 }
@@ -505,15 +469,7 @@ func TestDocker_R7_permission_allows_only_claimed_hosts(t *testing.T) {
 
 	httpsAddr := fmt.Sprintf("127.0.0.1:%d", httpsPort)
 	// HTTPS through the on-demand certificate to the containers.
-	client := &http.Client{
-		Timeout: waitFor,
-		Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // Caddy's internal CA
-			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, network, httpsAddr)
-			},
-		},
-	}
+	client := testkit.HTTPSClient(httpsAddr, nil, waitFor)
 	defer client.CloseIdleConnections()
 	getTLS := func(name string) (int, string, error) {
 		res, err := client.Get("https://" + name + "/")
@@ -555,7 +511,7 @@ func TestDocker_R7_permission_allows_only_claimed_hosts(t *testing.T) {
 			t.Errorf("unclaimed host %s: handshake succeeded", name)
 		}
 	}
-	if lines := logLines(t, logFile, evil, "no instance lists"); len(lines) == 0 {
+	if lines := testkit.LogLines(t, logFile, evil, "no instance lists"); len(lines) == 0 {
 		t.Errorf("Caddy's log does not say why %s was refused", evil)
 	}
 }
@@ -618,7 +574,7 @@ http://%[3]s:%[4]d {
 	}
 
 	warned := func(name string) []string {
-		return logLines(t, logFile, `"level":"warn"`, "several networks", `"instance":"`+name+`"`)
+		return testkit.LogLines(t, logFile, `"level":"warn"`, "several networks", `"instance":"`+name+`"`)
 	}
 	eventually(t, "a warning names "+plain.Name, func() bool { return len(warned(plain.Name)) > 0 })
 	if w := warned(plain.Name); len(w) != 1 {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // permissionFor is a permission over a catalog holding instances, with the
@@ -119,9 +120,7 @@ func TestCaddy_R2a_wildcard_route_and_exact_takeover(t *testing.T) {
 	needsCaddy(t)
 	d, sock := testDaemon(t)
 	instance(t, d, "wild", "127.0.0.121", map[string]string{"caddy.host": "*.example.com"})
-	config, _ := caddyConfig(t, "", hostSite(sock))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
+	tester, _ := startCaddy(t, "", hostSite(sock))
 
 	// The listener may still be changing hands from an earlier test's
 	// config: wait for the first answer through transport errors.
@@ -204,7 +203,7 @@ on_demand_tls {
 		}
 	}
 	eventually(t, "the refusal of evil.example.com logged at debug", func() bool {
-		return len(logLines(t, logFile, `"level":"debug"`, "on-demand certificate refused", "evil.example.com")) > 0
+		return len(testkit.LogLines(t, logFile, `"level":"debug"`, "on-demand certificate refused", "evil.example.com")) > 0
 	})
 
 	config, _ = caddyConfig(t, permission("allow"), site)
@@ -328,7 +327,7 @@ func TestCaddy_R2b_trailing_dot_does_not_bypass_a_protected_site(t *testing.T) {
 			address unix:%s
 		}
 	}`, sock)
-	config, _ := caddyConfig(t, "", fmt.Sprintf(`
+	tester, _ := startCaddy(t, "", fmt.Sprintf(`
 http://internal.example.com {
 	basic_auth {
 		admin $2a$04$hf8FmHy9dLr82nWXLKLpge98EvctiwRbOapAGbqJjymP4nNFGoPZi
@@ -339,8 +338,6 @@ http://internal.example.com {
 http:// {
 	%s
 }`, route, route))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 
 	eventually(t, "public.example.com answered by public", func() bool {
 		res, err := tester.Client.Do(hostRequest(t, "public.example.com"))

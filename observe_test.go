@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -19,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/caddytest"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/docker/docker/api/types/container"
 	"github.com/spf13/cobra"
@@ -28,21 +26,13 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // adminGet GETs path from the in-process Caddy's admin endpoint.
 func adminGet(t *testing.T, path string) string {
 	t.Helper()
-	res, err := http.Get(fmt.Sprintf("http://localhost:%d%s", adminPort, path))
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
-	}
-	return string(body)
+	return testkit.AdminGet(t, fmt.Sprintf("localhost:%d", adminPort), path)
 }
 
 // adminJSON GETs path and decodes it into v.
@@ -161,7 +151,7 @@ func TestCaddy_observe_metrics_move(t *testing.T) {
 		StandbyAfter: durationpb.New(time.Minute),
 		Ports:        []*dicerpb.PortMapping{{HostPort: uint32(helloOn(t, "127.0.0.1", "sleepy")), GuestPort: 8080}},
 	})
-	config, _ := caddyConfig(t, fmt.Sprintf(`
+	tester, _ := startCaddy(t, fmt.Sprintf(`
 on_demand_tls {
 	permission dicer {
 		address unix:%s
@@ -175,8 +165,6 @@ https:// {
 	}
 	respond "tls"
 }`)
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 	daemon := `daemon="unix:` + sock + `"`
 	answers(t, tester, "web.test", http.StatusOK, hello("web-1"))
 
@@ -320,9 +308,7 @@ func TestCaddy_observe_verdicts_admin_and_cli(t *testing.T) {
 		Labels: map[string]string{"app": "web", "caddy.port": "8080"},
 		State:  dicerpb.InstanceState_INSTANCE_STATE_STANDBY, StandbyAfter: durationpb.New(time.Minute),
 	})
-	config, logFile := caddyConfig(t, "", observedSites(sock, "readiness_timeout 1m"))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
+	tester, logFile := startCaddy(t, "", observedSites(sock, "readiness_timeout 1m"))
 	answers(t, tester, "web.test", http.StatusOK, hello("ok"))
 
 	want := map[string]string{
@@ -433,12 +419,12 @@ func TestCaddy_observe_verdicts_admin_and_cli(t *testing.T) {
 			"unhealthy from start":    {`"instance stays out of rotation"`, `"instance":"sick"`},
 			"a route's selector only": {`"instance joins rotation"`, `"instance":"ok"`},
 		} {
-			if n := len(logLines(t, logFile, parts...)); n != 1 {
+			if n := len(testkit.LogLines(t, logFile, parts...)); n != 1 {
 				t.Errorf("%s: %d log lines with %q, want 1", what, n, parts)
 			}
 		}
 		for _, name := range []string{"badport", "noport", "sick", "notready", "asleep"} {
-			if lines := logLines(t, logFile, `"instance joins rotation"`, `"instance":"`+name+`"`); len(lines) != 0 {
+			if lines := testkit.LogLines(t, logFile, `"instance joins rotation"`, `"instance":"`+name+`"`); len(lines) != 0 {
 				t.Errorf("%s, which gets no requests, logged as joining: %q", name, lines)
 			}
 		}
@@ -459,7 +445,7 @@ func TestCaddy_observe_no_token_in_outputs(t *testing.T) {
 	// connection refused, whose error is shown.
 	unknown := "dicer_" + strings.Repeat("a", 52) + token[strings.LastIndexByte(token, '_'):]
 	t.Setenv("TEST_DICER_TOKEN", token)
-	config, logFile := caddyConfig(t, fmt.Sprintf(`
+	tester, logFile := startCaddy(t, fmt.Sprintf(`
 on_demand_tls {
 	permission dicer {
 		address %[1]s
@@ -483,8 +469,6 @@ http://:%[2]d {
 		}
 	}
 }`, addr, httpPort, unknown))
-	tester := caddytest.NewTester(t)
-	tester.InitServer(config, "caddyfile")
 	answers(t, tester, "web.test", http.StatusOK, hello("web-1"))
 	eventually(t, "the unknown token's connection shows its error", func() bool {
 		var list []DaemonStatus
@@ -506,7 +490,7 @@ http://:%[2]d {
 		"caddy dicer daemon": cli(t, "daemons"),
 		"caddy dicer inst":   cli(t, "instances"),
 		"caddy dicer expl":   cli(t, "explain", "web.test"),
-		"log":                readFile(t, logFile),
+		"log":                testkit.ReadFile(t, logFile),
 	}
 	if !strings.Contains(outputs["/dicer/daemons"], addr) {
 		t.Fatalf("/dicer/daemons does not name the daemon %s:\n%s", addr, outputs["/dicer/daemons"])
@@ -572,13 +556,13 @@ http://%[1]s:%[2]d {
 		t.Errorf("caddy dicer explain %s:\n%s", host, out)
 	}
 
-	if n := len(logLines(t, logFile, `"instance stays out of rotation"`, `"instance":"`+sick.Name+`"`, `"why":"unhealthy"`)); n != 1 {
+	if n := len(testkit.LogLines(t, logFile, `"instance stays out of rotation"`, `"instance":"`+sick.Name+`"`, `"why":"unhealthy"`)); n != 1 {
 		t.Errorf("%d lines say %s stays out of rotation, want 1", n, sick.Name)
 	}
 	eventually(t, "a debug line names "+unused.Name, func() bool {
-		return len(logLines(t, logFile, `"instance":"`+unused.Name+`"`)) > 0
+		return len(testkit.LogLines(t, logFile, `"instance":"`+unused.Name+`"`)) > 0
 	})
-	for _, line := range logLines(t, logFile, `"instance":"`+unused.Name+`"`) {
+	for _, line := range testkit.LogLines(t, logFile, `"instance":"`+unused.Name+`"`) {
 		if !strings.Contains(line, `"level":"debug"`) {
 			t.Errorf("a container no route or permission could use is logged above debug level: %s", line)
 		}

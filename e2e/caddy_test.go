@@ -3,22 +3,20 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // caddyProc is the Caddy binary under test, running as a child process on a
@@ -114,17 +112,13 @@ func startCaddy(t *testing.T, globals, sites string) *caddyProc {
 
 	// "serving initial configuration" is logged once the config is loaded
 	// and every app has started.
-	deadline := time.Now().Add(30 * time.Second)
-	for c.count("serving initial configuration", nil) == 0 {
-		select {
-		case <-c.exited:
+	if !testkit.Until(30*time.Second, func() bool {
+		if !c.running() {
 			t.Fatalf("caddy exited at start: %v\nCaddyfile:\n%s\noutput:\n%s", c.cmd.ProcessState, config, readFile(c.outFile))
-		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("caddy did not start within 30s\noutput:\n%s", readFile(c.outFile))
-		}
-		time.Sleep(20 * time.Millisecond)
+		return c.count("serving initial configuration", nil) > 0
+	}) {
+		t.Fatalf("caddy did not start within 30s\noutput:\n%s", readFile(c.outFile))
 	}
 	t.Logf("caddy pid %d serving on :%d and :%d", c.cmd.Process.Pid, c.httpPort, c.httpsPort)
 	return c
@@ -182,68 +176,23 @@ func (c *caddyProc) get(host string) result { return c.getContext(context.Backgr
 // burst sends n requests for host at once and returns their results, in
 // the order they were sent.
 func (c *caddyProc) burst(host string, n int) []result {
-	results := make([]result, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = c.get(host)
-		}()
-	}
-	wg.Wait()
-	return results
+	return testkit.Burst(n, func() result { return c.get(host) })
 }
 
 // getContext is get, given up when ctx ends.
 func (c *caddyProc) getContext(ctx context.Context, host string) result {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/", nil)
-	if err != nil {
-		return result{err: err}
-	}
-	start := time.Now()
-	res, err := c.client.Do(req)
-	if err != nil {
-		return result{err: err, took: time.Since(start)}
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	return result{status: res.StatusCode, body: string(body), err: err, took: time.Since(start)}
+	r := testkit.Caddy{Addr: fmt.Sprintf("127.0.0.1:%d", c.httpPort), Client: c.client}.Get(ctx, host, "/")
+	return result{status: r.Status, body: r.Body, err: r.Err, took: r.Took}
 }
 
 // config returns Caddy's current config from the admin API.
 func (c *caddyProc) config(t *testing.T) []byte {
 	t.Helper()
-	res, err := http.Get("http://" + c.admin + "/config/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil || res.StatusCode != http.StatusOK {
-		t.Fatalf("GET /config/: %d %v", res.StatusCode, err)
-	}
-	return b
+	return []byte(testkit.AdminGet(t, c.admin, "/config/"))
 }
 
 // logEntries returns Caddy's log, one decoded JSON object per line.
-func (c *caddyProc) logEntries() []map[string]any {
-	f, err := os.Open(c.logFile)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var e map[string]any
-		if json.Unmarshal(sc.Bytes(), &e) == nil {
-			out = append(out, e)
-		}
-	}
-	return out
-}
+func (c *caddyProc) logEntries() []map[string]any { return testkit.LogEntries(c.logFile) }
 
 // count returns how many log entries have message msg and, for each
 // key in fields, that value (compared as printed).

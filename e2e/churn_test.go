@@ -5,9 +5,9 @@ package e2e
 import (
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
-	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // Churn without a lost request on a Dicer host (R1a, R6): the rolling
@@ -31,69 +31,13 @@ http://%s {
 `, host, dynamic(h, selector, guestPort))
 }
 
-// loadCounter sends requests for a host from several clients, back to back,
-// counting answers by body and every failure.
-type loadCounter struct {
-	mu       sync.Mutex
-	bodies   map[string]int
-	failures []string
-	failed   int
-	quit     chan struct{}
-	wg       sync.WaitGroup
-}
-
-func startLoad(c *caddyProc, host string, clients int) *loadCounter {
-	l := &loadCounter{bodies: map[string]int{}, quit: make(chan struct{})}
-	for range clients {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for {
-				select {
-				case <-l.quit:
-					return
-				default:
-				}
-				r := c.get(host)
-				l.mu.Lock()
-				if r.err == nil && r.status == http.StatusOK {
-					l.bodies[r.body]++
-				} else {
-					l.failed++
-					if len(l.failures) < 10 {
-						l.failures = append(l.failures, time.Now().Format("15:04:05.000")+" "+r.String())
-					}
-				}
-				l.mu.Unlock()
-			}
-		}()
-	}
-	return l
-}
-
-func (l *loadCounter) stop() {
-	select {
-	case <-l.quit:
-	default:
-		close(l.quit)
-	}
-	l.wg.Wait()
-}
-
-func (l *loadCounter) served(name string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.bodies[hello(name)]
-}
-
-func (l *loadCounter) total() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := l.failed
-	for _, c := range l.bodies {
-		n += c
-	}
-	return n
+// startLoad sends requests for host from several clients, back to back,
+// counting answers 200 by body and every failure.
+func startLoad(c *caddyProc, host string, clients int) *testkit.Load {
+	return testkit.StartLoad(clients, func() testkit.Result {
+		r := c.get(host)
+		return testkit.Result{Status: r.status, Body: r.body, Err: r.err}
+	}, func(r testkit.Result) bool { return r.Is(http.StatusOK, "") })
 }
 
 func TestE2E_churn_rolling_replacement_loses_no_request(t *testing.T) {
@@ -105,20 +49,21 @@ func TestE2E_churn_rolling_replacement_loses_no_request(t *testing.T) {
 	}
 	c := startCaddy(t, "", churnSite(h, "roll.test", "app=roll"))
 	l := startLoad(c, "roll.test", 4)
-	defer l.stop()
+	defer l.Stop()
 	for _, n := range old {
-		eventually(t, n+" serves", func() bool { return l.served(n) > 0 })
+		eventually(t, n+" serves", func() bool { return l.Served(hello(n)) > 0 })
 	}
 	for i, o := range old {
 		n := h.run(t, instance{name: fmt.Sprintf("roll-new-%d", i+1), labels: labels})
-		before := l.served(n)
-		eventually(t, n+" serves", func() bool { return l.served(n) > before })
+		before := l.Served(hello(n))
+		eventually(t, n+" serves", func() bool { return l.Served(hello(n)) > before })
 		h.stop(t, o)
 	}
-	eventually(t, "5,000 requests answered", func() bool { return l.total() >= 5000 })
-	l.stop()
-	t.Logf("%d requests, %d failed, answered by %v", l.total(), l.failed, l.bodies)
-	if l.failed > 0 {
-		t.Errorf("%d requests failed, want none: %q", l.failed, l.failures)
+	eventually(t, "5,000 requests answered", func() bool { return l.Total() >= 5000 })
+	l.Stop()
+	failed, failures := l.Failed()
+	t.Logf("%d requests, %d failed, answered by %v", l.Total(), failed, l.Bodies())
+	if failed > 0 {
+		t.Errorf("%d requests failed, want none: %q", failed, failures)
 	}
 }

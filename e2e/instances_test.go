@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"crypto/sha256"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // tlsTo is a client of one Caddy's HTTPS port that trusts roots.
@@ -35,24 +35,15 @@ type tlsTo struct {
 func (s tlsTo) handshake(name string) (*x509.Certificate, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	d := tls.Dialer{Config: &tls.Config{ServerName: name, RootCAs: s.roots}}
-	conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.c.httpsPort)))
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	return conn.(*tls.Conn).ConnectionState().PeerCertificates[0], nil
+	return testkit.Handshake(ctx, s.addr(), name, s.roots)
 }
+
+// addr is the Caddy's HTTPS listener.
+func (s tlsTo) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.c.httpsPort)) }
 
 // get sends GET https://name/ and returns the status and body.
 func (s tlsTo) get(name string) (int, string, error) {
-	client := &http.Client{Timeout: within, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: s.roots},
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, net.JoinHostPort("127.0.0.1", strconv.Itoa(s.c.httpsPort)))
-		},
-	}}
+	client := testkit.HTTPSClient(s.addr(), s.roots, within)
 	defer client.CloseIdleConnections()
 	res, err := client.Get("https://" + name + "/")
 	if err != nil {

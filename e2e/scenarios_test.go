@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // Each scenario builds its own Dicer host and Caddy and tears both down
@@ -41,13 +41,7 @@ func hello(name string) string { return dicertest.HelloBody(name) }
 // eventually polls cond until it holds, failing t after within.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, within, what, cond)
 }
 
 // dynamic is the `dynamic dicer` block of a route, with the host's daemon
@@ -630,13 +624,7 @@ https:// {
 	handshake := func(name string) (*x509.Certificate, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		d := tls.Dialer{Config: &tls.Config{ServerName: name, RootCAs: roots}}
-		conn, err := d.DialContext(ctx, "tcp", httpsAddr)
-		if err != nil {
-			return nil, err
-		}
-		defer conn.Close()
-		return conn.(*tls.Conn).ConnectionState().PeerCertificates[0], nil
+		return testkit.Handshake(ctx, httpsAddr, name, roots)
 	}
 	for _, name := range []string{"shop.test", "old.test"} {
 		cert, err := handshake(name)
@@ -655,13 +643,7 @@ https:// {
 	}
 
 	// And the site is served over the verified connection.
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: roots},
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, network, httpsAddr)
-		},
-	}}
+	client := testkit.HTTPSClient(httpsAddr, roots, 10*time.Second)
 	defer client.CloseIdleConnections()
 	res, err := client.Get("https://shop.test/")
 	if err != nil {

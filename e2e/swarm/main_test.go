@@ -27,6 +27,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // envCaddy names a static Caddy binary to use instead of building one.
@@ -177,18 +178,15 @@ func setup() error {
 		return err
 	}
 	// Caddy answers once it runs: a host no service claims gets 503.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		status, _, err := get(context.Background(), "nobody.test")
-		if err == nil && status == 503 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			logs, _ := docker(30*time.Second, "logs", "--tail", "50", caddyName)
-			return fmt.Errorf("Caddy does not answer at %s (last: %d, %v); its log:\n%s", caddyAddr, status, err, logs)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var status int
+	if testkit.UntilEvery(30*time.Second, 100*time.Millisecond, func() bool {
+		status, _, err = get(context.Background(), "nobody.test")
+		return err == nil && status == 503
+	}) {
+		return nil
 	}
+	logs, _ := docker(30*time.Second, "logs", "--tail", "50", caddyName)
+	return fmt.Errorf("Caddy does not answer at %s (last: %d, %v); its log:\n%s", caddyAddr, status, err, logs)
 }
 
 // caddyDockerfile is Caddy from nothing but its static binary and the
@@ -316,13 +314,10 @@ func cleanupAll() {
 	}
 	if network != "" {
 		// The services' tasks leave the network a moment after their removal.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if _, err := docker(time.Minute, "network", "rm", network); err == nil || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
+		testkit.UntilEvery(30*time.Second, 250*time.Millisecond, func() bool {
+			_, err := docker(time.Minute, "network", "rm", network)
+			return err == nil
+		})
 	}
 	for _, ref := range images {
 		_, _ = docker(time.Minute, "image", "rm", "--force", ref)

@@ -4,17 +4,13 @@ package swarm
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 var httpClient = &http.Client{
@@ -33,18 +30,8 @@ var httpClient = &http.Client{
 
 // get sends GET / for host to Caddy and returns the status and body.
 func get(ctx context.Context, host string) (int, string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+caddyAddr+"/", nil)
-	if err != nil {
-		return 0, "", err
-	}
-	req.Host = host
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(body)), err
+	r := testkit.Caddy{Addr: caddyAddr, Client: httpClient}.Get(ctx, host, "/")
+	return r.Status, strings.TrimSpace(r.Body), r.Err
 }
 
 // svc is a service a test made.
@@ -102,23 +89,20 @@ func tasks(t *testing.T, s svc) map[string]swarm.Task {
 // them by hostname.
 func waitRunning(t *testing.T, s svc, n int) map[string]swarm.Task {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ts := tasks(t, s)
-		running := 0
+	var ts map[string]swarm.Task
+	running := 0
+	if !testkit.UntilEvery(time.Minute, 100*time.Millisecond, func() bool {
+		ts, running = tasks(t, s), 0
 		for _, tk := range ts {
 			if tk.Status.State == swarm.TaskStateRunning {
 				running++
 			}
 		}
-		if running == n && len(ts) == n {
-			return ts
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d tasks, %d running; want %d", s.name, len(ts), running, n)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return running == n && len(ts) == n
+	}) {
+		t.Fatalf("%s: %d tasks, %d running; want %d", s.name, len(ts), running, n)
 	}
+	return ts
 }
 
 // served sends n requests for s's host and counts the answers by body
@@ -141,18 +125,14 @@ func served(t *testing.T, s svc, n int) (byHost map[string]int, failed int) {
 // exactly the hosts given (each at least once in a round of requests).
 func waitServedBy(t *testing.T, s svc, hosts map[string]swarm.Task, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
 	want := slices.Sorted(keys(hosts))
-	for {
-		byHost, failed := served(t, s, 4*len(hosts)+4)
-		got := slices.Sorted(keys(byHost))
-		if failed == 0 && slices.Equal(got, want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s served by %v (%d failed), want %v; Caddy's log:\n%s", s.host, byHost, failed, want, caddyLog(s.name))
-		}
-		time.Sleep(50 * time.Millisecond)
+	var byHost map[string]int
+	var failed int
+	if !testkit.UntilEvery(timeout, 50*time.Millisecond, func() bool {
+		byHost, failed = served(t, s, 4*len(hosts)+4)
+		return failed == 0 && slices.Equal(slices.Sorted(keys(byHost)), want)
+	}) {
+		t.Fatalf("%s served by %v (%d failed), want %v; Caddy's log:\n%s", s.host, byHost, failed, want, caddyLog(s.name))
 	}
 }
 
@@ -196,48 +176,14 @@ func TestSwarmScale(t *testing.T) {
 	}
 }
 
-// load sends requests for host from workers goroutines until stop, and
-// counts them and the failed ones (an error, or a status other than 200).
-type load struct {
-	total, failed atomic.Int64
-	mu            sync.Mutex
-	failures      []string
-	wg            sync.WaitGroup
-	stop          chan struct{}
-}
-
-func startLoad(host string, workers int) *load {
-	l := &load{stop: make(chan struct{})}
-	for range workers {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			for {
-				select {
-				case <-l.stop:
-					return
-				default:
-				}
-				status, body, err := get(context.Background(), host)
-				l.total.Add(1)
-				if err != nil || status != 200 {
-					l.failed.Add(1)
-					l.mu.Lock()
-					if len(l.failures) < 10 {
-						l.failures = append(l.failures, fmt.Sprintf("%d %q %v", status, body, err))
-					}
-					l.mu.Unlock()
-				}
-			}
-		}()
-	}
-	return l
-}
-
-func (l *load) end() (total, failed int64, failures []string) {
-	close(l.stop)
-	l.wg.Wait()
-	return l.total.Load(), l.failed.Load(), l.failures
+// startLoad sends requests for host from workers goroutines until
+// stopped, and counts them and the failed ones (an error, or a status
+// other than 200).
+func startLoad(host string, workers int) *testkit.Load {
+	return testkit.StartLoad(workers, func() testkit.Result {
+		status, body, err := get(context.Background(), host)
+		return testkit.Result{Status: status, Body: body, Err: err}
+	}, func(r testkit.Result) bool { return r.Is(http.StatusOK, "") })
 }
 
 // `docker service update` rolling to a new image version, start-first
@@ -250,12 +196,14 @@ func TestSwarmRollingUpdate(t *testing.T) {
 	l := startLoad(s.host, 4)
 	out, err := docker(5*time.Minute, "service", "update", "--quiet", "--no-resolve-image", "--image", helloV2, s.name)
 	if err != nil {
-		l.end()
+		l.Stop()
 		t.Fatalf("docker service update: %v\n%s", err, out)
 	}
 	ts := waitRunning(t, s, 3)
 	waitServedBy(t, s, ts, 30*time.Second)
-	total, failed, failures := l.end()
+	l.Stop()
+	total := l.Total()
+	failed, failures := l.Failed()
 	t.Logf("%d requests during the rolling update, %d failed", total, failed)
 	if failed != 0 {
 		t.Errorf("%d of %d requests failed during the rolling update: %v", failed, total, failures)
@@ -278,17 +226,13 @@ func TestSwarmHealthGate(t *testing.T) {
 	began := time.Now()
 	s := createService(t, "health", helloHC, 1, "--env", "HEALTH=bad")
 	// The task's container runs and serves, but is not healthy.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		out, _ := docker(30*time.Second, "ps", "--filter", "label=com.docker.swarm.service.name="+s.name,
+	var out string
+	if !testkit.UntilEvery(time.Minute, 100*time.Millisecond, func() bool {
+		out, _ = docker(30*time.Second, "ps", "--filter", "label=com.docker.swarm.service.name="+s.name,
 			"--filter", "status=running", "--format", "{{.Status}}")
-		if strings.Contains(out, "health: starting") || strings.Contains(out, "unhealthy") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no running task container of %s: %q", s.name, out)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return strings.Contains(out, "health: starting") || strings.Contains(out, "unhealthy")
+	}) {
+		t.Fatalf("no running task container of %s: %q", s.name, out)
 	}
 	t.Logf("%v: the task container runs, unhealthy", time.Since(began))
 	// Each 503 comes after lb_try_duration (5s) of finding no routable
@@ -315,13 +259,13 @@ func TestSwarmPermission(t *testing.T) {
 	idle := createService(t, "perm-idle", helloV1, 0)
 	waitServedBy(t, s, waitRunning(t, s, 1), 30*time.Second)
 	handshake := func(name string) error {
-		d := &net.Dialer{Timeout: 10 * time.Second}
-		conn, err := tls.DialWithDialer(d, "tcp", tlsAddr, &tls.Config{ServerName: name, InsecureSkipVerify: true}) //nolint:gosec // Caddy's internal CA
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		cert, err := testkit.Handshake(ctx, tlsAddr, name, nil)
 		if err != nil {
 			return err
 		}
-		defer conn.Close()
-		if cn := conn.ConnectionState().PeerCertificates[0].DNSNames; !slices.Contains(cn, name) {
+		if cn := cert.DNSNames; !slices.Contains(cn, name) {
 			return fmt.Errorf("certificate for %v", cn)
 		}
 		return nil
@@ -523,36 +467,18 @@ func TestSwarmChangeToRoute(t *testing.T) {
 // zero. It waits up to 5s for an event not yet seen.
 func watchKills(t *testing.T, s svc) func(host string) time.Time {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	msgs, _ := cli.Events(ctx, events.ListOptions{Filters: filters.NewArgs(
+	ev := testkit.WatchEvents(t, cli, filters.NewArgs(
 		filters.Arg("type", "container"), filters.Arg("event", "kill"),
-		filters.Arg("label", "com.docker.swarm.service.name="+s.name))})
-	var mu sync.Mutex
-	seen := map[string]time.Time{}
-	go func() {
-		for m := range msgs {
-			if len(m.Actor.ID) < 12 {
-				continue
-			}
-			mu.Lock()
-			if _, ok := seen[m.Actor.ID[:12]]; !ok {
-				seen[m.Actor.ID[:12]] = time.Unix(0, m.TimeNano)
-			}
-			mu.Unlock()
-		}
-	}()
+		filters.Arg("label", "com.docker.swarm.service.name="+s.name)))
 	return func(host string) time.Time {
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			mu.Lock()
-			at := seen[host]
-			mu.Unlock()
-			if !at.IsZero() || time.Now().After(deadline) {
-				return at
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		var at time.Time
+		testkit.UntilEvery(5*time.Second, 10*time.Millisecond, func() bool {
+			at, _ = ev.First(events.ActionKill, func(m events.Message) bool {
+				return len(m.Actor.ID) >= 12 && m.Actor.ID[:12] == host
+			})
+			return !at.IsZero()
+		})
+		return at
 	}
 }
 
