@@ -142,7 +142,7 @@ func (e *entry) keepActivity(old *entry) {
 	case old != nil && old.activity != nil:
 		e.activity = old.activity
 	default:
-		e.activity = new(Activity)
+		e.activity = NewActivity()
 	}
 }
 

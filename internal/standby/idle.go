@@ -113,7 +113,7 @@ func (w *Waker) link(sleepers []catalog.Sleeper) {
 		}
 		sa := e.shared[s.ID]
 		if sa == nil {
-			sa = &sharedActivity{act: new(catalog.Activity)}
+			sa = &sharedActivity{act: catalog.NewActivity()}
 			e.shared[s.ID] = sa
 		}
 		sa.refs++
