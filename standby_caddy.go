@@ -88,3 +88,6 @@ func standInUpstream(w *standby.Waker, retry time.Duration) *reverseproxy.Upstre
 	}
 	return &reverseproxy.Upstream{Dial: dial}
 }
+
+// Interface guards
+var _ caddy.Destructor = (*standby.Engine)(nil)
