@@ -79,7 +79,9 @@ type Activity struct {
 	// gives it; 0: never, since the catalog has known it or Reset.
 	last atomic.Int64
 	// learnt is when a request last started learning a counter (as at
-	// gives it, or 0).
+	// gives it); 0: never, as for an Activity just linked to (whose
+	// first request learns again, as it did while the times counted
+	// from the process's start).
 	learnt atomic.Int64
 	// pending counts requests routed to the instance whose InFlight is
 	// not known yet (see Begin).
@@ -214,7 +216,7 @@ func (a *Activity) Learning(dial string, now time.Time) bool {
 	r := a.root()
 	n := r.at(now)
 	last := r.learnt.Load()
-	if r.knows(dial) && n-last < int64(RelearnEvery) {
+	if r.knows(dial) && last != 0 && n-last < int64(RelearnEvery) {
 		return false
 	}
 	return r.learnt.CompareAndSwap(last, n) || !r.knows(dial)
