@@ -258,6 +258,23 @@ func TestStandby_Activity_linked_across_origins(t *testing.T) {
 	}
 }
 
+// An Activity just linked to has learnt no counter itself: the next
+// request through it learns one (once), whatever its age, though a linked
+// Activity knows the dial address.
+func TestStandby_Activity_linked_learns_once(t *testing.T) {
+	a, shared := catalog.NewActivity(), catalog.NewActivity()
+	const dial = "10.0.0.9:8080"
+	now := time.Now()
+	if !a.Learning(dial, now) {
+		t.Fatal("first request: not learning")
+	}
+	a.Begin().Learn(dial, new(counter))
+	a.Link(shared)
+	if !a.Learning(dial, now) || a.Learning(dial, now) {
+		t.Error("after the link: want one request learning")
+	}
+}
+
 // Issue 18: the last request time is kept on the monotonic clock, so a
 // step of the wall clock (NTP, a VM resumed) does not make an instance
 // look idle: Last carries a monotonic reading, and the idle time measured
