@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -220,11 +221,11 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 
 // withBackoff adds to st the wake backoff of its instance, if any (w nil:
 // a daemon that wakes on connect).
-func withBackoff(w *standby, st InstanceStatus) InstanceStatus {
+func withBackoff(w *standby.Waker, st InstanceStatus) InstanceStatus {
 	if w == nil {
 		return st
 	}
-	after, failures, _ := w.wakeBackoff(st.ID)
+	after, failures, _ := w.WakeBackoff(st.ID)
 	if after.IsZero() {
 		return st
 	}
@@ -235,14 +236,14 @@ func withBackoff(w *standby, st InstanceStatus) InstanceStatus {
 }
 
 // explainWake says in e what a request does when no instance is routable
-// and cands (R5's order) may be woken: what standby.wakeFor would do.
-func explainWake(e *RouteExplanation, w *standby, cands []catalog.WakeCandidate) {
+// and cands (R5's order) may be woken: what standby.Waker.Hold would do.
+func explainWake(e *RouteExplanation, w *standby.Waker, cands []catalog.WakeCandidate) {
 	if len(cands) == 0 {
 		return
 	}
 	var soonest time.Time
 	for _, wc := range cands {
-		after, failures, waking := w.wakeBackoff(wc.ID)
+		after, failures, waking := w.WakeBackoff(wc.ID)
 		why := ""
 		switch {
 		case waking:

@@ -14,6 +14,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
+	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 )
 
 func init() {
@@ -99,7 +100,7 @@ func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 	}
 	u.wakeTimeout = time.Duration(u.WakeTimeout)
 	if u.wakeTimeout == 0 {
-		u.wakeTimeout = defaultWakeTimeout
+		u.wakeTimeout = standby.DefaultWakeTimeout
 	}
 	return u.provision(ctx, &u.DockerEngine, u.Network)
 }
@@ -219,7 +220,7 @@ func (e *DockerEngine) spec() (connSpec, error) {
 	spec := newConnSpec("docker", a.Address(), pph, docker.DaemonHost(a.Address()), keyParts, a.Loop().Run)
 	spec.actions = dockerActions{a.Actions()}
 	spec.standbyEngine = "docker\x00" + a.Key() // every connection to this Engine (R5f)
-	spec.standbyOptions = standbyOptions{maxWakes: e.MaxWakes, maxHeld: e.MaxHeld}
+	spec.standbyOptions = standby.Options{MaxWakes: e.MaxWakes, MaxHeld: e.MaxHeld}
 	return spec, nil
 }
 
@@ -289,8 +290,8 @@ func (dockerActions) Denied(err error) bool { return docker.Denied(err) }
 
 // Interface guards
 var (
-	_ daemonSettings = (*DockerEngine)(nil)
-	_ standbyActions = dockerActions{}
+	_ daemonSettings  = (*DockerEngine)(nil)
+	_ standby.Actions = dockerActions{}
 
 	_ caddy.Provisioner           = (*DockerUpstreams)(nil)
 	_ caddy.CleanerUpper          = (*DockerUpstreams)(nil)

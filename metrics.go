@@ -57,8 +57,8 @@ func counter(name, help string, labels ...string) *prometheus.CounterVec {
 // wakeRequested is the result label of caddy_dicer_wakes_total for a
 // request sent to an instance on standby, whose daemon wakes it at the
 // connection (Dicer). A wake Caddy makes itself (Docker: start or unpause)
-// is counted with its wakeResult: ready, exited, too_slow, denied, error,
-// canceled.
+// is counted with its standby.WakeResult: ready, exited, too_slow, denied,
+// error, canceled.
 const wakeRequested = "requested"
 
 // registerMetrics registers the collectors into the registry of ctx's

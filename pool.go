@@ -11,6 +11,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/readiness"
+	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 )
 
 // open resolves daemon's settings and returns its shared connection (see
@@ -57,7 +58,7 @@ type connection struct {
 	// standby wakes and puts on standby the instances labelled
 	// caddy.standby_after; nil for a daemon that wakes on connect (Dicer).
 	// standbyKey is the pool key of its Engine's shared state (R5f).
-	standby    *standby
+	standby    *standby.Waker
 	standbyKey string
 
 	// started guards the start of the adapter and of settle, at the first
@@ -85,7 +86,7 @@ func (c *connection) Destruct() error {
 	<-c.done
 	c.prober.Wait()
 	if c.standby != nil {
-		c.standby.close()
+		c.standby.Close()
 		release(c.standbyKey)
 	}
 	return nil
@@ -111,17 +112,11 @@ func dial(spec connSpec) (*connection, error) {
 		c.catalog = catalog.New(opts)
 		c.prober = readiness.New(runCtx, spec.readinessTimeout, 0, c.markReady, spec.opts.Logger)
 		if spec.actions != nil {
-			eng := newStandbyEngine(spec.actions)
-			if spec.standbyEngine != "" {
-				var err error
-				if eng, c.standbyKey, err = acquireStandbyEngine(spec.standbyEngine, spec.actions); err != nil {
-					cancel()
-					return nil, err
-				}
+			var err error
+			if c.standby, c.standbyKey, err = joinStandby(runCtx, c, spec); err != nil {
+				cancel()
+				return nil, err
 			}
-			c.standby = joinStandby(runCtx, eng, c.catalog, spec.opts.Logger, spec.standbyOptions)
-			c.standby.ownsEnd = spec.standbyEngine == ""
-			c.standby.counted = func(r wakeResult) { c.metrics.wakes(string(r)).Inc() }
 		}
 		trace := c.trace()
 		c.start = func(deadline time.Time) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
+	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 )
 
 // daemonSettings are a daemon's connection settings, as each backend
@@ -120,9 +121,9 @@ type connSpec struct {
 	// standbyEngine names the daemon they write to, whose scale-to-zero
 	// state every connection to it shares (R5f: "" shares none), and
 	// standbyOptions are the connection's max_wakes and max_held (R5d).
-	actions        standbyActions
+	actions        standby.Actions
 	standbyEngine  string
-	standbyOptions standbyOptions
+	standbyOptions standby.Options
 }
 
 // newConnSpec puts together what opens a shared connection to a backend's

@@ -140,7 +140,7 @@ func (s *upstreamSource) upstreams(r *http.Request, targets []catalog.Target) []
 		block[i].Dial = t.Dial
 		ups[i] = &block[i]
 		if t.Activity != nil && s.conn.standby != nil {
-			s.conn.standby.record(r, t.Activity, &block[i])
+			record(s.conn.standby, r, t.Activity, &block[i])
 		}
 	}
 	return ups
@@ -155,12 +155,12 @@ func (s *upstreamSource) wake(r *http.Request, host string, buf []catalog.Target
 	if s.conn.standby == nil {
 		return nil, nil
 	}
-	targets, retry := s.conn.standby.hold(r, s.route, host, s.wakeTimeout, buf)
+	targets, retry := s.conn.standby.Hold(r.Context(), s.route, host, s.wakeTimeout, buf)
 	if len(targets) == 0 {
 		if retry == 0 {
 			return nil, nil
 		}
-		if u := s.conn.standby.standInUpstream(retry); u != nil {
+		if u := standInUpstream(s.conn.standby, retry); u != nil {
 			return []*reverseproxy.Upstream{u}, nil
 		}
 		return nil, nil

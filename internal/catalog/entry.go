@@ -143,7 +143,7 @@ func (e *entry) keepActivity(old *entry) {
 	case old != nil && old.activity != nil:
 		e.activity = old.activity
 	default:
-		e.activity = new(Activity)
+		e.activity = NewActivity()
 	}
 }
 

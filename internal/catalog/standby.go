@@ -67,13 +67,21 @@ const maxDials = 4
 // differ): the Activity of each catalog's entry for one instance is then
 // linked to one shared Activity (Link), so that a request through any of
 // them counts for all (R5f).
+//
+// Make one with NewActivity: the zero Activity has no origin for its
+// times.
 type Activity struct {
-	// last is when a request was last routed to the instance: nanoseconds
-	// since epoch on the monotonic clock, plus one; 0: never, since the
-	// catalog has known it or Reset.
+	// origin is when the Activity was made: a reading of the monotonic
+	// clock, from which its times count (see at), so that a step of the
+	// wall clock never makes an instance look idle.
+	origin time.Time
+	// last is when a request was last routed to the instance, as at
+	// gives it; 0: never, since the catalog has known it or Reset.
 	last atomic.Int64
-	// learnt is when a request last started learning a counter (same
-	// clock as last).
+	// learnt is when a request last started learning a counter (as at
+	// gives it); 0: never, as for an Activity just linked to (whose
+	// first request learns again, as it did while the times counted
+	// from the process's start).
 	learnt atomic.Int64
 	// pending counts requests routed to the instance whose InFlight is
 	// not known yet (see Begin).
@@ -94,13 +102,29 @@ type dialCount struct {
 	count InFlight
 }
 
-// epoch is the origin of Activity times: a reading of the monotonic clock,
-// so that a step of the wall clock never makes an instance look idle.
-var epoch = time.Now()
+// NewActivity returns an Activity with no request yet, whose times count
+// from now on the monotonic clock.
+func NewActivity() *Activity { return &Activity{origin: time.Now()} }
 
-// monotonic is now as nanoseconds since epoch, plus one (never 0). A now
-// without a monotonic reading counts on the wall clock.
-func monotonic(now time.Time) int64 { return int64(now.Sub(epoch)) + 1 }
+// at is t as nanoseconds since a's origin on the monotonic clock, never 0
+// (never): plus one from the origin on, as it is before it (the time of
+// an Activity linked to a, made earlier). A t without a monotonic reading
+// counts on the wall clock.
+func (a *Activity) at(t time.Time) int64 {
+	d := int64(t.Sub(a.origin))
+	if d < 0 {
+		return d
+	}
+	return d + 1
+}
+
+// time is the time that n, a value of at, stands for.
+func (a *Activity) time(n int64) time.Time {
+	if n > 0 {
+		n--
+	}
+	return a.origin.Add(time.Duration(n))
+}
 
 // root is the Activity that this one's requests count in.
 func (a *Activity) root() *Activity {
@@ -124,7 +148,9 @@ func (a *Activity) Link(shared *Activity) {
 	}
 	shared.linked.Store(&list) // first: a request Begun on a now counts there
 	a.link.Store(shared)
-	storeMax(&shared.last, a.last.Load())
+	if n := a.last.Load(); n != 0 {
+		storeLatest(&shared.last, shared.at(a.time(n)))
+	}
 }
 
 // Unlink drops a's place in the shared Activity it was linked to (its
@@ -147,10 +173,12 @@ func (a *Activity) Unlink() {
 	shared.linked.Store(&list)
 }
 
-func storeMax(v *atomic.Int64, n int64) {
+// storeLatest stores n, a time as at gives it, in v, unless v holds a
+// later one (0, never, is earlier than any).
+func storeLatest(v *atomic.Int64, n int64) {
 	for {
 		old := v.Load()
-		if n <= old || v.CompareAndSwap(old, n) {
+		if old != 0 && n <= old || v.CompareAndSwap(old, n) {
 			return
 		}
 	}
@@ -159,10 +187,10 @@ func storeMax(v *atomic.Int64, n int64) {
 // Touch records a request routed to the instance now; first reports the
 // first since the instance was known or Reset.
 func (a *Activity) Touch(now time.Time) (first bool) {
-	r, n := a.root(), monotonic(now)
-	first = r.last.Swap(n) == 0
+	r := a.root()
+	first = r.last.Swap(r.at(now)) == 0
 	if l := a.link.Load(); l != nil && l != r {
-		storeMax(&l.last, n) // linked meanwhile
+		storeLatest(&l.last, l.at(now)) // linked meanwhile
 	}
 	return first
 }
@@ -173,8 +201,9 @@ func (a *Activity) Reset() { a.root().last.Store(0) }
 // Last is when a request was last routed to the instance, with a monotonic
 // clock reading (compare it with time.Now, time.Since); zero if never.
 func (a *Activity) Last() time.Time {
-	if n := a.root().last.Load(); n != 0 {
-		return epoch.Add(time.Duration(n - 1))
+	r := a.root()
+	if n := r.last.Load(); n != 0 {
+		return r.time(n)
 	}
 	return time.Time{}
 }
@@ -185,9 +214,9 @@ func (a *Activity) Last() time.Time {
 // reverse_proxy made anew is known from its first request on.
 func (a *Activity) Learning(dial string, now time.Time) bool {
 	r := a.root()
-	n := monotonic(now)
+	n := r.at(now)
 	last := r.learnt.Load()
-	if r.knows(dial) && n-last < int64(RelearnEvery) {
+	if r.knows(dial) && last != 0 && n-last < int64(RelearnEvery) {
 		return false
 	}
 	return r.learnt.CompareAndSwap(last, n) || !r.knows(dial)

@@ -159,7 +159,7 @@ func (c *counter) NumRequests() int { return int(c.n.Load()) }
 // RelearnEvery, and an older counter is kept while it has requests in
 // flight, so a request on either counts.
 func TestStandby_Activity_relearns_counters(t *testing.T) {
-	var a catalog.Activity
+	a := catalog.NewActivity()
 	const dial = "10.0.0.9:8080"
 	t0 := time.Now()
 	old, renewed := new(counter), new(counter)
@@ -197,12 +197,12 @@ func TestStandby_Activity_relearns_counters(t *testing.T) {
 // begun before or after the link, keeps all of them busy, and the latest
 // request time is theirs.
 func TestStandby_Activity_linked(t *testing.T) {
-	var a, b, shared catalog.Activity
+	a, b, shared := catalog.NewActivity(), catalog.NewActivity(), catalog.NewActivity()
 	early := a.Begin() // before the link: still counted once linked
 	t0 := time.Now()
 	a.Touch(t0)
-	a.Link(&shared)
-	b.Link(&shared)
+	a.Link(shared)
+	b.Link(shared)
 	if b.InFlight() != 1 || shared.InFlight() != 1 {
 		t.Errorf("in flight through b %d, shared %d; want a's 1", b.InFlight(), shared.InFlight())
 	}
@@ -228,12 +228,59 @@ func TestStandby_Activity_linked(t *testing.T) {
 	}
 }
 
+// Each Activity counts its times from when it was made: linked to a shared
+// Activity made later (a connection opened since), or earlier, the last
+// request time it had is the shared one's, to the nanosecond; no request
+// yet is no time.
+func TestStandby_Activity_linked_across_origins(t *testing.T) {
+	a := catalog.NewActivity()
+	t0 := time.Now().Add(-time.Minute) // a request before either was made
+	a.Touch(t0)
+	later := catalog.NewActivity()
+	a.Link(later)
+	if got := later.Last(); !got.Equal(t0) || got.Round(0) == got {
+		t.Errorf("shared made later: last %v, want %v on the monotonic clock", got, t0)
+	}
+	earlier := catalog.NewActivity()
+	t1 := time.Now().Add(time.Hour)
+	b, b2 := catalog.NewActivity(), catalog.NewActivity()
+	b.Touch(t1)
+	b2.Link(earlier) // no request yet: still none
+	if !earlier.Last().IsZero() {
+		t.Errorf("no request yet: last %v", earlier.Last())
+	}
+	b.Link(earlier)
+	if !earlier.Last().Equal(t1) || !b2.Last().Equal(t1) {
+		t.Errorf("last %v (through b2 %v), want %v", earlier.Last(), b2.Last(), t1)
+	}
+	if b.Touch(t0); !earlier.Last().Equal(t0) {
+		t.Errorf("a request through b: last %v, want %v", earlier.Last(), t0)
+	}
+}
+
+// An Activity just linked to has learnt no counter itself: the next
+// request through it learns one (once), whatever its age, though a linked
+// Activity knows the dial address.
+func TestStandby_Activity_linked_learns_once(t *testing.T) {
+	a, shared := catalog.NewActivity(), catalog.NewActivity()
+	const dial = "10.0.0.9:8080"
+	now := time.Now()
+	if !a.Learning(dial, now) {
+		t.Fatal("first request: not learning")
+	}
+	a.Begin().Learn(dial, new(counter))
+	a.Link(shared)
+	if !a.Learning(dial, now) || a.Learning(dial, now) {
+		t.Error("after the link: want one request learning")
+	}
+}
+
 // Issue 18: the last request time is kept on the monotonic clock, so a
 // step of the wall clock (NTP, a VM resumed) does not make an instance
 // look idle: Last carries a monotonic reading, and the idle time measured
 // from it is the monotonic one.
 func TestStandby_Activity_monotonic(t *testing.T) {
-	var a catalog.Activity
+	a := catalog.NewActivity()
 	now := time.Now()
 	a.Touch(now)
 	last := a.Last()

@@ -1,4 +1,4 @@
-package caddydicer
+package standby
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 )
 
@@ -18,10 +17,11 @@ import (
 // that answers 503 with Retry-After, which reverse_proxy relays as it
 // relays any answer.
 
-// standInUpstream returns the upstream that answers 503 with this
-// Retry-After (in whole seconds, at least 1): reverse_proxy relays its
-// answer to the client as it is. nil if it cannot listen.
-func (w *standby) standInUpstream(retry time.Duration) *reverseproxy.Upstream {
+// StandIn returns the dial address of the connection's upstream that
+// answers 503 with this Retry-After (in whole seconds, at least 1):
+// reverse_proxy relays its answer to the client as it is. "" if it cannot
+// listen, or the connection is closing.
+func (w *Waker) StandIn(retry time.Duration) string {
 	secs := int((retry + time.Second - 1) / time.Second)
 	secs = max(secs, 1)
 	if secs > 60 {
@@ -30,18 +30,18 @@ func (w *standby) standInUpstream(retry time.Duration) *reverseproxy.Upstream {
 	w.engine.mu.Lock()
 	defer w.engine.mu.Unlock()
 	if w.closed {
-		return nil
+		return ""
 	}
 	s := w.standIns[secs]
 	if s == nil {
 		var err error
 		if s, err = startStandIn(secs); err != nil {
 			w.logger.Error("cannot answer 503 with Retry-After", zap.Error(err))
-			return nil
+			return ""
 		}
 		w.standIns[secs] = s
 	}
-	return &reverseproxy.Upstream{Dial: s.dial}
+	return s.dial
 }
 
 // standIn is a loopback HTTP server answering every request with 503 and

@@ -1,4 +1,4 @@
-package caddydicer
+package standby
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 // saw it down is ever put on standby by it: a container that another
 // Caddy, or an operator, started and that this one never served is left
 // running.
-func (w *standby) idleLoop() {
+func (w *Waker) idleLoop() {
 	busy := map[string]time.Time{} // ID -> when this loop last saw requests in flight
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -97,7 +97,7 @@ func earliest(a, b time.Time) time.Time {
 // link links the Activity of each of the catalog's labelled instances to
 // the engine's shared one for its ID (made for the first connection that
 // sees it), and unlinks those of instances the catalog no longer has.
-func (w *standby) link(sleepers []catalog.Sleeper) {
+func (w *Waker) link(sleepers []catalog.Sleeper) {
 	e := w.engine
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -113,7 +113,7 @@ func (w *standby) link(sleepers []catalog.Sleeper) {
 		}
 		sa := e.shared[s.ID]
 		if sa == nil {
-			sa = &sharedActivity{act: new(catalog.Activity)}
+			sa = &sharedActivity{act: catalog.NewActivity()}
 			e.shared[s.ID] = sa
 		}
 		sa.refs++
@@ -130,7 +130,7 @@ func (w *standby) link(sleepers []catalog.Sleeper) {
 
 // unlinkLocked undoes one connection's link of a to the shared Activity
 // of id, which goes once no connection links to it; e.mu is held.
-func (e *standbyEngine) unlinkLocked(id string, a *catalog.Activity) {
+func (e *Engine) unlinkLocked(id string, a *catalog.Activity) {
 	a.Unlink()
 	if sa := e.shared[id]; sa != nil {
 		if sa.refs--; sa.refs <= 0 {
@@ -140,7 +140,7 @@ func (e *standbyEngine) unlinkLocked(id string, a *catalog.Activity) {
 }
 
 // catalogs are the catalogs of every connection to the Engine.
-func (e *standbyEngine) catalogs() []*catalog.Catalog {
+func (e *Engine) catalogs() []*catalog.Catalog {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	cats := make([]*catalog.Catalog, 0, len(e.members))
@@ -155,7 +155,7 @@ func (e *standbyEngine) catalogs() []*catalog.Catalog {
 // retried at its next idle time only. idleSince is when its last request
 // ended, as far as the loop saw (the log's idle counts from it, not from
 // that request's start).
-func (w *standby) putOnStandby(s catalog.Sleeper, idleSince time.Time) {
+func (w *Waker) putOnStandby(s catalog.Sleeper, idleSince time.Time) {
 	e := w.engine
 	e.mu.Lock()
 	if e.acting[s.ID] || e.wakes[s.ID] != nil {
@@ -212,7 +212,7 @@ func (w *standby) putOnStandby(s catalog.Sleeper, idleSince time.Time) {
 
 // firstDenial records that the daemon refused a write, and reports
 // whether it is the first time on this Engine.
-func (e *standbyEngine) firstDenial() bool {
+func (e *Engine) firstDenial() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	first := !e.denied
@@ -223,7 +223,7 @@ func (e *standbyEngine) firstDenial() bool {
 // forgetFailures drops the failed wakes of instances no connection to the
 // Engine has labelled any more (a container recreated by compose is a new
 // one).
-func (w *standby) forgetFailures() {
+func (w *Waker) forgetFailures() {
 	e := w.engine
 	e.mu.Lock()
 	defer e.mu.Unlock()

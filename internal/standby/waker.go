@@ -1,151 +1,33 @@
-package caddydicer
+package standby
 
 import (
 	"context"
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/docker/docker/client"
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
-// Scale to zero on a daemon that cannot wake on connect (Docker): Caddy
-// itself wakes a container labelled caddy.standby_after when a request
-// finds its route with nothing routable, holds the request until the
-// catalog shows the container ready, and puts the container on standby
-// (stop or pause) once no request went through this Caddy for
-// standby_after and none is in flight (reverse_proxy's own count, learnt
-// again as reverse_proxy renews it). The state of an Engine's instances (wakes, failed
-// wakes, activity) is shared by every connection to that Engine (R5f).
-
-// standbyActions are the writes a connection may make to its daemon; the
-// adapter refuses them for an instance without the label.
-type standbyActions interface {
-	Start(ctx context.Context, id string, labels map[string]string) error
-	Stop(ctx context.Context, id string, labels map[string]string) error
-	Pause(ctx context.Context, id string, labels map[string]string) error
-	Unpause(ctx context.Context, id string, labels map[string]string) error
-	// Denied reports an error that says the daemon refuses this client the
-	// write (a read-only socket): retrying cannot help.
-	Denied(err error) bool
-	Close() error
-}
-
-const (
-	// defaultWakeTimeout is the wake_timeout setting's default.
-	defaultWakeTimeout = 30 * time.Second
-	// retryAfterWaking is the Retry-After of a request whose hold ended at
-	// wake_timeout while the container kept starting.
-	retryAfterWaking = 5 * time.Second
-	// wakeWatch bounds how long a wake may take to make its container
-	// routable before it counts as failed.
-	wakeWatch = 2 * time.Minute
-	// firstBackoff is how long a container whose wake failed is not woken
-	// again; each further failure in a row doubles it, up to maxBackoff.
-	firstBackoff = time.Minute
-	maxBackoff   = 30 * time.Minute
-	// actionTimeout bounds one Engine write.
-	actionTimeout = 30 * time.Second
-	// defaultMaxWakes and defaultMaxHeld are the max_wakes and max_held
-	// settings' defaults (R5d).
-	defaultMaxWakes = 4
-	defaultMaxHeld  = 1000
-	// retryAfterBusy is the Retry-After of a request refused because
-	// max_held requests are held already (R5d).
-	retryAfterBusy = 5 * time.Second
-	// unreachableRetry is how soon a held request tries its wake again
-	// after the Engine could not be reached (R5g).
-	unreachableRetry = 250 * time.Millisecond
-	// retryAfterUnreachable is the Retry-After of a request whose hold
-	// ended while the Engine could not be reached.
-	retryAfterUnreachable = time.Second
-)
-
-// wakeResult is how a wake ended.
-type wakeResult string
-
-const (
-	wakeReady    wakeResult = "ready"    // the container became routable
-	wakeExited   wakeResult = "exited"   // it stopped again before it was ready
-	wakeDenied   wakeResult = "denied"   // the daemon refused the write
-	wakeError    wakeResult = "error"    // the write failed otherwise
-	wakeTooSlow  wakeResult = "too_slow" // not routable within wakeWatch
-	wakeCanceled wakeResult = "canceled" // the connection closed meanwhile
-	// wakeUnreachable: the Engine could not be reached (no answer,
-	// connection refused or reset, a timeout): no failure of the
-	// container's, so no backoff (R5g).
-	wakeUnreachable wakeResult = "unreachable"
-)
-
-// standbyEngine is the scale-to-zero state of one Engine, shared by every
-// connection to it whatever their other settings (R5f): in the package's
-// pool of connections, held by each connection to the Engine.
-type standbyEngine struct {
-	actions standbyActions
-
-	mu       sync.Mutex
-	wakes    map[string]*wake           // by instance ID, in progress
-	failures map[string]*failure        // by instance ID, the last wakes failed
-	acting   map[string]bool            // IDs being put on standby
-	shared   map[string]*sharedActivity // by instance ID
-	members  map[*standby]bool          // the connections' parts
-	denied   bool                       // a write was refused once (logged once)
-}
-
-// sharedActivity is the Activity every connection's catalog entry for one
-// instance is linked to, and how many of them are.
-type sharedActivity struct {
-	act  *catalog.Activity
-	refs int
-}
-
-func newStandbyEngine(actions standbyActions) *standbyEngine {
-	return &standbyEngine{
-		actions: actions, wakes: map[string]*wake{}, failures: map[string]*failure{},
-		acting: map[string]bool{}, shared: map[string]*sharedActivity{}, members: map[*standby]bool{},
-	}
-}
-
-// Destruct closes the Engine client; the pool calls it when the last
-// connection to the Engine is gone.
-func (e *standbyEngine) Destruct() error { return e.actions.Close() }
-
-// acquireStandbyEngine returns the shared state of the Engine key names,
-// made with actions if it is the first connection to it; release it with
-// release(poolKey).
-func acquireStandbyEngine(key string, actions standbyActions) (*standbyEngine, string, error) {
-	poolKey := "standby\x00" + key
-	v, _, err := connections.LoadOrNew(poolKey, func() (caddy.Destructor, error) {
-		return newStandbyEngine(actions), nil
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	return v.(*standbyEngine), poolKey, nil
-}
-
-// standby is one connection's part of scale to zero: its catalog's view of
+// Waker is one connection's part of scale to zero: its catalog's view of
 // the Engine's instances, its idle loop, its caps on wakes and held
 // requests (R5d), and the stand-in upstreams that answer 503 with
 // Retry-After.
-type standby struct {
+type Waker struct {
 	// counted, if set, hears each wake's result (the wakes metric).
-	counted func(wakeResult)
+	counted func(WakeResult)
 	// now is the clock: time.Now, with its monotonic reading; tests
 	// step it.
 	now func() time.Time
 
-	engine   *standbyEngine
+	engine   *Engine
 	ownsEnd  bool // engine is this connection's own (tests): closed with it
 	catalog  *catalog.Catalog
 	logger   *zap.Logger
@@ -169,7 +51,7 @@ type standby struct {
 }
 
 // kick tells idleLoop to look again, without waiting.
-func (w *standby) kick() {
+func (w *Waker) kick() {
 	select {
 	case w.kicks <- struct{}{}:
 	default:
@@ -181,9 +63,9 @@ func (w *standby) kick() {
 type wake struct {
 	id, name string
 	activity *catalog.Activity
-	owner    *standby      // the connection that runs it
+	owner    *Waker        // the connection that runs it
 	done     chan struct{} // closed with result set
-	result   wakeResult
+	result   WakeResult
 }
 
 // failure is a container not to wake again until after.
@@ -192,31 +74,42 @@ type failure struct {
 	after time.Time
 }
 
-// standbyOptions are a connection's max_wakes and max_held (0: default),
-// and its clock (nil: time.Now; tests step it).
-type standbyOptions struct {
-	maxWakes, maxHeld int
-	clock             func() time.Time
+// Options are one connection's settings of scale to zero.
+type Options struct {
+	// MaxWakes is the max_wakes setting: how many wakes the connection
+	// may have in progress (R5d). 0: defaultMaxWakes (4).
+	MaxWakes int
+	// MaxHeld is the max_held setting: how many requests the connection
+	// may hold waiting for wakes (R5d). 0: defaultMaxHeld (1000).
+	MaxHeld int
+	// Counted, if set, hears each wake's result (the wakes metric).
+	Counted func(WakeResult)
+	// Clock is the clock, with its monotonic reading. nil: time.Now;
+	// tests step it.
+	Clock func() time.Time
 }
 
-// newStandby is scale to zero for one connection with an Engine of its own
-// (no other connection shares its state).
-func newStandby(ctx context.Context, actions standbyActions, cat *catalog.Catalog, logger *zap.Logger) *standby {
-	w := joinStandby(ctx, newStandbyEngine(actions), cat, logger, standbyOptions{})
+// New is scale to zero for one connection with an Engine of its own (no
+// other connection shares its state): Close closes actions.
+func New(ctx context.Context, actions Actions, cat *catalog.Catalog, logger *zap.Logger, opts Options) *Waker {
+	w := Join(ctx, NewEngine(actions), cat, logger, opts)
 	w.ownsEnd = true
 	return w
 }
 
-// joinStandby is a connection's part of the Engine's scale to zero.
-func joinStandby(ctx context.Context, eng *standbyEngine, cat *catalog.Catalog, logger *zap.Logger, lim standbyOptions) *standby {
-	w := &standby{
+// Join is a connection's part of the Engine's scale to zero, for the
+// instances of cat, until ctx is done and Close is called. It starts the
+// idle loop that puts idle instances on standby.
+func Join(ctx context.Context, eng *Engine, cat *catalog.Catalog, logger *zap.Logger, opts Options) *Waker {
+	w := &Waker{
 		engine: eng, catalog: cat, logger: logger, ctx: ctx, now: time.Now,
-		maxWakes: lim.maxWakes, maxHeld: lim.maxHeld,
+		counted:  opts.Counted,
+		maxWakes: opts.MaxWakes, maxHeld: opts.MaxHeld,
 		kicks: make(chan struct{}, 1), linked: map[string]*catalog.Activity{},
 		standIns: map[int]*standIn{}, freed: make(chan struct{}),
 	}
-	if lim.clock != nil {
-		w.now = lim.clock
+	if opts.Clock != nil {
+		w.now = opts.Clock
 	}
 	if w.maxWakes <= 0 {
 		w.maxWakes = defaultMaxWakes
@@ -235,9 +128,9 @@ func joinStandby(ctx context.Context, eng *standbyEngine, cat *catalog.Catalog, 
 	return w
 }
 
-// close waits for the goroutines (ctx is done), shuts the stand-ins and
-// leaves the engine.
-func (w *standby) close() {
+// Close waits for the goroutines (call it once ctx is done), shuts the
+// stand-ins and leaves the Engine.
+func (w *Waker) Close() {
 	e := w.engine
 	e.mu.Lock()
 	w.closed = true // no more wakes nor stand-ins
@@ -257,41 +150,22 @@ func (w *standby) close() {
 	}
 }
 
-// record notes a request routed to a labelled instance: now, and, for the
-// first request to a dial address and one request per
-// catalog.RelearnEvery, reverse_proxy's in-flight counter for it, known
-// when the request ends (see hostOf); until then that request counts as
-// in flight. Atomics only on the request path, no lock.
-func (w *standby) record(r *http.Request, a *catalog.Activity, u *reverseproxy.Upstream) {
+// Routed notes a request routed to a labelled instance (its Activity a)
+// at dial: now, and whether the request is to learn reverse_proxy's
+// in-flight counter for dial (the first request to a dial address and one
+// request per catalog.RelearnEvery, see catalog.Activity.Learning). If it
+// is, the caller Begins on a and, once the request ends, Learns the
+// counter on what Begin returned; until then that request counts as in
+// flight. Atomics only, no lock: it is on the request path.
+func (w *Waker) Routed(a *catalog.Activity, dial string) (learn bool) {
 	now := w.now()
 	if a.Touch(now) {
 		w.kick() // served for the first time since it started: the idle timer starts
 	}
-	if !a.Learning(u.Dial, now) {
-		return
-	}
-	root := a.Begin()
-	ctx := r.Context()
-	context.AfterFunc(ctx, func() { root.Learn(u.Dial, hostOf(ctx, u)) })
+	return a.Learning(dial, now)
 }
 
-// hostOf returns reverse_proxy's Host of u, the in-flight counter it
-// shares with every upstream of the same dial address, or nil if it was
-// not filled in. reverse_proxy fills it in after GetUpstreams, then sets
-// the http.reverse_proxy.upstream.* placeholders under the replacer's
-// lock: finding them set orders that write before this read.
-func hostOf(ctx context.Context, u *reverseproxy.Upstream) catalog.InFlight {
-	repl, ok := ctx.Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	if !ok {
-		return nil
-	}
-	if _, set := repl.Get("http.reverse_proxy.upstream.hostport"); !set || u.Host == nil {
-		return nil
-	}
-	return u.Host
-}
-
-// hold serves a request whose route has nothing routable: it wakes one
+// Hold serves a request whose route has nothing routable: it wakes one
 // instance (R5's order: one being woken, else the first on standby by
 // name) and waits for the catalog to show a routable target, at most
 // timeout. It returns the targets, or none and the Retry-After to answer
@@ -299,8 +173,9 @@ func hostOf(ctx context.Context, u *reverseproxy.Upstream) catalog.InFlight {
 // max_held requests and runs at most max_wakes wakes (R5d); a request
 // beyond max_held is answered at once, one whose wake waits for a slot is
 // held meanwhile. A wake that could not reach the Engine is tried again
-// while the request is held (R5g).
-func (w *standby) hold(r *http.Request, route catalog.Route, host string, timeout time.Duration, dst []catalog.Target) ([]catalog.Target, time.Duration) {
+// while the request is held (R5g); ctx is the request's: the hold ends with
+// it.
+func (w *Waker) Hold(ctx context.Context, route catalog.Route, host string, timeout time.Duration, dst []catalog.Target) ([]catalog.Target, time.Duration) {
 	var timer, pause *time.Timer
 	var wk *wake
 	holding := false
@@ -349,8 +224,8 @@ func (w *standby) hold(r *http.Request, route catalog.Route, host string, timeou
 			paused = nil
 		case <-done:
 			switch wk.result {
-			case wakeReady:
-			case wakeUnreachable:
+			case WakeReady:
+			case WakeUnreachable:
 				if pause == nil {
 					pause = time.NewTimer(unreachableRetry)
 				} else {
@@ -366,7 +241,7 @@ func (w *standby) hold(r *http.Request, route catalog.Route, host string, timeou
 				return nil, retryAfterUnreachable
 			}
 			return nil, retryAfterWaking
-		case <-r.Context().Done():
+		case <-ctx.Done():
 			return nil, retryAfterWaking
 		}
 	}
@@ -374,7 +249,7 @@ func (w *standby) hold(r *http.Request, route catalog.Route, host string, timeou
 
 // holdOne counts a held request, if fewer than max_held are; the first
 // refusal is logged, and again once half as many were held since.
-func (w *standby) holdOne() bool {
+func (w *Waker) holdOne() bool {
 	n := w.held.Add(1)
 	if n <= int64(w.maxHeld) {
 		if n <= int64(w.maxHeld/2) {
@@ -394,7 +269,7 @@ func (w *standby) holdOne() bool {
 // joining one in progress; nil and a Retry-After when every candidate is
 // failing, nil and 0 when there is none; nil and slot when the
 // connection runs max_wakes wakes already: slot is closed when one ends.
-func (w *standby) wakeFor(snap *catalog.Snapshot, route catalog.Route, host string) (*wake, time.Duration, <-chan struct{}) {
+func (w *Waker) wakeFor(snap *catalog.Snapshot, route catalog.Route, host string) (*wake, time.Duration, <-chan struct{}) {
 	var buf [4]catalog.WakeCandidate
 	cands := snap.WakeCandidates(buf[:0], route, host)
 	if len(cands) == 0 {
@@ -453,11 +328,11 @@ func engineUnreachable(err error) bool {
 // run makes the one Engine call of a wake (start, or unpause; none for an
 // instance already on its way up) and waits until the instance is
 // routable or the wake failed.
-func (w *standby) run(wk *wake, c catalog.WakeCandidate) {
+func (w *Waker) run(wk *wake, c catalog.WakeCandidate) {
 	if c.State == catalog.StateStopping {
 		// Being put on standby: wake it once it is down.
 		if c.State = w.settled(c.ID); c.State == catalog.StateUnknown {
-			w.finish(wk, wakeCanceled, nil)
+			w.finish(wk, WakeCanceled, nil)
 			return
 		}
 	}
@@ -475,16 +350,16 @@ func (w *standby) run(wk *wake, c catalog.WakeCandidate) {
 	cancel()
 	switch {
 	case err != nil && w.engine.actions.Denied(err):
-		w.finish(wk, wakeDenied, err)
+		w.finish(wk, WakeDenied, err)
 		return
 	case err != nil && w.ctx.Err() != nil:
-		w.finish(wk, wakeCanceled, err)
+		w.finish(wk, WakeCanceled, err)
 		return
 	case err != nil && engineUnreachable(err):
-		w.finish(wk, wakeUnreachable, err)
+		w.finish(wk, WakeUnreachable, err)
 		return
 	case err != nil:
-		w.finish(wk, wakeError, err)
+		w.finish(wk, WakeError, err)
 		return
 	}
 	w.finish(wk, w.watch(c.ID, c.State, before), nil)
@@ -495,7 +370,7 @@ func (w *standby) run(wk *wake, c catalog.WakeCandidate) {
 // before), it is restarting or dead, or it stopped after it started (the
 // events' order, since a description fetched for an older event may come
 // after the start), or, unpaused, it is described stopped.
-func (w *standby) watch(id string, was catalog.State, before uint64) wakeResult {
+func (w *Waker) watch(id string, was catalog.State, before uint64) WakeResult {
 	deadline := time.NewTimer(wakeWatch)
 	defer deadline.Stop()
 	for {
@@ -503,31 +378,31 @@ func (w *standby) watch(id string, was catalog.State, before uint64) wakeResult 
 		s, ok := w.sleeper(id)
 		switch {
 		case !ok:
-			return wakeExited // removed
+			return WakeExited // removed
 		case s.Ready:
-			return wakeReady
+			return WakeReady
 		case s.State == catalog.StateRestarting || s.State == catalog.StateFailed:
-			return wakeExited
+			return WakeExited
 		case was == catalog.StateStopped && s.StartEvent > before && s.StopEvent > s.StartEvent:
-			return wakeExited
+			return WakeExited
 		case was == catalog.StatePaused && s.Seq > before && s.State == catalog.StateStopped:
-			return wakeExited
+			return WakeExited
 		case was != catalog.StateStopped && was != catalog.StatePaused && s.StopEvent > before:
-			return wakeExited // it was on its way up, and went down
+			return WakeExited // it was on its way up, and went down
 		}
 		select {
 		case <-snap.Changed():
 		case <-deadline.C:
-			return wakeTooSlow
+			return WakeTooSlow
 		case <-w.ctx.Done():
-			return wakeCanceled
+			return WakeCanceled
 		}
 	}
 }
 
 // settled waits until the instance, being put on standby, is down, and
 // returns its state then (StateUnknown: gone, or the wait ended).
-func (w *standby) settled(id string) catalog.State {
+func (w *Waker) settled(id string) catalog.State {
 	deadline := time.NewTimer(wakeWatch)
 	defer deadline.Stop()
 	for {
@@ -550,7 +425,7 @@ func (w *standby) settled(id string) catalog.State {
 }
 
 // sleeper is the catalog's current view of one labelled instance.
-func (w *standby) sleeper(id string) (catalog.Sleeper, bool) {
+func (w *Waker) sleeper(id string) (catalog.Sleeper, bool) {
 	for _, s := range w.catalog.Sleepers(nil) {
 		if s.ID == id {
 			return s, true
@@ -564,7 +439,7 @@ func (w *standby) sleeper(id string) (catalog.Sleeper, bool) {
 // while, so a broken container is never woken in a loop; an Engine that
 // could not be reached is none, R5g), logs, and releases the requests
 // held on it.
-func (w *standby) finish(wk *wake, result wakeResult, err error) {
+func (w *Waker) finish(wk *wake, result WakeResult, err error) {
 	e := w.engine
 	e.mu.Lock()
 	delete(e.wakes, wk.id)
@@ -574,12 +449,12 @@ func (w *standby) finish(wk *wake, result wakeResult, err error) {
 	var backoff time.Duration
 	firstDenial := false
 	switch result {
-	case wakeReady:
+	case WakeReady:
 		delete(e.failures, wk.id)
 		if wk.activity.Touch(w.now()) { // this Caddy woke it: its idle time counts
 			defer w.kick()
 		}
-	case wakeCanceled, wakeUnreachable:
+	case WakeCanceled, WakeUnreachable:
 	default:
 		f := e.failures[wk.id]
 		if f == nil {
@@ -592,7 +467,7 @@ func (w *standby) finish(wk *wake, result wakeResult, err error) {
 			backoff = maxBackoff
 		}
 		f.after = w.now().Add(backoff)
-		if result == wakeDenied {
+		if result == WakeDenied {
 			firstDenial, e.denied = !e.denied, true
 		}
 	}
@@ -605,16 +480,16 @@ func (w *standby) finish(wk *wake, result wakeResult, err error) {
 
 	fields := []zap.Field{zap.String("instance", wk.name), zap.String("result", string(result))}
 	switch {
-	case result == wakeReady:
+	case result == WakeReady:
 		w.logger.Info("woke instance", fields...)
-	case result == wakeDenied && !firstDenial:
+	case result == WakeDenied && !firstDenial:
 		// Said once per Engine: a read-only socket refuses every wake.
-	case result == wakeDenied:
+	case result == WakeDenied:
 		w.logger.Error("cannot wake instance: the Engine refuses this client the write "+
 			"(a read-only socket or a socket proxy that denies POST /containers/{id}/start, /stop, /pause, /unpause); "+
 			"requests for instances on standby get 503", append(fields, zap.Duration("retry_after", backoff), zap.Error(err))...)
-	case result == wakeCanceled:
-	case result == wakeUnreachable:
+	case result == WakeCanceled:
+	case result == WakeUnreachable:
 		w.logger.Warn("cannot wake instance: the Engine could not be reached; the next request tries again",
 			append(fields, zap.Error(err))...)
 	default:
@@ -624,7 +499,7 @@ func (w *standby) finish(wk *wake, result wakeResult, err error) {
 }
 
 // retryAfter is how long until the instance may be woken again.
-func (w *standby) retryAfter(id string) time.Duration {
+func (w *Waker) retryAfter(id string) time.Duration {
 	e := w.engine
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -636,10 +511,10 @@ func (w *standby) retryAfter(id string) time.Duration {
 	return retryAfterWaking
 }
 
-// wakeBackoff is, for the admin API, when the instance may be woken again
+// WakeBackoff is, for the admin API, when the instance may be woken again
 // after its last wakes failed and how many failed in a row (zero time:
 // it may be woken now), and whether a wake of it is in progress.
-func (w *standby) wakeBackoff(id string) (after time.Time, failures int, waking bool) {
+func (w *Waker) WakeBackoff(id string) (after time.Time, failures int, waking bool) {
 	e := w.engine
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -1,15 +1,13 @@
-package caddydicer
+package standby
 
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,9 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -71,13 +66,13 @@ func sleeper(state catalog.State) catalog.Instance {
 	return in
 }
 
-func newTestStandby(t *testing.T, f *fakeActions) (*standby, *catalog.Catalog, *observer.ObservedLogs) {
+func newTestStandby(t *testing.T, f *fakeActions) (*Waker, *catalog.Catalog, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zapcore.InfoLevel)
 	cat := catalog.New(catalog.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	w := newStandby(ctx, f, cat, zap.New(core))
-	t.Cleanup(func() { cancel(); w.close() })
+	w := New(ctx, f, cat, zap.New(core), Options{})
+	t.Cleanup(func() { cancel(); w.Close() })
 	return w, cat, logs
 }
 
@@ -100,7 +95,7 @@ func TestStandby_burst_one_start(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
+			ts, retry := w.Hold(context.Background(), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
 			if len(ts) == 1 && ts[0].Dial == "10.0.0.2:8080" && retry == 0 {
 				ok.Add(1)
 			}
@@ -131,7 +126,7 @@ func TestStandby_failed_wake_backs_off(t *testing.T) {
 	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
 	for i := range 5 {
 		start := time.Now()
-		ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
+		ts, retry := w.Hold(context.Background(), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
 		if len(ts) != 0 || retry < firstBackoff-time.Second || retry > firstBackoff {
 			t.Fatalf("request %d: targets %v, Retry-After %s; want none and about %s", i, ts, retry, firstBackoff)
 		}
@@ -163,7 +158,7 @@ func TestStandby_stale_description_is_no_exit(t *testing.T) {
 		return nil
 	}
 	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
-	ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
+	ts, retry := w.Hold(context.Background(), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
 	if len(ts) != 1 || retry != 0 {
 		t.Errorf("targets %v, Retry-After %s; want the container", ts, retry)
 	}
@@ -176,7 +171,7 @@ func TestStandby_denied(t *testing.T) {
 	w, cat, logs := newTestStandby(t, f)
 	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
 	for range 5 {
-		if ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", time.Second, nil); len(ts) != 0 || retry == 0 {
+		if ts, retry := w.Hold(context.Background(), catalog.Route{Port: 8080}, "h", time.Second, nil); len(ts) != 0 || retry == 0 {
 			t.Fatalf("targets %v, Retry-After %s", ts, retry)
 		}
 	}
@@ -192,11 +187,11 @@ func TestStandby_timeout_and_nothing_to_wake(t *testing.T) {
 	w, cat, _ := newTestStandby(t, f)
 	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
 	start := time.Now()
-	ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 100*time.Millisecond, nil)
+	ts, retry := w.Hold(context.Background(), catalog.Route{Port: 8080}, "h", 100*time.Millisecond, nil)
 	if len(ts) != 0 || retry != retryAfterWaking || time.Since(start) < 100*time.Millisecond {
 		t.Errorf("targets %v, Retry-After %s after %s", ts, retry, time.Since(start))
 	}
-	if ts, retry := w.hold(httptest.NewRequest("GET", "http://x/", nil), catalog.Route{Port: 8080}, "x", time.Second, nil); len(ts) != 0 || retry != 0 {
+	if ts, retry := w.Hold(context.Background(), catalog.Route{Port: 8080}, "x", time.Second, nil); len(ts) != 0 || retry != 0 {
 		t.Errorf("nothing to wake: targets %v, Retry-After %s", ts, retry)
 	}
 }
@@ -205,14 +200,14 @@ func TestStandby_timeout_and_nothing_to_wake(t *testing.T) {
 // seconds.
 func TestStandby_stand_in(t *testing.T) {
 	w, _, _ := newTestStandby(t, &fakeActions{})
-	u := w.standInUpstream(1500 * time.Millisecond)
-	if u == nil {
+	dial := w.StandIn(1500 * time.Millisecond)
+	if dial == "" {
 		t.Fatal("no stand-in")
 	}
-	if again := w.standInUpstream(2 * time.Second); again.Dial != u.Dial {
+	if again := w.StandIn(2 * time.Second); again != dial {
 		t.Error("one stand-in per Retry-After value")
 	}
-	status, retry := getStandIn(t, u.Dial)
+	status, retry := getStandIn(t, dial)
 	if status != 503 || retry != "2" {
 		t.Errorf("stand-in answered %d with Retry-After %q, want 503 and 2", status, retry)
 	}
@@ -228,141 +223,21 @@ func getStandIn(t *testing.T, dial string) (int, string) {
 	return res.StatusCode, res.Header.Get("Retry-After")
 }
 
-// wake_timeout in the Caddyfile and in JSON: a positive duration, given
-// once; default 30s.
-func TestStandby_wake_timeout_setting(t *testing.T) {
-	u := new(DockerUpstreams)
-	if err := u.UnmarshalCaddyfile(caddyfile.NewTestDispenser("docker app=web 8080 {\n wake_timeout 1m30s\n}")); err != nil {
-		t.Fatal(err)
-	}
-	if u.WakeTimeout != caddy.Duration(90*time.Second) {
-		t.Errorf("wake_timeout %s", time.Duration(u.WakeTimeout))
-	}
-	if got, _ := json.Marshal(u); !strings.Contains(string(got), `"wake_timeout":90000000000`) {
-		t.Errorf("JSON %s has no wake_timeout", got)
-	}
-	var fromJSON DockerUpstreams
-	if err := caddy.StrictUnmarshalJSON([]byte(`{"wake_timeout":"45s"}`), &fromJSON); err != nil || fromJSON.WakeTimeout != caddy.Duration(45*time.Second) {
-		t.Errorf("JSON wake_timeout: %v, %s", err, time.Duration(fromJSON.WakeTimeout))
-	}
-	for input, want := range map[string]string{
-		"docker {\n wake_timeout soon\n}":                 `wake_timeout: "soon" is not a positive duration`,
-		"docker {\n wake_timeout 0s\n}":                   `wake_timeout: "0s" is not a positive duration`,
-		"docker {\n wake_timeout 1s\n wake_timeout 2s\n}": "wake_timeout has already been specified",
-		"docker {\n wake_timeout\n}":                      "wrong argument count",
-	} {
-		err := new(DockerUpstreams).UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: error %v, want %q", input, err, want)
-		}
-	}
-	neg := &DockerUpstreams{WakeTimeout: caddy.Duration(-time.Second)}
-	if err := neg.Provision(caddy.Context{}); err == nil || !strings.Contains(err.Error(), "wake_timeout") {
-		t.Errorf("negative JSON wake_timeout: %v", err)
-	}
-	if err := new(DockerPermission).UnmarshalCaddyfile(caddyfile.NewTestDispenser("docker {\n wake_timeout 1s\n}")); err == nil {
-		t.Error("the permission took wake_timeout, a route setting")
-	}
-}
-
-// BenchmarkGetUpstreamsStandby is GetUpstreams for a route of three
-// running containers, labelled caddy.standby_after or not, on a Docker-like
-// connection (with scale to zero): the price of recording activity, once
-// reverse_proxy's in-flight counters are known.
-func BenchmarkGetUpstreamsStandby(b *testing.B) {
-	for _, labelled := range []bool{false, true} {
-		cat := catalog.New(catalog.Options{})
-		var all []catalog.Instance
-		for i := range 3 {
-			labels := map[string]string{"caddy.host": "shop.example.com"}
-			if labelled {
-				labels[catalog.LabelStandbyAfter] = "15m"
-			}
-			all = append(all, catalog.Instance{ID: fmt.Sprint(i), Name: fmt.Sprint("web-", i), Labels: labels, State: catalog.StateRunning,
-				Networks: []catalog.Attachment{{Network: "n", Address: fmt.Sprintf("10.0.0.%d", i+2)}}})
-		}
-		cat.Replace(all)
-		ctx, cancel := context.WithCancel(context.Background())
-		w := newStandby(ctx, &fakeActions{}, cat, zap.NewNop())
-		conn := &connection{catalog: cat, standby: w}
-		u := &DockerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
-		for _, t := range cat.Snapshot().Targets(nil, u.route, "shop.example.com") {
-			if t.Activity != nil {
-				t.Activity.Begin()
-				t.Activity.Learn(t.Dial, fixedInFlight(0))
-			}
-		}
-		req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/", nil)
-		b.Run(fmt.Sprintf("labelled=%v", labelled), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if ups, _ := u.GetUpstreams(req); len(ups) != 3 {
-					b.Fatalf("got %d upstreams, want 3", len(ups))
-				}
-			}
-		})
-		cancel()
-		w.close()
-	}
-}
-
-type fixedInFlight int
-
-func (n fixedInFlight) NumRequests() int { return int(n) }
-
-// R5b with a daemon whose instances Caddy wakes (Docker): in one `dynamic
-// multi`, a source whose only instance for the host is stopped wakes
-// nothing while another source has a routable one; once none has, it
-// wakes its own, once, and the request waits for it.
-func TestStandby_R5b_multi_wakes_only_when_no_source_serves(t *testing.T) {
-	f := &fakeActions{}
-	w, cat, _ := newTestStandby(t, f)
-	f.then = func(string, string) error {
-		go cat.Put(sleeper(catalog.StateRunning)) // the Engine's event
-		return nil
-	}
-	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
-	docker := &upstreamSource{conn: &connection{catalog: cat, standby: w}, route: catalog.Route{Port: 8080}, wakeTimeout: 5 * time.Second}
-	other := member(t, "", routed("b-0", "10.0.2.1", catalog.LabelHost, "h"))
-	grouped(docker, other)
-	req := func() []*reverseproxy.Upstream {
-		t.Helper()
-		r := httptest.NewRequest(http.MethodGet, "http://h/", nil)
-		ups, err := docker.GetUpstreams(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ups
-	}
-
-	if ups := req(); len(ups) != 0 || f.calls.Load() != 0 {
-		t.Fatalf("with another daemon serving h: %d upstreams and %d start calls, want none and none", len(ups), f.calls.Load())
-	}
-	other.conn.catalog.Delete("b-0")
-	ups := req()
-	if len(ups) != 1 || ups[0].Dial != "10.0.0.2:8080" {
-		t.Fatalf("with no daemon serving h: upstreams %v, want the woken container", ups)
-	}
-	if n := f.calls.Load(); n != 1 {
-		t.Errorf("%d start calls, want 1", n)
-	}
-}
-
 // R5e: the stand-in keeps no connection open: one that had its answer is
 // closed right after it (no keep-alive), and one that sends nothing is
 // closed after standInReadTimeout.
 func TestStandby_stand_in_closes_idle_connections(t *testing.T) {
 	w, _, _ := newTestStandby(t, &fakeActions{})
-	u := w.standInUpstream(time.Second)
-	if u == nil {
+	dial := w.StandIn(time.Second)
+	if dial == "" {
 		t.Fatal("no stand-in")
 	}
-	answered, err := net.Dial("tcp", u.Dial)
+	answered, err := net.Dial("tcp", dial)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer answered.Close()
-	silent, err := net.Dial("tcp", u.Dial)
+	silent, err := net.Dial("tcp", dial)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,26 +290,27 @@ func TestStandby_request_in_flight_keeps_instance_up_whatever_caddys_host(t *tes
 	clock := func() time.Time { return time.Now().Add(time.Duration(step.Load())) }
 	cat := catalog.New(catalog.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	w := joinStandby(ctx, newStandbyEngine(f), cat, zap.NewNop(), standbyOptions{clock: clock})
-	t.Cleanup(func() { cancel(); w.close() })
+	w := Join(ctx, NewEngine(f), cat, zap.NewNop(), Options{Clock: clock})
+	t.Cleanup(func() { cancel(); w.Close() })
 	in := sleeper(catalog.StateRunning)
 	in.Labels[catalog.LabelStandbyAfter] = "3h"
 	cat.Replace([]catalog.Instance{in})
 	route := catalog.Route{Port: 8080}
 
-	// request makes a request routed to the container, its Upstream's Host
-	// being h, as reverse_proxy fills it in; cancel ends the request.
-	request := func(h *reverseproxy.Host) (cancel func()) {
-		repl := caddy.NewReplacer()
-		repl.Set("http.reverse_proxy.upstream.hostport", "10.0.0.2:8080")
-		ctx, cancel := context.WithCancel(context.WithValue(context.Background(), caddy.ReplacerCtxKey, repl))
-		r := httptest.NewRequest(http.MethodGet, "http://h/", nil).WithContext(ctx)
+	// request makes a request routed to the container, reverse_proxy's
+	// in-flight counter for it (its Host) being h, learnt as the caller of
+	// Routed learns it (the root's record); cancel ends the request.
+	request := func(h catalog.InFlight) (cancel func()) {
+		ctx, cancel := context.WithCancel(context.Background())
 		ts := cat.Snapshot().Targets(nil, route, "h")
 		if len(ts) != 1 {
 			t.Fatalf("targets %v", ts)
 		}
-		u := &reverseproxy.Upstream{Dial: ts[0].Dial, Host: h}
-		w.record(r, ts[0].Activity, u)
+		a, dial := ts[0].Activity, ts[0].Dial
+		if w.Routed(a, dial) {
+			root := a.Begin()
+			context.AfterFunc(ctx, func() { root.Learn(dial, h) })
+		}
 		return cancel
 	}
 	act := cat.Snapshot().Targets(nil, route, "h")[0].Activity
@@ -447,11 +323,11 @@ func TestStandby_request_in_flight_keeps_instance_up_whatever_caddys_host(t *tes
 			time.Sleep(time.Millisecond) // a request's end runs in a goroutine of its context's
 		}
 	}
-	request(new(reverseproxy.Host))() // learnt, then over
+	request(new(hostCount))() // learnt, then over
 	settled()
-	step.Store(int64(2 * time.Hour))       // no request for 2 h: Caddy makes a new Host at the next
-	end := request(new(reverseproxy.Host)) // a long request, e.g. a websocket, on the new Host
-	step.Store(int64(6 * time.Hour))       // past standby_after since it began
+	step.Store(int64(2 * time.Hour)) // no request for 2 h: Caddy makes a new Host at the next
+	end := request(new(hostCount))   // a long request, e.g. a websocket, on the new Host
+	step.Store(int64(6 * time.Hour)) // past standby_after since it began
 	w.kick()
 	select {
 	case <-stopped:
@@ -472,6 +348,12 @@ func TestStandby_request_in_flight_keeps_instance_up_whatever_caddys_host(t *tes
 		t.Fatal("not stopped once idle")
 	}
 }
+
+// hostCount stands for reverse_proxy's Host: an in-flight counter, one
+// per Host made (not of size zero, so that each is a new one).
+type hostCount struct{ n atomic.Int32 }
+
+func (h *hostCount) NumRequests() int { return int(h.n.Load()) }
 
 // sleeperFor is a container labelled caddy.standby_after=1h, the only one
 // serving host, with the given state.
@@ -513,7 +395,7 @@ func TestStandby_max_wakes_caps_starts_in_flight(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			host := fmt.Sprint("h", i)
-			ts, retry := w.hold(httptest.NewRequest("GET", "http://"+host+"/", nil), catalog.Route{Port: 8080}, host, 20*time.Second, nil)
+			ts, retry := w.Hold(context.Background(), catalog.Route{Port: 8080}, host, 20*time.Second, nil)
 			if len(ts) == 1 && retry == 0 {
 				ok.Add(1)
 			}
@@ -536,8 +418,8 @@ func TestStandby_max_held(t *testing.T) {
 	core, logs := observer.New(zapcore.InfoLevel)
 	cat := catalog.New(catalog.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	w := joinStandby(ctx, newStandbyEngine(f), cat, zap.New(core), standbyOptions{maxHeld: 10})
-	t.Cleanup(func() { cancel(); w.close() })
+	w := Join(ctx, NewEngine(f), cat, zap.New(core), Options{MaxHeld: 10})
+	t.Cleanup(func() { cancel(); w.Close() })
 	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
 
 	reqCtx, endHeld := context.WithCancel(context.Background())
@@ -546,8 +428,7 @@ func TestStandby_max_held(t *testing.T) {
 		held.Add(1)
 		go func() {
 			defer held.Done()
-			r := httptest.NewRequest("GET", "http://h/", nil).WithContext(reqCtx)
-			w.hold(r, catalog.Route{Port: 8080}, "h", time.Minute, nil)
+			w.Hold(reqCtx, catalog.Route{Port: 8080}, "h", time.Minute, nil)
 		}()
 	}
 	for deadline := time.Now().Add(5 * time.Second); w.held.Load() != 10; {
@@ -559,7 +440,7 @@ func TestStandby_max_held(t *testing.T) {
 	for i := range 20 {
 		done := make(chan time.Duration, 1)
 		go func() {
-			_, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", time.Minute, nil)
+			_, retry := w.Hold(context.Background(), catalog.Route{Port: 8080}, "h", time.Minute, nil)
 			done <- retry
 		}()
 		select {
@@ -599,7 +480,7 @@ func TestStandby_unreachable_engine_is_no_container_failure(t *testing.T) {
 		return nil
 	}
 	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
-	ts, retry := w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 100*time.Millisecond, nil)
+	ts, retry := w.Hold(context.Background(), catalog.Route{Port: 8080}, "h", 100*time.Millisecond, nil)
 	if len(ts) != 0 || retry != retryAfterUnreachable {
 		t.Fatalf("while the Engine is down: targets %v, Retry-After %s; want none and %s", ts, retry, retryAfterUnreachable)
 	}
@@ -610,7 +491,7 @@ func TestStandby_unreachable_engine_is_no_container_failure(t *testing.T) {
 	calls := f.calls.Load()
 	time.AfterFunc(300*time.Millisecond, func() { down.Store(false) })
 	start := time.Now()
-	ts, retry = w.hold(httptest.NewRequest("GET", "http://h/", nil), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
+	ts, retry = w.Hold(context.Background(), catalog.Route{Port: 8080}, "h", 5*time.Second, nil)
 	if len(ts) != 1 || retry != 0 {
 		t.Fatalf("once the Engine is back: targets %v, Retry-After %s after %s; want the container", ts, retry, time.Since(start))
 	}
@@ -622,62 +503,20 @@ func TestStandby_unreachable_engine_is_no_container_failure(t *testing.T) {
 	}
 }
 
-// max_wakes and max_held (R5d) in the Caddyfile and in JSON: positive
-// integers, given once; they make a connection of their own, and every
-// connection to one Engine shares its scale-to-zero state (R5f).
-func TestStandby_max_wakes_and_max_held_settings(t *testing.T) {
-	u := new(DockerUpstreams)
-	if err := u.UnmarshalCaddyfile(caddyfile.NewTestDispenser("docker app=web 8080 {\n max_wakes 8\n max_held 200\n}")); err != nil {
-		t.Fatal(err)
-	}
-	if u.MaxWakes != 8 || u.MaxHeld != 200 {
-		t.Errorf("max_wakes %d, max_held %d", u.MaxWakes, u.MaxHeld)
-	}
-	if got, _ := json.Marshal(u); !strings.Contains(string(got), `"max_wakes":8`) || !strings.Contains(string(got), `"max_held":200`) {
-		t.Errorf("JSON %s", got)
-	}
-	for input, want := range map[string]string{
-		"docker {\n max_wakes 0\n}":               `max_wakes: "0" is not a positive integer`,
-		"docker {\n max_held many\n}":             `max_held: "many" is not a positive integer`,
-		"docker {\n max_wakes 1\n max_wakes 2\n}": "max_wakes has already been specified",
-		"docker {\n max_held\n}":                  "wrong argument count",
-	} {
-		err := new(DockerUpstreams).UnmarshalCaddyfile(caddyfile.NewTestDispenser(input))
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: error %v, want %q", input, err, want)
-		}
-	}
-	if err := (&DockerEngine{MaxWakes: -1}).validateStatic(); err == nil || !strings.Contains(err.Error(), "max_wakes") {
-		t.Errorf("negative JSON max_wakes: %v", err)
-	}
-	plain, err := resolve(&DockerEngine{EngineConnection: EngineConnection{Address: "unix:///run/x.sock"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	capped, err := resolve(&DockerEngine{EngineConnection: EngineConnection{Address: "unix:///run/x.sock"}, MaxWakes: 2, PublishedPortHost: "10.0.0.5"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if plain.key == capped.key || plain.standbyEngine != capped.standbyEngine || capped.standbyOptions.maxWakes != 2 {
-		t.Errorf("keys %s and %s, engines %q and %q: want two connections sharing one Engine's state",
-			plain.key, capped.key, plain.standbyEngine, capped.standbyEngine)
-	}
-}
-
 // Issue 18 (suspected, confirmed): behind `transport http { versions h2c }`
 // reverse_proxy speaks HTTP/2 with prior knowledge to the stand-in, which
 // spoke HTTP/1.1 only (a 502 instead of the 503). It answers h2c too, and
 // closes the idle HTTP/2 connection.
 func TestStandby_stand_in_speaks_h2c(t *testing.T) {
 	w, _, _ := newTestStandby(t, &fakeActions{})
-	u := w.standInUpstream(3 * time.Second)
-	if u == nil {
+	dial := w.StandIn(3 * time.Second)
+	if dial == "" {
 		t.Fatal("no stand-in")
 	}
 	tr := &http.Transport{Protocols: new(http.Protocols)}
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	defer tr.CloseIdleConnections()
-	res, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("http://" + u.Dial + "/")
+	res, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Get("http://" + dial + "/")
 	if err != nil {
 		t.Fatalf("h2c request to the stand-in: %v", err)
 	}

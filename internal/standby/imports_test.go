@@ -1,0 +1,54 @@
+package standby
+
+import (
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// caddyModule is the import path prefix of Caddy and its modules.
+const caddyModule = "github.com/caddyserver/"
+
+// The engine knows the catalog, not Caddy: no file of the package imports
+// Caddy, and neither does anything it depends on (go list -deps), so that
+// what touches Caddy stays in the root package's standby_caddy.go.
+func TestStandby_imports_no_caddy(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if path, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(path, caddyModule) {
+				t.Errorf("%s imports %s", name, path)
+			}
+		}
+	}
+
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command for go list -deps: %v", err)
+	}
+	cmd := exec.Command(goTool, "list", "-deps", ".")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, caddyModule) {
+			t.Errorf("the package depends on %s", dep)
+		}
+	}
+}
