@@ -67,6 +67,7 @@ func (k *keptAlive) get(t *testing.T) int32 {
 func TestR5a_a_freeze_closes_the_idle_connections_of_the_routes(t *testing.T) {
 	k := newKeptAlive(t)
 	spec := newConnSpec("r5a-test", t.Name(), "", "", nil, func(ctx context.Context, _ catalog.Sink, _ *zap.Logger) { <-ctx.Done() })
+	spec.key = spec.connKey() // as resolve keys it: released at the end
 	conn, err := dial(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +109,7 @@ func TestR5a_a_freeze_closes_the_idle_connections_of_the_routes(t *testing.T) {
 func TestR5a_a_request_that_wakes_closes_the_idle_connections(t *testing.T) {
 	k := newKeptAlive(t)
 	spec := newConnSpec("r5a-test", t.Name(), "", "", nil, func(ctx context.Context, _ catalog.Sink, _ *zap.Logger) { <-ctx.Done() })
+	spec.key = spec.connKey() // as resolve keys it: released at the end
 	conn, err := dial(spec)
 	if err != nil {
 		t.Fatal(err)
