@@ -288,20 +288,57 @@ func dials(addr, ip string) bool {
 	return strings.HasPrefix(addr, ip+":") || strings.Contains(addr, ":"+ip+"]")
 }
 
-// waitOut waits until reverse_proxy counts a failure for the task at ip
-// (with max_fails 1 it is out of the rotation), or the task is no longer
-// routed to at all (Swarm took it out), and returns when, polling every
-// 10ms.
-func waitOut(t *testing.T, s svc, ip string, timeout time.Duration) (time.Time, string) {
+// routableInCatalog says whether the catalog has the task as routable,
+// from the plugin's admin API (GET /dicer/instances).
+func routableInCatalog(taskID string) (bool, error) {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+adminAddr+"/dicer/instances", nil)
+	req.Host = adminHost
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		body, _ := io.ReadAll(resp.Body)
+		return false, fmt.Errorf("admin API: %d %s", resp.StatusCode, body)
+	}
+	var list []struct {
+		ID       string `json:"id"`
+		Routable bool   `json:"routable"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return false, err
+	}
+	for _, in := range list {
+		if in.ID == taskID {
+			return in.Routable, nil
+		}
+	}
+	return false, nil
+}
+
+// waitOut waits until the task (at ip) is out of Caddy's rotation: the
+// catalog no longer has it routable (the node watch, R11t, or Swarm), or
+// reverse_proxy counts a failure for it (with max_fails 1, passive
+// health takes it out), whichever comes first, polling every 10ms. It
+// returns when, and which.
+func waitOut(t *testing.T, tk task, timeout time.Duration) (time.Time, string) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
+		routable, err := routableInCatalog(tk.ID)
+		if err != nil {
+			t.Fatalf("reading Caddy's instances: %v", err)
+		}
+		if !routable {
+			return time.Now(), "catalog"
+		}
 		fails, err := upstreamFails()
 		if err != nil {
 			t.Fatalf("reading Caddy's upstreams: %v", err)
 		}
 		for a, n := range fails {
-			if dials(a, ip) && n > 0 {
+			if dials(a, tk.ip) && n > 0 {
 				return time.Now(), "passive health"
 			}
 		}
@@ -446,7 +483,7 @@ func TestClusterWorkerCrash(t *testing.T) {
 			l.end()
 			t.Fatalf("killing node 1: %v\n%s", err, out)
 		}
-		outAt, _ := waitOut(t, s, lost.ip, 20*time.Second)
+		outAt, how := waitOut(t, lost, 20*time.Second)
 		downAt := waitNodeState(t, victim, "down", time.Minute)
 		time.Sleep(time.Second)
 		samples := l.end()
@@ -459,8 +496,8 @@ func TestClusterWorkerCrash(t *testing.T) {
 			r.out = outAt.Sub(fault)
 		}
 		r.slow, r.longest = slowAfter(samples, fault, 250*time.Millisecond)
-		t.Logf("round %d: %d requests, %d failed %v; out of rotation %v after the crash, Swarm saw the node down after %v; %d requests took > 250ms (longest %v); last answer from the lost task sent %v after the crash",
-			round+1, r.sent, r.failed, failures, r.out.Round(time.Millisecond), r.swarm.Round(time.Millisecond), r.slow, r.longest.Round(time.Millisecond), lastBy(samples, lost.host).Sub(fault).Round(time.Millisecond))
+		t.Logf("round %d: %d requests, %d failed %v; out of rotation (%s) %v after the crash, Swarm saw the node down after %v; %d requests took > 250ms (longest %v); last answer from the lost task sent %v after the crash",
+			round+1, r.sent, r.failed, failures, how, r.out.Round(time.Millisecond), r.swarm.Round(time.Millisecond), r.slow, r.longest.Round(time.Millisecond), lastBy(samples, lost.host).Sub(fault).Round(time.Millisecond))
 		if r.failed != 0 {
 			t.Errorf("round %d: %d of %d requests failed (GET: each is retried on another task)", round+1, r.failed, r.sent)
 		}
@@ -496,7 +533,7 @@ func TestClusterWorkerCut(t *testing.T) {
 			l.end()
 			t.Fatalf("cutting node 2: %v\n%s", err, out)
 		}
-		outAt, _ := waitOut(t, s, lost.ip, 20*time.Second)
+		outAt, how := waitOut(t, lost, 20*time.Second)
 		// A partition shorter than Swarm's node heartbeat timeout: the
 		// task stays Swarm's, and Caddy alone must keep it out.
 		time.Sleep(4 * time.Second)
@@ -542,8 +579,8 @@ func TestClusterWorkerCut(t *testing.T) {
 			}
 		}
 		r.slow, r.longest = slowAfter(samples, fault, 250*time.Millisecond)
-		t.Logf("round %d: %d requests, %d failed %v; out of rotation %v after the cut; served again %v after the link came back; %d requests took > 250ms (longest %v)",
-			round+1, r.sent, r.failed, failures, r.out.Round(time.Millisecond), r.back.Round(time.Millisecond), r.slow, r.longest.Round(time.Millisecond))
+		t.Logf("round %d: %d requests, %d failed %v; out of rotation (%s) %v after the cut; served again %v after the link came back; %d requests took > 250ms (longest %v)",
+			round+1, r.sent, r.failed, failures, how, r.out.Round(time.Millisecond), r.back.Round(time.Millisecond), r.slow, r.longest.Round(time.Millisecond))
 		if r.failed != 0 {
 			t.Errorf("round %d: %d of %d requests failed", round+1, r.failed, r.sent)
 		}

@@ -62,6 +62,8 @@ netns_up() {
 start() {
 	local i=$1 n dir run; n=$(node "$i"); dir=$ROOT/n$i; run=$RUN/n$i
 	mkdir -p "$dir/data" "$run"
+	# A crashed node's pid file names a PID of its dead PID namespace.
+	rm -f "$run/docker.pid"
 	cat >"$dir/daemon.json" <<JSON
 {
   "data-root": "$dir/data",
