@@ -101,6 +101,8 @@ func teardown() {
 			if out, err := docker(2*time.Minute, "swarm", "leave", "--force"); err != nil {
 				fmt.Fprintf(os.Stderr, "e2e/cluster: docker swarm leave --force: %v\n%s", err, out)
 			}
+			// swarm init made it; leaving keeps it.
+			_, _ = docker(time.Minute, "network", "rm", "docker_gwbridge")
 		}
 		if out, err := nodes(2*time.Minute, "down"); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e/cluster: nodes.sh down: %v\n%s", err, out)

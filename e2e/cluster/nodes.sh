@@ -62,8 +62,10 @@ netns_up() {
 start() {
 	local i=$1 n dir run; n=$(node "$i"); dir=$ROOT/n$i; run=$RUN/n$i
 	mkdir -p "$dir/data" "$run"
-	# A crashed node's pid file names a PID of its dead PID namespace.
-	rm -f "$run/docker.pid"
+	# A crashed node's pid file names a PID of its dead PID namespace, and
+	# its exec root holds the dead containerd's socket and state: a reboot
+	# starts with an empty /run.
+	rm -rf "$run/docker.pid" "$run/exec"
 	cat >"$dir/daemon.json" <<JSON
 {
   "data-root": "$dir/data",
@@ -85,7 +87,7 @@ JSON
 		sh -c "hostname $n && exec dockerd --config-file $dir/daemon.json" \
 		>>"$dir/dockerd.log" 2>&1 </dev/null &
 	echo $! >"$run/unshare.pid"
-	local deadline=$((SECONDS + 60))
+	local deadline=$((SECONDS + 120))
 	until docker -H "unix://$(sock "$i")" version >/dev/null 2>&1; do
 		if ((SECONDS > deadline)); then
 			echo "node $i: dockerd does not answer; its log:" >&2
