@@ -525,7 +525,7 @@ func TestClusterWorkerCrash(t *testing.T) {
 		r.slow, r.longest = slowAfter(samples, fault, 250*time.Millisecond)
 		t.Logf("round %d: %d requests, %d failed %v; out of rotation (%s) %v after SIGKILL (the kernel took %v to end the node's processes), Swarm saw the node down after %v; %d requests took > 250ms (longest %v); last answer from the lost task sent %v after the crash",
 			round+1, r.sent, r.failed, failures, how, r.out.Round(time.Millisecond), teardown.Round(time.Millisecond), r.swarm.Round(time.Millisecond), r.slow, r.longest.Round(time.Millisecond), lastBy(samples, lost.host).Sub(fault).Round(time.Millisecond))
-		t.Logf("Caddy's log of the node watch:\n%s", caddyLog("swarm node"))
+		t.Logf("Caddy's log about %s:\n%s", victim, caddyLog(nodeIDs[victim]))
 		if r.failed != 0 {
 			t.Errorf("round %d: %d of %d requests failed (GET: each is retried on another task)", round+1, r.failed, r.sent)
 		}

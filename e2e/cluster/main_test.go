@@ -65,6 +65,7 @@ var (
 	caddyAddr string                // 127.0.0.1:port where Caddy's :80 is published
 	adminAddr string                // 127.0.0.1:port where Caddy's admin API is published
 	caddyName string                // its container
+	caddyBin  string                // the static Caddy binary
 	nodeIDs   = map[string]string{} // node hostname -> swarm node ID
 )
 
@@ -226,11 +227,10 @@ func setup() error {
 	if out, err := docker(time.Minute, "network", "create", "--driver", "overlay", "--attachable", network); err != nil {
 		return fmt.Errorf("creating the overlay network: %v\n%s", err, out)
 	}
-	bin, err := caddyBinary()
-	if err != nil {
+	if caddyBin, err = caddyBinary(); err != nil {
 		return err
 	}
-	caddyImage, err := buildImage("caddy", caddyDockerfile, map[string]string{"caddy": bin, "Caddyfile": ""})
+	caddyImage, err := buildImage("caddy", caddyDockerfile, map[string]string{"caddy": caddyBin, "Caddyfile": ""})
 	if err != nil {
 		return err
 	}
