@@ -368,6 +368,23 @@ func watchOut(t *testing.T, tk task, timeout time.Duration) func() (time.Time, s
 	}
 }
 
+// watchCatalog polls, from now on, until the catalog no longer has the
+// task routable; the returned function waits for that and gives when
+// (zero: not within timeout).
+func watchCatalog(taskID string, timeout time.Duration) func() time.Time {
+	ch := make(chan time.Time, 1)
+	go func() {
+		for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if routable, err := routableInCatalog(taskID); err == nil && !routable {
+				ch <- time.Now()
+				return
+			}
+		}
+		ch <- time.Time{}
+	}()
+	return func() time.Time { return <-ch }
+}
+
 // lastBy returns when the last request answered by host was sent.
 func lastBy(samples []sample, host string) time.Time {
 	var at time.Time
@@ -500,6 +517,7 @@ func TestClusterWorkerCrash(t *testing.T) {
 		l := startLoad(s.host, 4)
 		time.Sleep(300 * time.Millisecond)
 		gone := watchOut(t, lost, 30*time.Second)
+		dropped := watchCatalog(lost.ID, 30*time.Second)
 		fault := time.Now()
 		if out, err := nodes(time.Minute, "kill", "1"); err != nil {
 			l.end()
@@ -525,7 +543,13 @@ func TestClusterWorkerCrash(t *testing.T) {
 		r.slow, r.longest = slowAfter(samples, fault, 250*time.Millisecond)
 		t.Logf("round %d: %d requests, %d failed %v; out of rotation (%s) %v after SIGKILL (the kernel took %v to end the node's processes), Swarm saw the node down after %v; %d requests took > 250ms (longest %v); last answer from the lost task sent %v after the crash",
 			round+1, r.sent, r.failed, failures, how, r.out.Round(time.Millisecond), teardown.Round(time.Millisecond), r.swarm.Round(time.Millisecond), r.slow, r.longest.Round(time.Millisecond), lastBy(samples, lost.host).Sub(fault).Round(time.Millisecond))
-		t.Logf("Caddy's log about %s:\n%s", victim, caddyLog(nodeIDs[victim]))
+		if at := dropped(); at.IsZero() {
+			t.Errorf("round %d: the catalog kept the crashed node's task routable until Swarm", round+1)
+		} else {
+			// The node watch (R11t) marks it once the node is silent, after
+			// the teardown; passive health had taken it out before.
+			t.Logf("round %d: the catalog took the task out %v after the node's end (the node watch)", round+1, at.Sub(fault.Add(teardown)).Round(time.Millisecond))
+		}
 		if r.failed != 0 {
 			t.Errorf("round %d: %d of %d requests failed (GET: each is retried on another task)", round+1, r.failed, r.sent)
 		}

@@ -103,6 +103,10 @@ func TestClusterCaddyOnAWorker(t *testing.T) {
 	if err := copyImages(1, image); err != nil {
 		t.Fatal(err)
 	}
+	// A worker knows an overlay network only once a task of its own is on
+	// it: the service comes first.
+	s := createService(t, "worker", helloV1, "--mode", "global")
+	ts := waitRunning(t, s, 3, everyNode()...)
 	name := caddyName + "-worker"
 	if out, err := nodeDocker(1, time.Minute, "run", "--detach", "--name", name, "--network", network,
 		"--publish", nodeAddr(1)+"::80", image); err != nil {
@@ -115,8 +119,6 @@ func TestClusterCaddyOnAWorker(t *testing.T) {
 	}
 	addr := strings.TrimSpace(strings.Split(out, "\n")[0])
 
-	s := createService(t, "worker", helloV1, "--mode", "global")
-	ts := waitRunning(t, s, 3, everyNode()...)
 	want := slices.Sorted(keys(ts))
 	deadline := time.Now().Add(time.Minute)
 	for {
