@@ -476,6 +476,7 @@ type result struct {
 	out          time.Duration // fault -> out of Caddy's rotation
 	swarm        time.Duration // fault -> Swarm marks the node down (0: not waited for)
 	back         time.Duration // heal -> first request answered by the node's task again
+	watch        time.Duration // fault -> out of the catalog (node watch or Swarm)
 	slow         int           // requests after the fault that took > 250ms
 	longest      time.Duration
 }
@@ -497,8 +498,9 @@ func report(t *testing.T, what string, rs []result) {
 	om, ox := med(func(r result) time.Duration { return r.out })
 	sm, sx := med(func(r result) time.Duration { return r.swarm })
 	bm, bx := med(func(r result) time.Duration { return r.back })
-	t.Logf("SUMMARY %s: %d runs, %d requests, %d failed; fault -> out of rotation median %v max %v; fault -> Swarm node down median %v max %v (Traefik, polling Swarm every 15s: that plus up to 15s); heal -> served again median %v max %v",
-		what, len(rs), sent, failed, om, ox, sm, sx, bm, bx)
+	wm, wx := med(func(r result) time.Duration { return r.watch })
+	t.Logf("SUMMARY %s: %d runs, %d requests, %d failed; fault -> out of rotation median %v max %v (out of the catalog median %v max %v); fault -> Swarm node down median %v max %v (Traefik, polling Swarm every 15s: that plus up to 15s); heal -> served again median %v max %v",
+		what, len(rs), sent, failed, om, ox, wm, wx, sm, sx, bm, bx)
 }
 
 // A worker's Engine crashes (its dockerd, containerd and task containers
@@ -546,9 +548,12 @@ func TestClusterWorkerCrash(t *testing.T) {
 		if at := dropped(); at.IsZero() {
 			t.Errorf("round %d: the catalog kept the crashed node's task routable until Swarm", round+1)
 		} else {
-			// The node watch (R11t) marks it once the node is silent, after
-			// the teardown; passive health had taken it out before.
-			t.Logf("round %d: the catalog took the task out %v after the node's end (the node watch)", round+1, at.Sub(fault.Add(teardown)).Round(time.Millisecond))
+			// The node watch (R11t) marks it once the node is silent (its
+			// connections no longer refused); passive health may have taken
+			// it out before, at the first refused connection.
+			r.watch = at.Sub(fault)
+			t.Logf("round %d: the catalog took the task out %v after SIGKILL, %v after the task's last answer (the node watch, or Swarm if later than %v)",
+				round+1, r.watch.Round(time.Millisecond), at.Sub(lastBy(samples, lost.host)).Round(time.Millisecond), r.swarm.Round(time.Millisecond))
 		}
 		if r.failed != 0 {
 			t.Errorf("round %d: %d of %d requests failed (GET: each is retried on another task)", round+1, r.failed, r.sent)
@@ -581,12 +586,14 @@ func TestClusterWorkerCut(t *testing.T) {
 		l := startLoad(s.host, 4)
 		time.Sleep(300 * time.Millisecond)
 		gone := watchOut(t, lost, 30*time.Second)
+		dropped := watchCatalog(lost.ID, 10*time.Second)
 		if out, err := nodes(time.Minute, "cut", "2"); err != nil {
 			l.end()
 			t.Fatalf("cutting node 2: %v\n%s", err, out)
 		}
 		fault := time.Now() // the link is down
 		outAt, how := gone()
+		droppedAt := dropped()
 		// A partition shorter than Swarm's node heartbeat timeout: the
 		// task stays Swarm's, and Caddy alone must keep it out.
 		time.Sleep(4 * time.Second)
@@ -618,6 +625,11 @@ func TestClusterWorkerCut(t *testing.T) {
 			t.Errorf("round %d: the cut-off node's task %s (%s) never left the rotation", round+1, lost.host, lost.ip)
 		} else {
 			r.out = outAt.Sub(fault)
+		}
+		if droppedAt.IsZero() {
+			t.Errorf("round %d: the node watch never took the cut-off node's task out of the catalog", round+1)
+		} else {
+			r.watch = droppedAt.Sub(fault)
 		}
 		if backAt.IsZero() {
 			t.Errorf("round %d: the node's task %s never served again after the link came back", round+1, lost.host)
