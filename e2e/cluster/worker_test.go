@@ -23,9 +23,12 @@ import (
 // answering anything else 403; it records what it passed and refused.
 type readOnlyProxy struct {
 	addr    string
+	handler http.Handler
 	mu      sync.Mutex
+	srv     *http.Server
 	passed  map[string]bool // "GET /services", API version stripped
 	refused []string
+	last    time.Time // when the last request came
 }
 
 func startReadOnlyProxy(t *testing.T) *readOnlyProxy {
@@ -35,6 +38,7 @@ func startReadOnlyProxy(t *testing.T) *readOnlyProxy {
 		t.Fatal(err)
 	}
 	p := &readOnlyProxy{addr: ln.Addr().String(), passed: map[string]bool{}}
+	t.Cleanup(p.stop)
 	engine := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.Out.URL.Scheme, r.Out.URL.Host = "http", "docker"
@@ -44,7 +48,7 @@ func startReadOnlyProxy(t *testing.T) *readOnlyProxy {
 		}},
 		FlushInterval: -1, // the event stream
 	}
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		path := r.URL.Path
 		if i := strings.Index(path[1:], "/"); strings.HasPrefix(path, "/v1.") && i > 0 {
 			path = path[i+1:]
@@ -58,12 +62,49 @@ func startReadOnlyProxy(t *testing.T) *readOnlyProxy {
 			return
 		}
 		p.passed[what] = true
+		p.last = time.Now()
 		p.mu.Unlock()
 		engine.ServeHTTP(w, r)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	})
+	p.serve(ln)
 	return p
+}
+
+func (p *readOnlyProxy) serve(ln net.Listener) {
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: p.handler}
+	p.mu.Lock()
+	p.srv = srv
+	p.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+}
+
+// stop closes the proxy and every connection through it (the event
+// stream too): the manager's API is gone for Caddy.
+func (p *readOnlyProxy) stop() {
+	p.mu.Lock()
+	srv := p.srv
+	p.srv = nil
+	p.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
+}
+
+// restart listens again at the same address.
+func (p *readOnlyProxy) restart(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatalf("the read-only proxy listening again at %s: %v", p.addr, err)
+	}
+	p.serve(ln)
+}
+
+// lastRequest returns when the proxy last passed a request.
+func (p *readOnlyProxy) lastRequest() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
 }
 
 // getVia sends GET / for host to the Caddy at addr.
@@ -141,6 +182,54 @@ func TestClusterCaddyOnAWorker(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+
+	// The manager's API away for 5s (Caddy's connection to it refused),
+	// then back, under load: the routes are kept meanwhile, and Caddy's
+	// connection comes back by the connect pace (TCP: capped at 15s).
+	l := &load{stop: make(chan struct{})}
+	for range 4 {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				sent := time.Now()
+				status, body, err := getVia(context.Background(), addr, s.host)
+				sm := sample{sent: sent, took: time.Since(sent), ok: err == nil && status == 200}
+				if !sm.ok {
+					sm.err = fmt.Sprintf("%d %q %v", status, body, err)
+				}
+				l.mu.Lock()
+				l.samples = append(l.samples, sm)
+				l.mu.Unlock()
+			}
+		}()
+	}
+	proxy.stop()
+	time.Sleep(5 * time.Second)
+	proxy.restart(t)
+	back := time.Now()
+	var relisted time.Time
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if at := proxy.lastRequest(); at.After(back) {
+			relisted = at
+			break
+		}
+	}
+	sent, failed, failures := count(l.end())
+	t.Logf("SUMMARY manager API away 5s (Caddy on a worker, TCP): %d requests, %d failed %v; Caddy back at the manager %v after its return",
+		sent, failed, failures, relisted.Sub(back).Round(time.Millisecond))
+	if failed != 0 {
+		t.Errorf("%d of %d requests failed while the manager's API was away", failed, sent)
+	}
+	if relisted.IsZero() {
+		t.Errorf("Caddy never came back to the manager's API within 30s")
+	}
+
 	proxy.mu.Lock()
 	defer proxy.mu.Unlock()
 	t.Logf("Caddy on a worker, following the manager at tcp://%s, used: %v", proxy.addr, slices.Sorted(keys(proxy.passed)))
