@@ -95,6 +95,12 @@ var teardownOnce sync.Once
 func teardown() {
 	teardownOnce.Do(func() {
 		cleanupDocker()
+		// A test may have promoted the workers (TestClusterManagerRestart).
+		var names []string
+		for i := 1; i <= workers; i++ {
+			names = append(names, nodeName(i))
+		}
+		_, _ = docker(30*time.Second, append([]string{"node", "demote"}, names...)...)
 		for i := 1; i <= workers; i++ {
 			_, _ = nodeDocker(i, 30*time.Second, "swarm", "leave", "--force")
 		}
@@ -399,6 +405,12 @@ func cleanupDocker() {
 	}
 	if caddyName != "" {
 		_, _ = docker(time.Minute, "rm", "--force", caddyName)
+	}
+	// Any other container a test started on this Engine (a second Caddy).
+	if out, err := docker(time.Minute, "ps", "--all", "--quiet", "--filter", "label=caddy-dicer.test.run="+dockertest.RunID()); err == nil {
+		if ids := strings.Fields(out); len(ids) > 0 {
+			_, _ = docker(time.Minute, append([]string{"rm", "--force"}, ids...)...)
+		}
 	}
 	if network != "" {
 		deadline := time.Now().Add(30 * time.Second)

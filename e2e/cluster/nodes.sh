@@ -8,6 +8,8 @@
 #   nodes.sh down        stop every node, remove namespaces, veths, bridge,
 #                        firewall rule and data roots (idempotent)
 #   nodes.sh kill I      SIGKILL node I's whole PID namespace (a crash)
+#   nodes.sh stop I      stop node I's dockerd cleanly (SIGTERM; it stops
+#                        its containers and leaves, then the namespace ends)
 #   nodes.sh start I     start node I's dockerd again on its data root
 #   nodes.sh cut I       take node I's link down (a partition)
 #   nodes.sh heal I      bring it back up
@@ -114,6 +116,18 @@ kill_node() {
 	fi
 }
 
+# stop_node sends SIGTERM to node I's dockerd (its PID namespace's PID 1)
+# and waits until the namespace has ended.
+stop_node() {
+	local init; init=$(pidns_init "$1")
+	[ -n "$init" ] && kill -TERM "$init" 2>/dev/null || true
+	local pid; pid=$(cat "$RUN/n$1/unshare.pid" 2>/dev/null) || true
+	if [ -n "$pid" ]; then
+		for _ in $(seq 600); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+		kill_node "$1"
+	fi
+}
+
 down() {
 	local n
 	for nsfile in /var/run/netns/${PREFIX}-n*; do
@@ -147,13 +161,14 @@ up)
 	;;
 down) down ;;
 kill) kill_node "$2" ;;
+stop) stop_node "$2" ;;
 start) start "$2" ;;
 cut) ip link set "$(node "$2")h" down ;;
 heal) ip link set "$(node "$2")h" up ;;
 host) echo "unix://$(sock "$2")" ;;
 addr) addr "$2" ;;
 *)
-	sed -n '2,18p' "$0" >&2
+	sed -n '2,20p' "$0" >&2
 	exit 2
 	;;
 esac
