@@ -20,7 +20,7 @@ FUZZ_TARGETS := \
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: help test test-short lint fmt build bench load example test-e2e generate fuzz image test-compose
+.PHONY: help test test-short lint fmt build bench load example test-e2e test-cluster generate fuzz image test-compose
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ test-short: ## the hermetic unit tests only (go test -short): no Docker Engine, 
 test-e2e: ## end-to-end: build Caddy with xcaddy, run it against a simulated Dicer host in a network namespace (root), and in a container on a single-node Docker swarm the test makes and leaves
 	go vet -tags e2e ./e2e/...
 	CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 20m ./e2e/...
+
+test-cluster: ## a real three-node swarm on this machine (root): this Engine as manager, two dockerd's in network namespaces as workers; crash, cut, drain, rolling update under load through Caddy; leaves nothing behind (docs/cluster.md)
+	./e2e/cluster/run.sh
 
 lint: ## golangci-lint with the committed .golangci.yml
 	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION) run ./...

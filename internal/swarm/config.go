@@ -29,6 +29,12 @@ type Config struct {
 	// an update or a scale under way) is re-listed every Converging, any
 	// other every Resync. Zero: DefaultConverging, DefaultResync.
 	Converging, Resync time.Duration
+	// NodeProbe is how often the node watch probes the tasks of each node
+	// other than the followed manager, to take a node that stops
+	// answering out of the rotations within a second, long before Swarm
+	// marks it down (R11t). Zero: DefaultNodeProbe (250ms); negative: no
+	// node watch. It applies to the endpoint tasks only.
+	NodeProbe time.Duration
 }
 
 // Check checks the settings without reading files; each error names the

@@ -3,8 +3,10 @@ package swarm
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -24,12 +26,29 @@ type fakeSwarm struct {
 	containers map[string]container.Summary // by task ID
 	calls      map[string]int
 	events     chan events.Message
+	// silent are the addresses the node watch's probes get no answer
+	// from; every other is refused (no test dials out).
+	silent map[string]bool
+}
+
+// dial is the node watch's dialer: no connection is made; an address in
+// silent times out, any other is refused.
+func (f *fakeSwarm) dial(ctx context.Context, _, addr string) (net.Conn, error) {
+	f.mu.Lock()
+	silent := f.silent[addr]
+	f.calls["dial "+addr]++
+	f.mu.Unlock()
+	if silent {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 }
 
 func newFakeSwarm() *fakeSwarm {
 	return &fakeSwarm{
 		services: map[string]swarm.Service{}, tasks: map[string]swarm.Task{},
-		containers: map[string]container.Summary{}, calls: map[string]int{},
+		containers: map[string]container.Summary{}, calls: map[string]int{}, silent: map[string]bool{},
 		events: make(chan events.Message, 1000),
 	}
 }
@@ -42,6 +61,7 @@ func (f *fakeSwarm) adapter(cfg Config) *Adapter {
 		panic(err)
 	}
 	a.wrap = func(engine) engine { return f }
+	a.dial = f.dial
 	return a
 }
 

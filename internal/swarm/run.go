@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -48,9 +49,12 @@ type Adapter struct {
 	endpoint   string
 	converging time.Duration
 	resync     time.Duration
+	nodeProbe  time.Duration // negative: no node watch
 	key        string
 	// wrap, if set, wraps each session's client (tests).
 	wrap func(engine) engine
+	// dial opens the node watch's probe connections (tests replace it).
+	dial dialFunc
 }
 
 // New checks cfg and reads its TLS files. Each error names the setting at
@@ -63,7 +67,8 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Adapter{docker: d, endpoint: cfg.Endpoint, converging: cfg.Converging, resync: cfg.Resync}
+	a := &Adapter{docker: d, endpoint: cfg.Endpoint, converging: cfg.Converging, resync: cfg.Resync,
+		nodeProbe: cfg.NodeProbe, dial: (&net.Dialer{}).DialContext}
 	if a.endpoint == "" {
 		a.endpoint = EndpointTasks
 	}
@@ -73,7 +78,10 @@ func New(cfg Config) (*Adapter, error) {
 	if a.resync == 0 {
 		a.resync = DefaultResync
 	}
-	a.key = follow.Key("swarm", d.Key(), a.endpoint, a.converging.String(), a.resync.String())
+	if a.nodeProbe == 0 {
+		a.nodeProbe = DefaultNodeProbe
+	}
+	a.key = follow.Key("swarm", d.Key(), a.endpoint, a.converging.String(), a.resync.String(), a.nodeProbe.String())
 	return a, nil
 }
 
@@ -112,12 +120,16 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 	if a.wrap != nil {
 		eng = a.wrap(eng)
 	}
-	return &conn{
+	c := &conn{
 		eng: eng, log: log, endpoint: a.endpoint, converging: a.converging, resync: a.resync,
 		services: map[string]*service{}, members: map[string]map[string]struct{}{},
 		taskService: map[string]string{}, taskNode: map[string]string{},
 		due: newSchedule(),
-	}, nil
+	}
+	if a.endpoint == EndpointTasks && a.nodeProbe > 0 {
+		c.watch = newNodeWatch(a.nodeProbe, a.dial)
+	}
+	return c, nil
 }
 
 // Explain implements follow.Daemon: the Engine's explanations, and what a
@@ -145,6 +157,7 @@ type conn struct {
 	taskService map[string]string              // task ID -> service ID
 	taskNode    map[string]string              // task ID -> node ID
 	due         *schedule
+	watch       *nodeWatch // nil: no node watch (R11t)
 }
 
 func (c *conn) Close() error { return c.eng.Close() }
@@ -183,8 +196,22 @@ func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
 	return func(report func(follow.Event)) error {
 		ticker := time.NewTicker(tick)
 		defer ticker.Stop()
+		var lostNodes <-chan struct{}
+		if c.watch != nil {
+			wctx, stop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); c.watch.run(wctx, c.log) }()
+			defer func() { stop(); <-done }()
+			lostNodes = c.watch.notify
+		}
 		for {
 			select {
+			case <-lostNodes:
+				// A node lost or answering again: its services re-listed,
+				// their tasks there marked by the verdict.
+				for _, node := range c.watch.takeChanged() {
+					report(follow.Event{Group: groupNode + node})
+				}
 			case err, ok := <-errs:
 				if !ok || err == nil {
 					err = io.EOF
@@ -247,6 +274,9 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 		return follow.Listing{}, follow.WrapCall("Info", err)
 	}
 	c.nodeID = info.Swarm.NodeID
+	if c.watch != nil {
+		c.watch.setLocal(c.nodeID)
+	}
 	svcs, err := c.eng.ServiceList(ctx, swarm.ServiceListOptions{})
 	if err != nil {
 		return follow.Listing{}, follow.WrapCall("ServiceList", err)
@@ -281,6 +311,7 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 // needs to know of them.
 func (c *conn) keep(svc *service, tasks []swarm.Task, locals map[string]local) (insts []catalog.Instance, converging bool) {
 	insts, converging = translateService(svc, tasks, locals, c.endpoint)
+	c.watchNodes(svc.id, tasks, insts[1:])
 	c.services[svc.id] = svc
 	members := map[string]struct{}{}
 	for _, in := range insts[1:] {
@@ -403,7 +434,38 @@ func (c *conn) forget(id string) []string {
 	delete(c.services, id)
 	delete(c.members, id)
 	c.due.remove(id)
+	if c.watch != nil {
+		c.watch.setService(id, nil)
+	}
 	return gone
+}
+
+// watchNodes gives the node watch a service's task instances on other
+// nodes to probe, and marks those on a lost node unhealthy: they leave the
+// rotations until their node answers again (R11t).
+func (c *conn) watchNodes(id string, tasks []swarm.Task, insts []catalog.Instance) {
+	if c.watch == nil {
+		return
+	}
+	node := make(map[string]string, len(tasks))
+	for _, t := range tasks {
+		node[t.ID] = t.NodeID
+	}
+	targets := map[string]probeTarget{}
+	for i := range insts {
+		in := &insts[i]
+		n := node[in.ID]
+		if n == "" || n == c.nodeID || in.State != catalog.StateRunning {
+			continue
+		}
+		if addr := probeAddr(*in); addr != "" {
+			targets[in.ID] = probeTarget{node: n, addr: addr}
+		}
+		if c.watch.isLost(n) {
+			in.Health = catalog.HealthUnhealthy
+		}
+	}
+	c.watch.setService(id, targets)
 }
 
 // Fetch re-reads one task, which its container's event named: the task
