@@ -76,6 +76,10 @@ func TestClusterManagerRestart(t *testing.T) {
 				added = append(added, tk.ID)
 			}
 		}
+		if len(added) != 1 {
+			l.end()
+			t.Fatalf("round %d: scaling 2 -> 3 added tasks %v", round+1, added)
+		}
 		if routable, _ := c.routable(added[0]); routable {
 			t.Errorf("round %d: Caddy routes to a task started while its Engine was away", round+1)
 		}
