@@ -499,8 +499,17 @@ func report(t *testing.T, what string, rs []result) {
 	sm, sx := med(func(r result) time.Duration { return r.swarm })
 	bm, bx := med(func(r result) time.Duration { return r.back })
 	wm, wx := med(func(r result) time.Duration { return r.watch })
-	t.Logf("SUMMARY %s: %d runs, %d requests, %d failed; fault -> out of rotation median %v max %v (out of the catalog median %v max %v); fault -> Swarm node down median %v max %v (Traefik, polling Swarm every 15s: that plus up to 15s); heal -> served again median %v max %v",
-		what, len(rs), sent, failed, om, ox, wm, wx, sm, sx, bm, bx)
+	line := fmt.Sprintf("SUMMARY %s: %d runs, %d requests, %d failed; fault -> out of rotation median %v max %v", what, len(rs), sent, failed, om, ox)
+	if wx > 0 {
+		line += fmt.Sprintf(" (out of the catalog median %v max %v)", wm, wx)
+	}
+	if sx > 0 {
+		line += fmt.Sprintf("; fault -> Swarm node down median %v max %v (Traefik, polling Swarm every 15s: that plus up to 15s)", sm, sx)
+	}
+	if bx > 0 {
+		line += fmt.Sprintf("; heal -> served again median %v max %v", bm, bx)
+	}
+	t.Log(line)
 }
 
 // A worker's Engine crashes (its dockerd, containerd and task containers
@@ -664,11 +673,14 @@ func TestClusterWorkerCut(t *testing.T) {
 func TestClusterDrain(t *testing.T) {
 	s := createService(t, "drain", helloV1, "--replicas", "3", "--placement-pref", "spread=node.id")
 	victim := nodeName(1)
+	var rs []result
 	for round := range rounds {
 		ts := waitRunning(t, s, 3, everyNode()...)
 		waitServedBy(t, s, ts, time.Minute)
+		drained := onNode(t, ts, victim)
 		l := startLoad(s.host, 4)
 		time.Sleep(300 * time.Millisecond)
+		fault := time.Now()
 		if out, err := docker(time.Minute, "node", "update", "--availability", "drain", victim); err != nil {
 			l.end()
 			t.Fatalf("drain: %v\n%s", err, out)
@@ -697,10 +709,13 @@ func TestClusterDrain(t *testing.T) {
 		waitServedBy(t, s, now, time.Minute)
 		samples := l.end()
 		sent, failed, failures := count(samples)
-		t.Logf("round %d: drain of %s: %d requests, %d failed %v", round+1, victim, sent, failed, failures)
+		r := result{sent: sent, failed: failed, out: lastBy(samples, drained.host).Sub(fault)}
+		t.Logf("round %d: drain of %s: %d requests, %d failed %v; the drained task's last answer was to a request sent %v after the drain",
+			round+1, victim, sent, failed, failures, r.out.Round(time.Millisecond))
 		if failed != 0 {
 			t.Errorf("round %d: %d of %d requests failed during the drain", round+1, failed, sent)
 		}
+		rs = append(rs, r)
 		if out, err := docker(time.Minute, "node", "update", "--availability", "active", victim); err != nil {
 			t.Fatalf("undrain: %v\n%s", err, out)
 		}
@@ -713,50 +728,76 @@ func TestClusterDrain(t *testing.T) {
 			}
 		}
 	}
+	report(t, "drain (out of rotation: the drained task's last answer)", rs)
 }
 
 // A rolling update (start-first) whose new tasks may not run where the
-// old ones did (a placement constraint added with the new image): every
-// new task lands on another node than the one it replaces, under load,
-// with 0 failed requests.
+// old ones did (the placement constraint flipped with the new image):
+// every new task lands on another node than the one it replaces, under
+// load, with 0 failed requests. Each round flips the image and the
+// constraint: onto cdt-n2 only, then off it.
 func TestClusterRollingUpdateElsewhere(t *testing.T) {
 	s := createService(t, "roll", helloV1, "--replicas", "2",
 		"--constraint", "node.hostname!="+nodeName(2),
 		"--update-order", "start-first", "--update-parallelism", "1", "--update-delay", "500ms")
-	old := waitRunning(t, s, 2)
-	waitServedBy(t, s, old, time.Minute)
-	oldNodes := map[string]bool{}
-	for _, tk := range old {
-		oldNodes[tk.node] = true
-	}
-	if len(oldNodes) != 2 {
-		t.Fatalf("want the old tasks on two nodes: %v", old)
-	}
-	l := startLoad(s.host, 4)
-	time.Sleep(300 * time.Millisecond)
-	// The new tasks may run on cdt-n2 only.
-	out, err := docker(5*time.Minute, "service", "update", "--quiet", "--no-resolve-image", "--image", helloV2,
-		"--constraint-rm", "node.hostname!="+nodeName(2), "--constraint-add", "node.hostname=="+nodeName(2), s.name)
-	if err != nil {
-		l.end()
-		t.Fatalf("docker service update: %v\n%s", err, out)
-	}
-	ts := waitRunning(t, s, 2, nodeName(2), nodeName(2))
-	waitServedBy(t, s, ts, time.Minute)
-	samples := l.end()
-	sent, failed, failures := count(samples)
-	t.Logf("SUMMARY rolling update start-first onto another node: %d requests, %d failed %v", sent, failed, failures)
-	if failed != 0 {
-		t.Errorf("%d of %d requests failed during the rolling update", failed, sent)
-	}
-	for h, tk := range ts {
-		if tk.Spec.ContainerSpec == nil || tk.Spec.ContainerSpec.Image != helloV2 {
-			t.Errorf("task %s runs %v, want %s", h, tk.Spec.ContainerSpec, helloV2)
+	onN2 := "node.hostname==" + nodeName(2)
+	offN2 := "node.hostname!=" + nodeName(2)
+	constraint, image := offN2, helloV1
+	var rs []result
+	for round := range rounds {
+		old := waitRunning(t, s, 2)
+		waitServedBy(t, s, old, time.Minute)
+		oldNodes := map[string]bool{}
+		for _, tk := range old {
+			oldNodes[tk.node] = true
 		}
+		next, nextImage := onN2, helloV2
+		if constraint == onN2 {
+			next, nextImage = offN2, helloV1
+		}
+		l := startLoad(s.host, 4)
+		time.Sleep(300 * time.Millisecond)
+		fault := time.Now()
+		out, err := docker(5*time.Minute, "service", "update", "--quiet", "--no-resolve-image", "--image", nextImage,
+			"--constraint-rm", constraint, "--constraint-add", next, s.name)
+		if err != nil {
+			l.end()
+			t.Fatalf("round %d: docker service update: %v\n%s", round+1, err, out)
+		}
+		constraint, image = next, nextImage
+		var ts map[string]task
+		if next == onN2 {
+			ts = waitRunning(t, s, 2, nodeName(2), nodeName(2))
+		} else {
+			ts = waitRunning(t, s, 2)
+		}
+		waitServedBy(t, s, ts, time.Minute)
+		samples := l.end()
+		r := result{}
+		r.sent, r.failed, _ = count(samples)
+		_, _, failures := count(samples)
+		for h := range old {
+			r.out = max(r.out, lastBy(samples, h).Sub(fault))
+		}
+		t.Logf("round %d: rolling update onto %s: %d requests, %d failed %v; the last old task's last answer was to a request sent %v after the update began",
+			round+1, next, r.sent, r.failed, failures, r.out.Round(time.Millisecond))
+		if r.failed != 0 {
+			t.Errorf("round %d: %d of %d requests failed during the rolling update", round+1, r.failed, r.sent)
+		}
+		for h, tk := range ts {
+			if tk.Spec.ContainerSpec == nil || tk.Spec.ContainerSpec.Image != image {
+				t.Errorf("round %d: task %s runs %v, want %s", round+1, h, tk.Spec.ContainerSpec, image)
+			}
+			if next == offN2 && tk.node == nodeName(2) || next == onN2 && oldNodes[tk.node] {
+				t.Errorf("round %d: new task %s on %s, where an old one ran (%v)", round+1, h, tk.node, oldNodes)
+			}
+		}
+		if r.sent < 100 {
+			t.Errorf("round %d: only %d requests under load: the update was not exercised", round+1, r.sent)
+		}
+		rs = append(rs, r)
 	}
-	if sent < 100 {
-		t.Errorf("only %d requests under load: the update was not exercised", sent)
-	}
+	report(t, "rolling update start-first onto other nodes (out of rotation: the last old task's last answer)", rs)
 }
 
 // caddyLog returns the lines of Caddy's log that mention about.

@@ -8,7 +8,8 @@
 // the manager, on an attachable overlay network, following the manager's
 // socket; the services' tasks run on all three nodes. The tests make the
 // failures a cluster has (a worker crashed, a worker cut off the network,
-// a node drained, a rolling update whose new tasks land elsewhere) under
+// a node drained, a rolling update whose new tasks land elsewhere, the
+// Engine Caddy follows restarted) three times each under
 // steady load through Caddy, and report what failed and how fast the lost
 // tasks left the rotation.
 //

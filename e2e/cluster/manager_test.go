@@ -21,8 +21,15 @@ import (
 
 // managerRestarts are the ways the followed manager's Engine goes away in
 // TestClusterManagerRestart, one round each: SIGKILL to its whole node (a
-// crash) three times, then a clean stop.
-var managerRestarts = []string{"kill", "kill", "kill", "stop"}
+// crash) twice, then a clean stop (SIGTERM to its dockerd).
+var managerRestarts = []string{"kill", "kill", "stop"}
+
+// stableSession is follow.DefaultStable: a session that lasted this long
+// after its listing resets the re-list backoff. Each round starts from
+// such a session, as the restart of an Engine that had been up does; a
+// daemon that cuts the session off more often is re-listed ever less
+// often, by design (a re-listing costs it).
+const stableSession = 30 * time.Second
 
 // managerOutage is how long the followed manager stays away.
 const managerOutage = 3 * time.Second
@@ -51,6 +58,7 @@ func TestClusterManagerRestart(t *testing.T) {
 		scaleTo(t, s, 2)
 		before := waitRunning(t, s, 2)
 		c.waitRoutable(t, slices.Collect(keysOfTasks(before)), 30*time.Second)
+		c.waitFollowing(t, stableSession, time.Minute)
 		l := startLoadVia(c.addr, s.host, 4)
 		time.Sleep(300 * time.Millisecond)
 		fault := time.Now()
@@ -67,6 +75,10 @@ func TestClusterManagerRestart(t *testing.T) {
 			if _, ok := before[tk.host]; !ok {
 				added = append(added, tk.ID)
 			}
+		}
+		if len(added) != 1 {
+			l.end()
+			t.Fatalf("round %d: scaling 2 -> 3 added tasks %v", round+1, added)
 		}
 		if routable, _ := c.routable(added[0]); routable {
 			t.Errorf("round %d: Caddy routes to a task started while its Engine was away", round+1)
@@ -285,6 +297,38 @@ func (c *followerCaddy) waitRoutable(t *testing.T, ids []string, timeout time.Du
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// waitFollowing waits until this Caddy's connection has been following
+// (listed, session up) for at least d, per GET /dicer/daemons.
+func (c *followerCaddy) waitFollowing(t *testing.T, d, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+c.admin+"/dicer/daemons", nil)
+		req.Host = adminHost
+		var list []struct {
+			State string    `json:"state"`
+			Since time.Time `json:"since"`
+		}
+		resp, err := httpClient.Do(req)
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&list)
+			resp.Body.Close()
+		}
+		if err == nil && len(list) == 1 && list[0].State == "following" {
+			if wait := time.Until(list[0].Since.Add(d)); wait <= 0 {
+				return
+			} else if time.Now().Add(wait).Before(deadline) {
+				time.Sleep(wait)
+				continue
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the follower Caddy's connection not following for %v: %v %v", d, list, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
