@@ -27,7 +27,6 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,8 +42,6 @@ import (
 const (
 	// envRun must be 1 for the suite to run (make test-cluster sets it).
 	envRun = "CADDY_DICER_CLUSTER"
-	// envCaddy names a static Caddy binary to use instead of building one.
-	envCaddy = "CADDY_DICER_E2E_STATIC_CADDY"
 )
 
 // nodeMarker labels the manager node of the swarm this suite made, so
@@ -340,62 +337,34 @@ const caddyfile = `{
 }
 `
 
-// buildImage builds an image FROM scratch (or FROM a local image) from
+// buildImage builds an image (see dockertest.BuildImageDir) from
 // dockerfile and files (name -> path to copy; "Caddyfile" with "" is the
-// caddyfile above), with the classic builder, so nothing is pulled.
+// caddyfile above), and records it for the teardown.
 func buildImage(name, dockerfile string, files map[string]string) (string, error) {
-	dir, err := os.MkdirTemp("", "cdt-cluster-image")
-	if err != nil {
-		return "", err
-	}
-	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
-		return "", err
-	}
+	contents := map[string][]byte{}
 	for f, src := range files {
 		data := []byte(caddyfile)
 		if src != "" {
+			var err error
 			if data, err = os.ReadFile(src); err != nil {
 				return "", err
 			}
 		}
-		if err := os.WriteFile(filepath.Join(dir, f), data, 0o755); err != nil {
-			return "", err
-		}
+		contents[f] = data
 	}
-	ref := "caddy-dicer-test/" + name + ":" + dockertest.RunID()
-	cmd := exec.Command("docker", "build", "--quiet", "--tag", ref, dir)
-	cmd.Env = append(os.Environ(), "DOCKER_BUILDKIT=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building %s: %v\n%s", ref, err, out)
+	ref, err := dockertest.BuildImageDir(name, dockerfile, contents)
+	if err == nil {
+		images = append(images, ref)
 	}
-	images = append(images, ref)
-	return ref, nil
+	return ref, err
 }
 
 // images are the images this run built (the test image excepted, which
 // dockertest keeps for reuse).
 var images []string
 
-// caddyBinary builds Caddy with the plugin from this checkout as `make
-// image` does, or takes the binary envCaddy names.
-func caddyBinary() (string, error) {
-	if bin := os.Getenv(envCaddy); bin != "" {
-		fmt.Fprintf(os.Stderr, "e2e/cluster: using the static Caddy %s (%s)\n", bin, envCaddy)
-		return bin, nil
-	}
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		return "", err
-	}
-	cmd := exec.Command("make", "-C", root, "bin/image/caddy/caddy")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("building Caddy: %v\n%s", err, out.String())
-	}
-	return filepath.Join(root, "bin/image/caddy/caddy"), nil
-}
+// caddyBinary is the static Caddy of this checkout (dockertest.StaticCaddy).
+func caddyBinary() (string, error) { return dockertest.StaticCaddy("../..", "e2e/cluster") }
 
 // cleanupDocker removes the services, Caddy's container and the network.
 func cleanupDocker() {
@@ -456,15 +425,4 @@ func command(timeout time.Duration, name string, args ...string) (string, error)
 }
 
 // published returns the 127.0.0.1:port where container publishes port.
-func published(container, port string) (string, error) {
-	out, err := docker(30*time.Second, "port", container, port)
-	if err != nil {
-		return "", fmt.Errorf("docker port %s %s: %v\n%s", container, port, err, out)
-	}
-	for _, line := range strings.Fields(out) {
-		if strings.HasPrefix(line, "127.0.0.1:") {
-			return line, nil
-		}
-	}
-	return "", fmt.Errorf("%s publishes %s nowhere on 127.0.0.1: %s", container, port, out)
-}
+func published(container, port string) (string, error) { return dockertest.Published(container, port) }
