@@ -149,6 +149,19 @@ func (c *connection) await(ctx caddy.Context) error {
 	select {
 	case <-c.settled:
 	case <-wait.C:
+		return nil
+	case <-ctx.Done():
+		return nil
+	}
+	// The route's Watch may have made instances relevant that no earlier
+	// route of the connection watched (R1b), so the first settle did not
+	// probe them: wait for their first attempts too, as settle does, for
+	// at least settleGrace.
+	grace := time.NewTimer(max(time.Until(deadline), settleGrace))
+	defer grace.Stop()
+	select {
+	case <-c.prober.Idle():
+	case <-grace.C:
 	case <-ctx.Done():
 	}
 	return nil
