@@ -337,22 +337,11 @@ const caddyfile = `{
 }
 `
 
-// buildImage builds an image (see dockertest.BuildImageDir) from
+// buildImage builds an image (see dockertest.BuildImageFromFiles) from
 // dockerfile and files (name -> path to copy; "Caddyfile" with "" is the
 // caddyfile above), and records it for the teardown.
 func buildImage(name, dockerfile string, files map[string]string) (string, error) {
-	contents := map[string][]byte{}
-	for f, src := range files {
-		data := []byte(caddyfile)
-		if src != "" {
-			var err error
-			if data, err = os.ReadFile(src); err != nil {
-				return "", err
-			}
-		}
-		contents[f] = data
-	}
-	ref, err := dockertest.BuildImageDir(name, dockerfile, contents)
+	ref, err := dockertest.BuildImageFromFiles(name, dockerfile, files, caddyfile)
 	if err == nil {
 		images = append(images, ref)
 	}

@@ -12,6 +12,24 @@ import (
 )
 
 // EnvStaticCaddy names a static Caddy binary (with the plugin) that
+// BuildImageFromFiles is BuildImageDir with files given as paths to copy
+// (a name in the build folder -> a path), where an empty path stands for
+// inline, e.g. a test's Caddyfile.
+func BuildImageFromFiles(name, dockerfile string, files map[string]string, inline string) (string, error) {
+	contents := map[string][]byte{}
+	for f, src := range files {
+		data := []byte(inline)
+		if src != "" {
+			var err error
+			if data, err = os.ReadFile(src); err != nil {
+				return "", err
+			}
+		}
+		contents[f] = data
+	}
+	return BuildImageDir(name, dockerfile, contents)
+}
+
 // StaticCaddy returns instead of building one.
 const EnvStaticCaddy = "CADDY_DICER_E2E_STATIC_CADDY"
 
