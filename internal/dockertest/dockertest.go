@@ -175,6 +175,10 @@ type Options struct {
 	Labels map[string]string
 	// Env is added to the container's environment (NAME, PORT, HEALTH).
 	Env []string
+	// Image is the image to run; "" is the test image (BuildImage).
+	Image string
+	// Cmd replaces the image's command; nil keeps it.
+	Cmd []string
 	// Health is the container's health check; nil for none. HealthCheck
 	// gives the usual one.
 	Health *container.HealthConfig
@@ -241,9 +245,12 @@ func StartContainer(ctx context.Context, cli client.APIClient, opts Options) (Co
 	if opts.Name == "" {
 		return Container{}, errors.New("Options.Name is required")
 	}
-	image, err := BuildImage(ctx, cli)
-	if err != nil {
-		return Container{}, err
+	image := opts.Image
+	if image == "" {
+		var err error
+		if image, err = BuildImage(ctx, cli); err != nil {
+			return Container{}, err
+		}
 	}
 	exposed, bindings, err := nat.ParsePortSpecs(opts.Ports)
 	if err != nil {
@@ -256,6 +263,7 @@ func StartContainer(ctx context.Context, cli client.APIClient, opts Options) (Co
 	env := append([]string{"NAME=" + opts.Name}, opts.Env...)
 	cfg := &container.Config{
 		Image:        image,
+		Cmd:          opts.Cmd,
 		Labels:       labels,
 		Env:          env,
 		Healthcheck:  opts.Health,

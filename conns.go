@@ -1,0 +1,81 @@
+package caddydicer
+
+import (
+	"context"
+	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// The upstream sources also route whole connections, for a proxy of
+// another Caddy app (the layer-4 handler in ./layer4, R14): the same
+// settings, catalog, readiness, rotation and scale to zero as for HTTP
+// requests, answered per connection instead of per request.
+
+// ConnTarget is an instance a connection may go to: where to dial it and
+// its name. Pass it back to Opened once a connection to it is open.
+type ConnTarget struct {
+	// Dial is the address to connect to, host:port.
+	Dial string
+	// Instance is the instance's name, for logs.
+	Instance string
+
+	activity *catalog.Activity
+}
+
+// ConnTargets returns where a connection for host may go (host: the TLS
+// server name a layer-4 route matched, or "" when it has none), as
+// GetUpstreams does for a request: the routable instances, in rotation
+// order. With none, an instance to wake is woken (R5, Docker) and the
+// call waits until it is ready, ctx ends or the wake timeout passes; then
+// nothing is returned and the connection should be closed. On Dicer the
+// instance on standby is returned, and Dicer wakes it at the connection.
+func (s *upstreamSource) ConnTargets(ctx context.Context, host string) []ConnTarget {
+	var buf [8]catalog.Target
+	host = catalog.NormalizeHost(host)
+	targets, pick := s.conn.catalog.Snapshot().Pick(buf[:0], s.route, host, false)
+	if len(targets) == 0 {
+		targets = s.holdConn(ctx, host, buf[:0])
+	}
+	if pick == catalog.PickedStandby && s.wakes != nil {
+		s.wakes.Inc()
+	}
+	if len(targets) == 0 && s.noUpstream != nil {
+		s.noUpstream.Inc()
+	}
+	out := make([]ConnTarget, len(targets))
+	for i, t := range targets {
+		out[i] = ConnTarget{Dial: t.Dial, Instance: t.Instance, activity: t.Activity}
+	}
+	return out
+}
+
+// holdConn is ConnTargets for a route with nothing routable: it wakes an
+// instance on a daemon that Caddy wakes (Docker) and waits for it, at most
+// the wake timeout.
+func (s *upstreamSource) holdConn(ctx context.Context, host string, buf []catalog.Target) []catalog.Target {
+	if s.conn.standby == nil {
+		return nil
+	}
+	timeout := s.wakeTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	targets, _ := s.conn.standby.Hold(ctx, s.route, host, timeout, buf)
+	return targets
+}
+
+// Opened records a connection open to t, which keeps t's instance from
+// going on standby while it lasts (an open connection is activity, however
+// long it stays quiet: R5, R14b); call the returned func once it closes.
+func (s *upstreamSource) Opened(t ConnTarget) (closed func()) {
+	if t.activity == nil || s.conn.standby == nil {
+		return func() {}
+	}
+	s.conn.standby.Routed(t.activity, t.Dial)
+	busy := t.activity.Begin() // in flight until Learn
+	return func() {
+		busy.Learn(t.Dial, nil)
+		t.activity.Touch(time.Now()) // idle counts from the close
+	}
+}

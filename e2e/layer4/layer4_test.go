@@ -1,0 +1,294 @@
+//go:build e2e && linux
+
+package layer4
+
+import (
+	"bufio"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/events"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
+)
+
+// route is a Caddy with one plain layer-4 route per entry of sels (a
+// selector, port), each on a port of its own, plus one route on a TLS
+// port, by server name, for the first.
+type route struct {
+	caddy *caddyProc
+	plain []string // 127.0.0.1:port of each route
+	tls   string   // 127.0.0.1:port of the TLS route
+}
+
+// caseSelector is the selector of a test's own containers.
+func caseSelector(name string) string {
+	return "cdl4.case=" + name + "," + dockertest.RunLabel + "=" + dockertest.RunID()
+}
+
+func startRoutes(t *testing.T, port int, sels ...string) route {
+	t.Helper()
+	admin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	r := route{tls: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	var b strings.Builder
+	fmt.Fprintf(&b, "{\n\tadmin %s\n\tlayer4 {\n", admin)
+	for _, sel := range sels {
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		r.plain = append(r.plain, addr)
+		fmt.Fprintf(&b, "\t\t%s {\n\t\t\troute {\n\t\t\t\tdicer_proxy docker %s %d {\n\t\t\t\t\twake_timeout 30s\n\t\t\t\t}\n\t\t\t}\n\t\t}\n", addr, sel, port)
+	}
+	fmt.Fprintf(&b, "\t\t%s {\n\t\t\t@tls tls\n\t\t\troute @tls {\n\t\t\t\tdicer_proxy docker %s %d\n\t\t\t}\n\t\t}\n", r.tls, sels[0], port)
+	b.WriteString("\t}\n}\n")
+	r.caddy = startCaddy(t, admin, b.String())
+	return r
+}
+
+// hello sends one HTTP request over a new connection to addr and returns
+// the name of the container that answered ("hello from <name>").
+func hello(addr string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+	if _, err := io.WriteString(c, "GET / HTTP/1.0\r\nHost: l4.test\r\n\r\n"); err != nil {
+		return "", err
+	}
+	body, err := io.ReadAll(c)
+	if err != nil {
+		return "", err
+	}
+	_, after, ok := strings.Cut(string(body), "hello from ")
+	if !ok {
+		return "", fmt.Errorf("no hello in %q", body)
+	}
+	return strings.TrimSpace(after), nil
+}
+
+func TestL4_R14_connections_rotate_over_the_routable_instances(t *testing.T) {
+	a := dockertest.Start(t, cli, dockertest.Options{Name: "l4rot-a", Labels: map[string]string{"cdl4.case": "rot"}})
+	b := dockertest.Start(t, cli, dockertest.Options{Name: "l4rot-b", Labels: map[string]string{"cdl4.case": "rot"}})
+	r := startRoutes(t, 8080, caseSelector("rot"))
+	seen := map[string]int{}
+	testkit.Eventually(t, 30*time.Second, "both containers answer through the layer-4 route", func() bool {
+		name, err := hello(r.plain[0])
+		if err == nil {
+			seen[name]++
+		}
+		return seen[a.Name] > 0 && seen[b.Name] > 0
+	})
+	failed := 0
+	for range 100 {
+		name, err := hello(r.plain[0])
+		if err != nil {
+			failed++
+			t.Logf("connection: %v", err)
+			continue
+		}
+		seen[name]++
+	}
+	if failed > 0 {
+		t.Errorf("%d of 100 connections failed", failed)
+	}
+	if d := seen[a.Name] - seen[b.Name]; d > 20 || d < -20 {
+		t.Errorf("connections not in rotation: %v", seen)
+	}
+	t.Logf("answers by container: %v", seen)
+}
+
+// standbyContainer starts a container labelled caddy.standby_after, waits
+// until it answers directly, measuring its own start (docker start to its
+// first answer), then stops it: on standby.
+func standbyContainer(t *testing.T, name, caseName, after string, labels map[string]string) (dockertest.Container, time.Duration) {
+	t.Helper()
+	l := map[string]string{"cdl4.case": caseName, "caddy.standby_after": after}
+	for k, v := range labels {
+		l[k] = v
+	}
+	c := dockertest.Start(t, cli, dockertest.Options{Name: name, Labels: l, NoStart: true})
+	start := time.Now()
+	if out, err := dockertest.Docker(time.Minute, "start", c.ID); err != nil {
+		t.Fatalf("docker start: %v\n%s", err, out)
+	}
+	ip := testkit.ContainerIP(t, cli, c.ID, "bridge")
+	testkit.Eventually(t, 30*time.Second, "the container answers directly", func() bool {
+		_, err := hello(net.JoinHostPort(ip, "8080"))
+		return err == nil
+	})
+	own := time.Since(start)
+	if out, err := dockertest.Docker(time.Minute, "stop", "-t", "1", c.ID); err != nil {
+		t.Fatalf("docker stop: %v\n%s", err, out)
+	}
+	testkit.WaitState(t, cli, c.ID, c.Name, "exited", 30*time.Second)
+	return c, own
+}
+
+func TestL4_R14a_first_connection_wakes_a_stopped_container(t *testing.T) {
+	c, own := standbyContainer(t, "l4wake", "wake", "1h", nil)
+	r := startRoutes(t, 8080, caseSelector("wake"))
+	ev := testkit.WatchContainer(t, cli, c.ID)
+	start := time.Now()
+	name, err := hello(r.plain[0])
+	if err != nil {
+		t.Fatalf("the first connection to a stopped container: %v (it must be held, not reset)", err)
+	}
+	took := time.Since(start)
+	if name != c.Name {
+		t.Fatalf("answered by %q, want %q", name, c.Name)
+	}
+	if n := ev.Count(events.ActionStart); n != 1 {
+		t.Errorf("%d start events, want 1", n)
+	}
+	t.Logf("connect to first byte %s; the container's own start to its first answer %s; overhead %s",
+		took.Round(time.Millisecond), own.Round(time.Millisecond), (took - own).Round(time.Millisecond))
+	if took > own+5*time.Second {
+		t.Errorf("connect to first byte %s, far beyond the container's own start %s", took, own)
+	}
+}
+
+func TestL4_R14a_probes_and_unclaimed_server_names_wake_nothing(t *testing.T) {
+	c, _ := standbyContainer(t, "l4probe", "probe", "1h", map[string]string{"caddy.host": "claimed.l4.test"})
+	r := startRoutes(t, 8080, caseSelector("probe"))
+	ev := testkit.WatchContainer(t, cli, c.ID)
+	for range 100 { // a port scan: connect, close
+		conn, err := net.DialTimeout("tcp", r.plain[0], 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+	}
+	for i := range 100 { // TLS hellos for names nobody claims: each connection is closed
+		sni := "x" + strconv.Itoa(i) + ".unclaimed.l4.test"
+		conn, err := net.DialTimeout("tcp", r.tls, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := tls.Client(conn, &tls.Config{ServerName: sni, InsecureSkipVerify: true}) //nolint:gosec // no certificate is served
+		_ = tc.SetDeadline(time.Now().Add(30 * time.Second))
+		if err := tc.Handshake(); err == nil {
+			t.Fatalf("handshake for %s succeeded", sni)
+		}
+		tc.Close()
+	}
+	// The port scan's connections: the last of them was accepted before
+	// the first hello's, so each was handled; none may have woken it.
+	if n := ev.Count(events.ActionStart); n != 0 {
+		t.Fatalf("probes woke the container: %d start events", n)
+	}
+	if st := testkit.ContainerState(t, cli, c.ID); st != "exited" {
+		t.Fatalf("container %s after the probes, want exited", st)
+	}
+	// The control: a hello for the claimed name wakes it.
+	conn, err := net.DialTimeout("tcp", r.tls, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := tls.Client(conn, &tls.Config{ServerName: "claimed.l4.test", InsecureSkipVerify: true}) //nolint:gosec // the hello server speaks no TLS
+	_ = tc.SetDeadline(time.Now().Add(30 * time.Second))
+	_ = tc.Handshake() // the container answers TLS with HTTP: the handshake fails, after the wake
+	tc.Close()
+	testkit.Eventually(t, 30*time.Second, "the claimed name wakes the container", func() bool {
+		return ev.Count(events.ActionStart) == 1
+	})
+}
+
+func TestL4_R14b_an_open_connection_keeps_its_instance_up(t *testing.T) {
+	const after = 2 * time.Second
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "l4keep",
+		Labels: map[string]string{"cdl4.case": "keep", "caddy.standby_after": after.String()}})
+	r := startRoutes(t, 8080, caseSelector("keep"))
+	ev := testkit.WatchContainer(t, cli, c.ID)
+	var conn net.Conn
+	testkit.Eventually(t, 30*time.Second, "a keep-alive request answered through the route", func() bool {
+		var err error
+		if conn, err = net.DialTimeout("tcp", r.plain[0], 5*time.Second); err != nil {
+			return false
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(conn, "GET / HTTP/1.1\r\nHost: l4.test\r\n\r\n"); err != nil {
+			conn.Close()
+			return false
+		}
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil || !strings.Contains(line, "200") {
+			conn.Close()
+			return false
+		}
+		return true
+	})
+	opened := time.Now()
+	// Quiet but open for three times standby_after: the container stays.
+	if testkit.Until(3*after, func() bool { return ev.Count(events.ActionStop)+ev.Count(events.ActionDie) > 0 }) {
+		t.Fatalf("the container was stopped %s after its connection opened, while it was open", time.Since(opened).Round(time.Millisecond))
+	}
+	conn.Close()
+	closed := time.Now()
+	testkit.Eventually(t, after+10*time.Second, "the container goes on standby once its connection closed", func() bool {
+		return testkit.ContainerState(t, cli, c.ID) == "exited"
+	})
+	t.Logf("on standby %s after the close (standby_after %s)", time.Since(closed).Round(time.Millisecond), after)
+}
+
+func TestL4_R14_redis_benchmark_through_caddy_vs_direct(t *testing.T) {
+	if _, err := exec.LookPath("redis-benchmark"); err != nil {
+		t.Fatalf("redis-benchmark is not installed (apt-get install redis-tools): %v", err)
+	}
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "l4redis", Image: redisImage,
+		Labels: map[string]string{"cdl4.case": "redis"}})
+	ip := testkit.ContainerIP(t, cli, c.ID, "bridge")
+	r := startRoutes(t, 6379, caseSelector("redis"))
+	testkit.Eventually(t, 30*time.Second, "Redis answers PING through the route", func() bool {
+		out, err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", port(r.plain[0]), "PING").CombinedOutput()
+		return err == nil && strings.TrimSpace(string(out)) == "PONG"
+	})
+	bench := func(host, p string) float64 {
+		out, err := exec.Command("redis-benchmark", "-h", host, "-p", p, "-t", "set,get", "-n", "20000", "-c", "10", "-q", "--csv").CombinedOutput()
+		if err != nil {
+			t.Fatalf("redis-benchmark: %v\n%s", err, out)
+		}
+		return sumRPS(t, string(out))
+	}
+	// Alternate, so that a busy moment of the machine hits both.
+	var direct, through float64
+	for range 2 {
+		direct += bench(ip, "6379")
+		through += bench("127.0.0.1", port(r.plain[0]))
+	}
+	t.Logf("redis-benchmark set+get, 2 rounds: direct %.0f req/s, through Caddy %.0f req/s, ratio %.2f (goal >= 0.9)",
+		direct/2, through/2, through/direct)
+}
+
+func port(addr string) string {
+	_, p, _ := net.SplitHostPort(addr)
+	return p
+}
+
+// sumRPS adds the requests per second of redis-benchmark's CSV lines.
+func sumRPS(t *testing.T, out string) float64 {
+	t.Helper()
+	var sum float64
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Split(line, ",")
+		if len(f) < 2 || strings.HasPrefix(f[0], `"test"`) {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.Trim(f[1], `"`), 64)
+		if err != nil {
+			continue
+		}
+		sum += v
+	}
+	if sum == 0 {
+		t.Fatalf("no figure in redis-benchmark's output:\n%s", out)
+	}
+	return sum
+}

@@ -1,0 +1,299 @@
+// Package layer4 routes TCP connections of Caddy's layer-4 app
+// (github.com/mholt/caddy-l4) to the instances a machine daemon runs,
+// chosen by their labels, with the same daemon settings, catalog,
+// readiness, rotation and scale to zero as the HTTP upstream sources of
+// caddy-dicer. Build it in with xcaddy beside caddy-l4:
+//
+//	xcaddy build --with github.com/mholt/caddy-l4@v0.1.2 \
+//		--with github.com/caddy-dicer/caddy-dicer \
+//		--with github.com/caddy-dicer/caddy-dicer/layer4
+//
+// A Caddy built without this package has no layer-4 code of ours, nor
+// caddy-l4's.
+package layer4
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	l4 "github.com/mholt/caddy-l4/layer4"
+	"go.uber.org/zap"
+
+	caddydicer "github.com/caddy-dicer/caddy-dicer"
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
+)
+
+func init() {
+	caddy.RegisterModule(new(Proxy))
+}
+
+// Proxy is the layer-4 handler `dicer_proxy`: it proxies a connection to
+// one routable instance of a route, chosen by a source of caddy-dicer
+// (`docker`, `dicer` or `swarm`, with the same settings as in
+// `reverse_proxy { dynamic ... }`), one connection per pick, in rotation
+// (R14). For a route with nothing routable it wakes an instance (scale to
+// zero, R5) and holds the connection, not resetting it, until the instance
+// is ready or `wake_timeout` passes (R14a). A connection is activity: an
+// instance with an open connection does not go on standby (R14b).
+//
+//	layer4 {
+//		:5432 {
+//			route {
+//				dicer_proxy docker app=pg 5432
+//			}
+//		}
+//	}
+//
+// By TLS server name: after caddy-l4's `tls` matcher, the name the client
+// asked for routes as a request's host does, by the `caddy.host` label:
+//
+//	layer4 {
+//		:443 {
+//			@db tls sni *.db.example.com
+//			route @db {
+//				dicer_proxy docker
+//			}
+//		}
+//	}
+type Proxy struct {
+	// SourceRaw is the caddy-dicer source of the route: a module of
+	// `http.reverse_proxy.upstreams` that routes connections (docker,
+	// dicer, swarm), with its settings.
+	SourceRaw json.RawMessage `json:"source,omitempty" caddy:"namespace=http.reverse_proxy.upstreams inline_key=source"`
+
+	// WakeOn says what wakes an instance for a connection that finds
+	// none routable: `data`, the client's first bytes (default; a port
+	// scan that connects and closes wakes nothing), or `connect`, the
+	// connection itself, for protocols where the server speaks first
+	// (MySQL, SMTP, FTP).
+	WakeOn string `json:"wake_on,omitempty"`
+
+	// DialTimeout bounds the connection to an instance. Default: 10s.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+
+	source connSource
+	next   atomic.Uint32
+	logger *zap.Logger
+}
+
+// connSource is what the sources of caddy-dicer answer for a connection
+// (see caddydicer.ConnTarget).
+type connSource interface {
+	ConnTargets(ctx context.Context, host string) []caddydicer.ConnTarget
+	Opened(t caddydicer.ConnTarget) (closed func())
+}
+
+const (
+	wakeOnData    = "data"
+	wakeOnConnect = "connect"
+
+	defaultDialTimeout = 10 * time.Second
+	// firstReadMax is how much of the client's first bytes are read
+	// before an instance is chosen.
+	firstReadMax = 16 << 10
+)
+
+// CaddyModule returns the Caddy module information.
+func (*Proxy) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "layer4.handlers.dicer_proxy",
+		New: func() caddy.Module { return new(Proxy) },
+	}
+}
+
+// Provision loads the source, which joins its daemon's shared connection.
+func (p *Proxy) Provision(ctx caddy.Context) error {
+	p.logger = ctx.Logger()
+	switch p.WakeOn {
+	case "", wakeOnData, wakeOnConnect:
+	default:
+		return setting.Errorf("wake_on", "%q is neither %q nor %q", p.WakeOn, wakeOnData, wakeOnConnect)
+	}
+	if p.DialTimeout < 0 {
+		return setting.Errorf("dial_timeout", "%s is negative", time.Duration(p.DialTimeout))
+	}
+	if p.SourceRaw == nil {
+		return setting.Errorf("source", "a source is required, e.g. `dicer_proxy docker app=pg 5432`")
+	}
+	mod, err := ctx.LoadModule(p, "SourceRaw")
+	if err != nil {
+		return fmt.Errorf("loading the source: %w", err)
+	}
+	src, ok := mod.(connSource)
+	if !ok {
+		return setting.Errorf("source", "%T does not route connections", mod)
+	}
+	p.source = src
+	return nil
+}
+
+// Handle proxies cx to an instance of the route.
+func (p *Proxy) Handle(cx *l4.Connection, _ l4.Handler) error {
+	var first []byte
+	if p.WakeOn != wakeOnConnect {
+		buf := make([]byte, firstReadMax)
+		n, err := cx.Read(buf)
+		if n == 0 {
+			if err == nil || errors.Is(err, io.EOF) {
+				return nil // connected and closed, or sent nothing: nothing to route
+			}
+			return err
+		}
+		first = buf[:n]
+	}
+	host, _ := cx.Replacer().GetString("l4.tls.server_name")
+	targets := p.source.ConnTargets(cx.Context, host)
+	if len(targets) == 0 {
+		return fmt.Errorf("no instance is routable for %s (server name %q)", cx.LocalAddr(), host)
+	}
+	up, t, err := p.dial(cx.Context, targets)
+	if err != nil {
+		return err
+	}
+	defer up.Close()
+	closed := p.source.Opened(t)
+	defer closed()
+	if len(first) > 0 {
+		if _, err := up.Write(first); err != nil {
+			return fmt.Errorf("writing to %s (%s): %w", t.Instance, t.Dial, err)
+		}
+	}
+	splice(cx, up)
+	return nil
+}
+
+// dial connects to the next target in rotation, trying each once.
+func (p *Proxy) dial(ctx context.Context, targets []caddydicer.ConnTarget) (net.Conn, caddydicer.ConnTarget, error) {
+	timeout := time.Duration(p.DialTimeout)
+	if timeout == 0 {
+		timeout = defaultDialTimeout
+	}
+	d := net.Dialer{Timeout: timeout}
+	start := int(p.next.Add(1))
+	var errs []error
+	for i := range targets {
+		t := targets[(start+i)%len(targets)]
+		c, err := d.DialContext(ctx, "tcp", t.Dial)
+		if err == nil {
+			return c, t, nil
+		}
+		p.logger.Debug("dial failed", zap.String("instance", t.Instance), zap.String("dial", t.Dial), zap.Error(err))
+		errs = append(errs, fmt.Errorf("%s (%s): %w", t.Instance, t.Dial, err))
+	}
+	return nil, caddydicer.ConnTarget{}, fmt.Errorf("no instance answered: %w", errors.Join(errs...))
+}
+
+// closeWriter is a connection whose writing side shuts down alone.
+type closeWriter interface{ CloseWrite() error }
+
+// splice copies both ways until both sides are done: each side's end of
+// input shuts down the other's writing side (a half-close), so that a
+// client that ends its requests still reads the answers.
+func splice(down *l4.Connection, up net.Conn) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _ = io.Copy(up, down)
+		if c, ok := up.(closeWriter); ok {
+			_ = c.CloseWrite()
+		} else {
+			_ = up.Close()
+		}
+	}()
+	_, _ = io.Copy(down, up)
+	if c, ok := down.Conn.(closeWriter); ok {
+		_ = c.CloseWrite()
+	} else {
+		_ = down.Close()
+	}
+	wg.Wait()
+}
+
+// UnmarshalCaddyfile sets up the handler from Caddyfile tokens:
+//
+//	dicer_proxy <source> [<selector> [<port>]] {
+//		wake_on data|connect
+//		dial_timeout <duration>
+//		<the source's settings>
+//	}
+//
+// where <source> is `docker`, `dicer` or `swarm` and the rest is what
+// `dynamic <source>` takes in reverse_proxy: `dicer_proxy docker app=pg
+// 5432`, `dicer_proxy swarm { selector app=redis  port 6379 }`.
+func (p *Proxy) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // dicer_proxy
+	if !d.NextArg() {
+		return d.Errf("dicer_proxy needs a source: docker, dicer or swarm")
+	}
+	name := d.Val()
+	seg := d.NewFromNextSegment() // from the source's name on
+
+	if err := p.takeOwnSettings(seg); err != nil {
+		return err
+	}
+	seg.Reset()
+	seg.Next() // UnmarshalModule starts the source's dispenser at the current token
+	unm, err := caddyfile.UnmarshalModule(seg, "http.reverse_proxy.upstreams."+name)
+	if err != nil {
+		return err
+	}
+	p.SourceRaw = caddyconfig.JSONModuleObject(unm, "source", name, nil)
+	return nil
+}
+
+// takeOwnSettings reads the handler's own settings out of the source's
+// block, deleting their tokens so that the source sees only its own.
+func (p *Proxy) takeOwnSettings(d *caddyfile.Dispenser) error {
+	d.Next() // the source's name
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		key := d.Val()
+		if d.Nesting() > nesting+1 {
+			key = "" // in a block of the source's, such as tls
+		}
+		switch key {
+		case "wake_on":
+			var v string
+			if !d.Args(&v) || d.NextArg() {
+				return d.ArgErr()
+			}
+			if v != wakeOnData && v != wakeOnConnect {
+				return d.Errf("wake_on: %q is neither %q nor %q", v, wakeOnData, wakeOnConnect)
+			}
+			p.WakeOn = v
+			d.DeleteN(2)
+		case "dial_timeout":
+			var v string
+			if !d.Args(&v) || d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return d.Errf("dial_timeout: %q is not a positive duration (e.g. 5s)", v)
+			}
+			p.DialTimeout = caddy.Duration(dur)
+			d.DeleteN(2)
+		default: // the source's, or in a block of the source's
+			for d.NextArg() {
+			}
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner     = (*Proxy)(nil)
+	_ caddyfile.Unmarshaler = (*Proxy)(nil)
+	_ l4.NextHandler        = (*Proxy)(nil)
+)
