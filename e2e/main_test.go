@@ -293,6 +293,12 @@ func caddyBinary() (string, func(), error) {
 	cmd := exec.Command("go", "run", "github.com/caddyserver/xcaddy/cmd/xcaddy@"+xcaddyVersion,
 		"build", caddyVersion,
 		"--with", module+"@v0.0.0-00010101000000-000000000000="+root,
+		// The layer-4 handler (R14) and caddy-l4, as docs/layer4.md builds
+		// them; the unversioned --replace lets xcaddy take the layer4
+		// package from the checkout rather than look it up.
+		"--with", "github.com/mholt/caddy-l4@v0.1.2",
+		"--replace", module+"="+root,
+		"--with", module+"/layer4",
 		"--output", bin)
 	cmd.Dir = root
 	fmt.Fprintf(os.Stderr, "e2e: building Caddy %s with xcaddy %s and %s\n", caddyVersion, xcaddyVersion, root)

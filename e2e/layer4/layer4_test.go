@@ -75,8 +75,9 @@ func hello(addr string) (string, error) {
 }
 
 func TestL4_R14_connections_rotate_over_the_routable_instances(t *testing.T) {
-	a := dockertest.Start(t, cli, dockertest.Options{Name: "l4rot-a", Labels: map[string]string{"cdl4.case": "rot"}})
-	b := dockertest.Start(t, cli, dockertest.Options{Name: "l4rot-b", Labels: map[string]string{"cdl4.case": "rot"}})
+	// The hello server answers with its Options.Name.
+	dockertest.Start(t, cli, dockertest.Options{Name: "l4rot-a", Labels: map[string]string{"cdl4.case": "rot"}})
+	dockertest.Start(t, cli, dockertest.Options{Name: "l4rot-b", Labels: map[string]string{"cdl4.case": "rot"}})
 	r := startRoutes(t, 8080, caseSelector("rot"))
 	seen := map[string]int{}
 	testkit.Eventually(t, 30*time.Second, "both containers answer through the layer-4 route", func() bool {
@@ -84,7 +85,7 @@ func TestL4_R14_connections_rotate_over_the_routable_instances(t *testing.T) {
 		if err == nil {
 			seen[name]++
 		}
-		return seen[a.Name] > 0 && seen[b.Name] > 0
+		return seen["l4rot-a"] > 0 && seen["l4rot-b"] > 0
 	})
 	failed := 0
 	for range 100 {
@@ -99,7 +100,7 @@ func TestL4_R14_connections_rotate_over_the_routable_instances(t *testing.T) {
 	if failed > 0 {
 		t.Errorf("%d of 100 connections failed", failed)
 	}
-	if d := seen[a.Name] - seen[b.Name]; d > 20 || d < -20 {
+	if d := seen["l4rot-a"] - seen["l4rot-b"]; d > 20 || d < -20 {
 		t.Errorf("connections not in rotation: %v", seen)
 	}
 	t.Logf("answers by container: %v", seen)
@@ -133,7 +134,8 @@ func standbyContainer(t *testing.T, name, caseName, after string, labels map[str
 }
 
 func TestL4_R14a_first_connection_wakes_a_stopped_container(t *testing.T) {
-	c, own := standbyContainer(t, "l4wake", "wake", "1h", nil)
+	const short = "l4wake" // the hello server answers with it
+	c, own := standbyContainer(t, short, "wake", "1h", nil)
 	r := startRoutes(t, 8080, caseSelector("wake"))
 	ev := testkit.WatchContainer(t, cli, c.ID)
 	start := time.Now()
@@ -142,8 +144,8 @@ func TestL4_R14a_first_connection_wakes_a_stopped_container(t *testing.T) {
 		t.Fatalf("the first connection to a stopped container: %v (it must be held, not reset)", err)
 	}
 	took := time.Since(start)
-	if name != c.Name {
-		t.Fatalf("answered by %q, want %q", name, c.Name)
+	if name != short {
+		t.Fatalf("answered by %q, want %q", name, short)
 	}
 	if n := ev.Count(events.ActionStart); n != 1 {
 		t.Errorf("%d start events, want 1", n)

@@ -96,6 +96,9 @@ func buildCaddy(dir string) (string, error) {
 		"--with", "github.com/mholt/caddy-l4@v0.1.2",
 		// xcaddy resolves an unpublished module only at the zero pseudo-version.
 		"--with", module+"@v0.0.0-00010101000000-000000000000="+root,
+		// Unversioned, so that xcaddy takes the layer4 package from the
+		// checkout rather than look it up in the module proxy.
+		"--replace", module+"="+root,
 		"--with", module+"/layer4",
 		"--output", bin)
 	cmd.Dir = root
@@ -126,7 +129,9 @@ func buildRedisImage() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("ldd %s: %w", bin, err)
 	}
-	files := []string{bin}
+	// redis-server is a link to redis-check-rdb, which acts by the name it
+	// is run as: the image holds the binary under the server's name.
+	files := []string{"/usr/bin/redis-server"}
 	for _, line := range strings.Split(string(out), "\n") {
 		for _, f := range strings.Fields(line) {
 			if strings.HasPrefix(f, "/") {
@@ -165,7 +170,7 @@ func buildRedisImage() (string, error) {
 	}
 	ref := "caddy-dicer-test/l4-redis:" + dockertest.RunID()
 	cmd := exec.Command("docker", "import",
-		"--change", `CMD ["`+strings.TrimPrefix(bin, "")+`", "--protected-mode", "no", "--save", "", "--appendonly", "no", "--port", "6379"]`,
+		"--change", `CMD ["/usr/bin/redis-server", "--protected-mode", "no", "--save", "", "--appendonly", "no", "--port", "6379"]`,
 		"--change", "WORKDIR /tmp",
 		"-", ref)
 	cmd.Stdin = &buf
