@@ -256,6 +256,8 @@ func (p *Proxy) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // block, deleting their tokens so that the source sees only its own.
 func (p *Proxy) takeOwnSettings(d *caddyfile.Dispenser) error {
 	d.Next() // the source's name
+	for d.NextArg() { // its selector and port
+	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		key := d.Val()
 		if d.Nesting() > nesting+1 {
