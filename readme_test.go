@@ -22,6 +22,11 @@ import (
 // marked as syntax.
 const readmeSyntaxMark = "<!-- caddyfile: syntax -->"
 
+// readmeLayer4Mark marks a snippet that needs caddy-l4 to adapt: this
+// package checks only its format, package layer4 adapts it
+// (TestLayer4DocsCaddyfiles).
+const readmeLayer4Mark = "<!-- caddyfile: layer4 -->"
+
 type readmeSnippet struct {
 	line   int // of the opening fence
 	syntax bool
@@ -38,7 +43,7 @@ func readmeSnippets(t *testing.T, name, md string) []readmeSnippet {
 		if strings.TrimSpace(lines[i]) != "```caddyfile" {
 			continue
 		}
-		s := readmeSnippet{line: i + 1, syntax: i > 0 && strings.TrimSpace(lines[i-1]) == readmeSyntaxMark}
+		s := readmeSnippet{line: i + 1, syntax: i > 0 && (strings.TrimSpace(lines[i-1]) == readmeSyntaxMark || strings.TrimSpace(lines[i-1]) == readmeLayer4Mark)}
 		var body []string
 		for i++; i < len(lines) && strings.TrimSpace(lines[i]) != "```"; i++ {
 			body = append(body, lines[i])
