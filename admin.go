@@ -27,6 +27,7 @@ func init() {
 //	GET /dicer/daemons                  each connection: kind, address, state, instances
 //	GET /dicer/instances[?selector=S]   each instance and its verdict
 //	GET /dicer/explain?host=H           each route: where a request for H goes, and why not elsewhere
+//	POST /dicer/weight                  set or clear instances' runtime weights (R4c, admin_weight.go)
 //
 // It reads the shared connections at request time and keeps nothing: an
 // admin module is provisioned at every config load and never cleaned up.
@@ -47,6 +48,7 @@ func (a adminDicer) Routes() []caddy.AdminRoute {
 		{Pattern: "/dicer/daemons", Handler: caddy.AdminHandlerFunc(getOnly(a.daemons))},
 		{Pattern: "/dicer/instances", Handler: caddy.AdminHandlerFunc(getOnly(a.instances))},
 		{Pattern: "/dicer/explain", Handler: caddy.AdminHandlerFunc(getOnly(a.explain))},
+		{Pattern: "/dicer/weight", Handler: caddy.AdminHandlerFunc(a.weight)}, // admin_weight.go
 	}
 }
 

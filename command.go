@@ -21,7 +21,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "dicer",
-		Usage: "daemons|instances|explain [--address <admin>] [--json]",
+		Usage: "daemons|instances|explain|weight [--address <admin>] [--json]",
 		Short: "Shows the daemons, instances and routes of a running Caddy's modules of this plugin",
 		Long: `
 Reads a running Caddy's admin endpoint (/dicer/*) and prints, as tables:
@@ -32,6 +32,8 @@ Reads a running Caddy's admin endpoint (/dicer/*) and prints, as tables:
   caddy dicer explain HOST             each route: where a request for HOST goes now, why the
                                        other instances get none, and whether a certificate would be
                                        issued for HOST
+  caddy dicer weight [S] N|clear       sets (or clears) the runtime weight of the instances the
+                     [--instance NAME] selector S or --instance chooses (lb_policy dicer_weighted)
 
 --json prints the admin endpoint's JSON instead, for scripts. The admin
 endpoint is found as 'caddy stop' finds it: --address, else the config's
@@ -82,7 +84,7 @@ func dicerCommand(cmd *cobra.Command) {
 			return query(c, "/dicer/explain?host="+url.QueryEscape(args[0]), &e, func(w io.Writer) error { return printExplanation(w, e) })
 		},
 	}
-	cmd.AddCommand(daemons, instances, explain)
+	cmd.AddCommand(daemons, instances, explain, weightCommand())
 }
 
 // query GETs uri from the admin endpoint the flags name, and prints it as
@@ -155,10 +157,10 @@ func printInstances(w io.Writer, list []InstanceStatus) error {
 		return err
 	}
 	t := newTable(w)
-	fmt.Fprintln(t, "DAEMON\tNAME\tSTATE\tHEALTH\tADDRESSES\tPUBLISHED\tVERDICT")
+	fmt.Fprintln(t, "DAEMON\tNAME\tSTATE\tHEALTH\tADDRESSES\tPUBLISHED\tWEIGHT\tVERDICT")
 	for _, in := range list {
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(in.Kind+" "+in.Daemon), cell(in.Name), cell(in.State), cell(in.Health),
-			cell(orDash(addresses(in.Networks))), cell(orDash(published(in.Ports))), cell(in.Verdict))
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(in.Kind+" "+in.Daemon), cell(in.Name), cell(in.State), cell(in.Health),
+			cell(orDash(addresses(in.Networks))), cell(orDash(published(in.Ports))), weightCell(in), cell(in.Verdict))
 	}
 	return t.Flush()
 }

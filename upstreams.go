@@ -56,6 +56,9 @@ type upstreamSource struct {
 	// keepAlive closes the idle connections of the handler's transport
 	// (R5a, idleconns.go).
 	keepAlive *keepAlive
+	// readsPicks is set when the route's selection policy reads the
+	// weights and identities of the upstreams (R4c, R4d, weights.go).
+	readsPicks bool
 }
 
 // provision joins the daemon's shared connection and, for a selector,
@@ -85,6 +88,7 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 		return err
 	}
 	s.keepAlive = &keepAlive{handler: handlerOf(ctx)}
+	s.readsPicks = policyReadsPicks(s.keepAlive.handler)
 	s.conn.routes.add(s, name) // last: the admin API reads s.group
 	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
 		zap.Int("port", s.Port), zap.String("network", network))
@@ -134,6 +138,9 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 // upstreams turns targets into fresh upstreams, recording the use of
 // those labelled caddy.standby_after (scale to zero).
 func (s *upstreamSource) upstreams(r *http.Request, targets []catalog.Target) []*reverseproxy.Upstream {
+	if s.readsPicks {
+		return s.pickedUpstreams(r, targets)
+	}
 	block := make([]reverseproxy.Upstream, len(targets))
 	ups := make([]*reverseproxy.Upstream, len(targets))
 	for i, t := range targets {

@@ -213,6 +213,7 @@ func (c *Catalog) Put(inst Instance) {
 	c.spellApart(e, func(id string) *entry { return c.byID[id] })
 	c.tellFroze(old, e)
 	e.keepActivity(old)
+	e.keepRuntimeWeight(old)
 	c.seq++
 	e.seq = c.seq
 	e.keepEvents(old)
@@ -282,6 +283,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		c.spellApart(e, live)
 		c.tellFroze(old, e) // before the store below
 		e.keepActivity(old)
+		e.keepRuntimeWeight(old)
 		e.seq = c.seq
 		e.keepEvents(old)
 		if r := c.admit(old, e); r.Gen != 0 {
@@ -499,6 +501,7 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 // none) can get no requests, or fewer than its labels suggest.
 func (c *Catalog) warnNoRequests(old, e *entry) {
 	name := zap.String("instance", e.inst.Name)
+	c.warnWeighting(old, e) // R4c, R4d
 	if e.badStandby != "" && (old == nil || old.inst.Labels[e.badStandby] != e.inst.Labels[e.badStandby]) {
 		c.logger.Warn("instance is never put on standby nor woken by Caddy: label "+e.badStandby+
 			" is not valid (caddy.standby_after: a positive duration such as 15m; caddy.standby: stop or pause)",

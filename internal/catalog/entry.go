@@ -68,6 +68,8 @@ type entry struct {
 	// stopped or is stopping (Sink.Started, Sink.Stopping), in the order
 	// the daemon sent them.
 	seq, startEvent, stopEvent uint64
+	// weighting is its weight and session identity (R4c, R4d, weight.go).
+	weighting
 }
 
 // keepEvents carries the event counts of old (nil: none) over to e.
@@ -87,6 +89,7 @@ func newEntry(inst Instance) *entry {
 		}
 	}
 	e.standby, e.badStandby = parseStandby(inst.Labels)
+	e.weighting = newWeighting(&inst)
 	if raw, ok := inst.Labels[LabelPort]; ok {
 		e.port = parsePort(raw)
 	}

@@ -83,7 +83,7 @@ func FuzzHost(f *testing.F) {
 		snap := c.Snapshot()
 		served := func(route catalog.Route, host string) bool {
 			ts := snap.Targets(nil, route, host)
-			if len(ts) > 1 || len(ts) == 1 && ts[0] != (catalog.Target{Instance: "web", Dial: "10.0.0.2:8080"}) {
+			if len(ts) > 1 || len(ts) == 1 && (ts[0].Instance != "web" || ts[0].Dial != "10.0.0.2:8080") {
 				t.Fatalf("label %q, host %q: Targets = %v, want at most web at 10.0.0.2:8080", hostLabel, host, ts)
 			}
 			return len(ts) == 1

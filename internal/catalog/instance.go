@@ -21,6 +21,14 @@ const (
 	// LabelStandby says how Caddy puts it on standby: `stop` (the
 	// default) or `pause`.
 	LabelStandby = "caddy.standby"
+	// LabelWeight is the instance's share of its rotation's requests
+	// under the dicer_weighted and dicer_sticky policies (R4c): an integer
+	// from 0 to MaxWeight, default 1; 0 is a warm spare.
+	LabelWeight = "caddy.weight"
+	// LabelSessionKey is the identity dicer_sticky keys sessions by
+	// (R4d), instead of the instance's name: an instance that takes over
+	// the key takes over the sessions.
+	LabelSessionKey = "caddy.session_key"
 )
 
 // State is an instance's lifecycle state, as its daemon reports it.
@@ -116,6 +124,11 @@ type Instance struct {
 	// R7). Its State is StateStopped; the admin API and metrics show it
 	// in the state "group", never "stopped".
 	Group bool
+	// Identity is what the daemon calls the instance's place, which a
+	// replacement takes over (a Swarm task: its service and slot); ""
+	// means its Name. Sticky sessions key on it unless the instance has a
+	// caddy.session_key label (R4d).
+	Identity string
 }
 
 // Attachment is an instance's place on one network.

@@ -27,6 +27,12 @@ type Target struct {
 	// Activity is set for an instance labelled caddy.standby_after: the
 	// request path records its use there.
 	Activity *Activity
+	// Weight is the instance's share of the rotation under our selection
+	// policies (R4c): its runtime weight, else its caddy.weight, else 1.
+	Weight int
+	// Identity is what sticky sessions key on (R4d): caddy.session_key,
+	// else the daemon's identity of the instance, else its name.
+	Identity string
 }
 
 // Targets appends to dst where a request for host (normalized with
@@ -69,7 +75,8 @@ func (s *Snapshot) Pick(dst []Target, route Route, host string, claimedElsewhere
 			continue
 		}
 		if ep := e.resolve(route, s.reach); ep.dial != "" {
-			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial, Activity: e.activity})
+			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial, Activity: e.activity,
+				Weight: e.effectiveWeight(), Identity: e.identity})
 		}
 	}
 	if len(dst) > n {
@@ -77,7 +84,8 @@ func (s *Snapshot) Pick(dst []Target, route Route, host string, claimedElsewhere
 	}
 	e, pick := s.fallback(candidates, route, host, exact)
 	if e != nil {
-		dst = append(dst, Target{Instance: e.inst.Name, Dial: e.resolve(route, s.reach).dial})
+		dst = append(dst, Target{Instance: e.inst.Name, Dial: e.resolve(route, s.reach).dial,
+			Weight: e.effectiveWeight(), Identity: e.identity})
 	}
 	return dst, pick
 }

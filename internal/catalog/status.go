@@ -32,6 +32,11 @@ type InstanceStatus struct {
 	// none chosen`, `no port: publishes none and the route sets none`,
 	// `not ready: port 8080 refuses`, `on standby`, ...
 	Verdict string `json:"verdict"`
+	// Weight is its share of its rotations under the dicer_weighted and
+	// dicer_sticky policies (R4c): its runtime weight while one is set
+	// (RuntimeWeight), else its caddy.weight label, else 1.
+	Weight        int  `json:"weight"`
+	RuntimeWeight bool `json:"runtime_weight,omitempty"`
 }
 
 // NetworkStatus is an Attachment, in JSON.
@@ -74,6 +79,8 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 			Ports:    make([]PortStatus, 0, len(e.inst.Ports)),
 			Routable: why == "",
 			Verdict:  why,
+
+			Weight: e.effectiveWeight(), RuntimeWeight: e.runtime >= 0,
 		}
 		for _, n := range e.inst.Networks {
 			st.Networks = append(st.Networks, NetworkStatus{Network: n.Network, Address: n.Address, Gateway: n.Gateway})

@@ -136,11 +136,18 @@ func settled(t swarm.Task) bool {
 
 // taskName is the name Docker gives the task's container.
 func taskName(svc *service, t swarm.Task) string {
+	return taskPlace(svc, t) + "." + t.ID
+}
+
+// taskPlace is the task's service and slot (a global service's: its
+// node), which the task that replaces it in a rolling update or after a
+// failure takes over: its identity for sticky sessions (R4d).
+func taskPlace(svc *service, t swarm.Task) string {
 	slot := t.NodeID
 	if t.Slot != 0 {
 		slot = strconv.Itoa(t.Slot)
 	}
-	return svc.name + "." + slot + "." + t.ID
+	return svc.name + "." + slot
 }
 
 // fromTask translates a task of svc; ok is false when it is no instance
@@ -153,6 +160,7 @@ func fromTask(svc *service, t swarm.Task, c *local) (inst catalog.Instance, ok b
 	inst = catalog.Instance{
 		ID:       t.ID,
 		Name:     taskName(svc, t),
+		Identity: taskPlace(svc, t),
 		Labels:   svc.labels,
 		State:    taskState(t.Status.State),
 		Networks: taskNetworks(t.NetworksAttachments),

@@ -171,6 +171,20 @@ func TestTaskName(t *testing.T) {
 	}
 }
 
+// TestTaskIdentity_R4d: a task's identity for sticky sessions is its
+// service and slot, which its replacement takes over (another task ID).
+func TestTaskIdentity_R4d(t *testing.T) {
+	svc := &service{name: "web"}
+	running := swarm.Task{ID: "abc", Slot: 3, DesiredState: swarm.TaskStateRunning, Status: swarm.TaskStatus{State: swarm.TaskStateRunning}}
+	replacement := running
+	replacement.ID = "def"
+	a, okA := fromTask(svc, running, nil)
+	b, okB := fromTask(svc, replacement, nil)
+	if !okA || !okB || a.Identity != "web.3" || b.Identity != "web.3" || a.Name == b.Name {
+		t.Errorf("identities %q (%s) and %q (%s), want web.3 for both under different names", a.Identity, a.Name, b.Identity, b.Name)
+	}
+}
+
 func TestStripPrefix(t *testing.T) {
 	for in, want := range map[string]string{"10.0.1.5/24": "10.0.1.5", "10.0.1.5": "10.0.1.5", "fd00::5/64": "fd00::5", "": "", "x": ""} {
 		if got := stripPrefix(in); got != want {

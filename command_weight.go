@@ -1,0 +1,120 @@
+package caddydicer
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+)
+
+// weightCommand is `caddy dicer weight`: POST /dicer/weight (R4c).
+func weightCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "weight [<selector>] <n|clear> [--instance NAME]",
+		Short: "Sets, or clears, the runtime weight of the instances a selector or --instance chooses",
+		Long: `Sets the weight of the chosen instances of every daemon followed, for the
+dicer_weighted and dicer_sticky policies, from the next request on, with no
+config load: n from 0 (a warm spare) to 10000; 'clear' drops it, and their
+caddy.weight label (or 1) counts again. A runtime weight lasts until its
+instance goes (a recreated container is a new instance) or it is cleared.
+
+  caddy dicer weight app=web,track=canary 10
+  caddy dicer weight --instance web-canary 0
+  caddy dicer weight app=web clear`,
+		Args: cobra.RangeArgs(1, 2),
+		RunE: func(c *cobra.Command, args []string) error {
+			req, err := weightRequestOf(c, args)
+			if err != nil {
+				return err
+			}
+			body, err := json.Marshal(req)
+			if err != nil {
+				return err
+			}
+			var list []WeightChange
+			return postAdmin(c, http.MethodPost, "/dicer/weight", body, &list, func(w io.Writer) error { return printWeights(w, list) })
+		},
+	}
+	c.Flags().String("instance", "", "The instance of this name (with a selector: if it matches)")
+	return c
+}
+
+// weightRequestOf reads `[<selector>] <n|clear>` and --instance.
+func weightRequestOf(c *cobra.Command, args []string) (WeightRequest, error) {
+	var req WeightRequest
+	req.Instance, _ = c.Flags().GetString("instance")
+	value := args[len(args)-1]
+	if len(args) == 2 {
+		req.Selector = args[0]
+	}
+	if req.Selector == "" && req.Instance == "" {
+		return req, fmt.Errorf("give a selector or --instance NAME, then the weight: caddy dicer weight app=web 5")
+	}
+	if value == "clear" {
+		req.Clear = true
+		return req, nil
+	}
+	n, err := strconv.Atoi(value)
+	if err != nil {
+		return req, fmt.Errorf("weight: %q is neither a number from 0 to 10000 nor 'clear'", value)
+	}
+	req.Weight = &n
+	return req, nil
+}
+
+func printWeights(w io.Writer, list []WeightChange) error {
+	t := newTable(w)
+	fmt.Fprintln(t, "DAEMON\tNAME\tWEIGHT")
+	for _, ch := range list {
+		fmt.Fprintf(t, "%s\t%s\t%s\n", cell(ch.Kind+" "+ch.Daemon), cell(ch.Name), weightString(ch.Weight, ch.Runtime))
+	}
+	return t.Flush()
+}
+
+// weightCell is an instance's weight in `caddy dicer instances`.
+func weightCell(in InstanceStatus) string { return weightString(in.Weight, in.RuntimeWeight) }
+
+func weightString(weight int, runtime bool) string {
+	s := strconv.Itoa(weight)
+	if runtime {
+		s += " (runtime)"
+	}
+	return s
+}
+
+// postAdmin is query for a request with a body: it sends method uri with body
+// (JSON) to the admin endpoint the flags name, and prints the answer.
+func postAdmin(cmd *cobra.Command, method, uri string, body []byte, v any, table func(io.Writer) error) error {
+	flags := cmd.Flags()
+	address, _ := flags.GetString("address")
+	config, _ := flags.GetString("config")
+	adapter, _ := flags.GetString("adapter")
+	asJSON, _ := flags.GetBool("json")
+	admin, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
+	if err != nil {
+		return fmt.Errorf("finding the admin API: %w", err)
+	}
+	headers := http.Header{"Content-Type": []string{"application/json"}}
+	resp, err := caddycmd.AdminAPIRequest(admin, method, uri, headers, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("asking Caddy's admin API at %s: %w", admin, err)
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", uri, err)
+	}
+	if asJSON {
+		_, err := cmd.OutOrStdout().Write(answer)
+		return err
+	}
+	if err := json.Unmarshal(answer, v); err != nil {
+		return fmt.Errorf("decoding %s: %w (is the plugin in that Caddy?)", uri, err)
+	}
+	return table(cmd.OutOrStdout())
+}

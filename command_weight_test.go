@@ -1,0 +1,64 @@
+package caddydicer
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+func TestWeightCommand_R4c_arguments(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		instance string
+		want     string // the JSON body, or the error's start
+	}{
+		{[]string{"app=web", "5"}, "", `{"selector":"app=web","weight":5}`},
+		{[]string{"0"}, "web-1", `{"instance":"web-1","weight":0}`},
+		{[]string{"app=web", "clear"}, "", `{"selector":"app=web","clear":true}`},
+		{[]string{"5"}, "", "give a selector or --instance"},
+		{[]string{"app=web", "lots"}, "", "weight: \"lots\""},
+	} {
+		c := weightCommand()
+		if tc.instance != "" {
+			c.Flags().Set("instance", tc.instance) //nolint:errcheck // a defined flag
+		}
+		req, err := weightRequestOf(c, tc.args)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			b, _ := json.Marshal(req)
+			got = string(b)
+		}
+		if !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%v --instance %q: %s, want %s", tc.args, tc.instance, got, tc.want)
+		}
+		if err == nil {
+			if _, err := decodeWeightRequest(strings.NewReader(got)); err != nil {
+				t.Errorf("%s: the admin API refuses it: %v", got, err)
+			}
+		}
+	}
+}
+
+func TestWeightCommand_R4c_tables(t *testing.T) {
+	var out bytes.Buffer
+	if err := printWeights(&out, []WeightChange{{Kind: "docker", Daemon: "unix:///var/run/docker.sock",
+		WeightChange: catalog.WeightChange{Name: "web-1", Weight: 0, Runtime: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "web-1") || !strings.Contains(out.String(), "0 (runtime)") {
+		t.Errorf("printWeights:\n%s", out.String())
+	}
+	out.Reset()
+	if err := printInstances(&out, []InstanceStatus{{Kind: "dicer", Daemon: "unix:/d.sock",
+		InstanceStatus: catalog.InstanceStatus{Name: "web-2", Weight: 90, Verdict: "routable"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "WEIGHT") || !strings.Contains(out.String(), " 90 ") {
+		t.Errorf("printInstances:\n%s", out.String())
+	}
+}
