@@ -215,7 +215,9 @@ func TestRealApps_nginx_drains_on_SIGQUIT(t *testing.T) {
 	}
 	var lastSent time.Time
 	for _, a := range l.answered("ra-drain-a") {
-		lastSent = max(lastSent, a.sent)
+		if a.sent.After(lastSent) {
+			lastSent = a.sent
+		}
 	}
 	t.Logf("kill (SIGQUIT) to the download's end %s, to nginx's exit %s; the last request answered by ra-drain-a was sent %s after the kill",
 		d.ended.Sub(kill).Round(time.Millisecond), die.Sub(kill).Round(time.Millisecond), lastSent.Sub(kill).Round(time.Millisecond))
