@@ -166,7 +166,8 @@ func TestRealApps_nginx_drains_on_SIGQUIT(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		r := caddyAt(tester).Get(ctx, host, "/slow")
+		// No client timeout (the tester's is 5 s): ctx's.
+		r := testkit.Caddy{Addr: fmt.Sprintf("127.0.0.1:%d", httpPort)}.Get(ctx, host, "/slow")
 		done <- download{r.Status, r.Body, r.Err, time.Now()}
 	}()
 	l := startLoad(t, host, 4)
