@@ -115,3 +115,8 @@ example: build ## run bin/caddy on example/Caddyfile in front of the test daemon
 
 generate: ## regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc)
 	go generate ./internal/dicerpb
+
+.PHONY: test-realapps
+test-realapps: ## the zero-downtime and scale-to-zero tests against real apps (nginx, websocketd, a slow-to-answer app) in an image built here from Debian packages with debootstrap (root; docs/realapps.md)
+	go vet ./...
+	CADDY_DICER_REALAPPS=1 go test -race -count=1 -v -run '^TestRealApps_' -timeout 30m .

@@ -196,6 +196,14 @@ type Options struct {
 	// StopTimeout is the container's stop timeout in seconds; nil: the
 	// Engine's default.
 	StopTimeout *int
+	// Image is the container's image; "" is the hello test image
+	// (BuildImage). RealAppsImage gives the real-app image.
+	Image string
+	// Cmd replaces the image's command, e.g. RealAppWebSocket; nil keeps it.
+	Cmd []string
+	// StopSignal replaces the image's stop signal, e.g. "SIGTERM"; "" keeps
+	// it.
+	StopSignal string
 }
 
 // HealthCheck is a health check running the helloserver's -healthcheck
@@ -269,6 +277,8 @@ func StartContainer(ctx context.Context, cli client.APIClient, opts Options) (Co
 		Healthcheck:  opts.Health,
 		ExposedPorts: exposed,
 		StopTimeout:  opts.StopTimeout,
+		Cmd:          opts.Cmd,
+		StopSignal:   opts.StopSignal,
 	}
 	hostCfg := &container.HostConfig{
 		PortBindings: bindings,
