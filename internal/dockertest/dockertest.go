@@ -175,10 +175,6 @@ type Options struct {
 	Labels map[string]string
 	// Env is added to the container's environment (NAME, PORT, HEALTH).
 	Env []string
-	// Image is the image to run; "" is the test image (BuildImage).
-	Image string
-	// Cmd replaces the image's command; nil keeps it.
-	Cmd []string
 	// Health is the container's health check; nil for none. HealthCheck
 	// gives the usual one.
 	Health *container.HealthConfig
@@ -271,7 +267,6 @@ func StartContainer(ctx context.Context, cli client.APIClient, opts Options) (Co
 	env := append([]string{"NAME=" + opts.Name}, opts.Env...)
 	cfg := &container.Config{
 		Image:        image,
-		Cmd:          opts.Cmd,
 		Labels:       labels,
 		Env:          env,
 		Healthcheck:  opts.Health,
