@@ -30,6 +30,7 @@ cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 	for c in "${CLEANUPS[@]}"; do eval "$c" >/dev/null 2>&1 || true; done
+	mkdir -p "$ROOT/bin/test-podman" && cp "$T"/*.log "$ROOT/bin/test-podman/" 2>/dev/null || true
 	rm -rf "$T" 2>/dev/null || true
 	exit $rc
 }
@@ -68,7 +69,7 @@ run_tests() { # mode socket
 	CADDY_DICER_PODMAN_HOST=unix://$sock CADDY_DICER_PODMAN=$mode go test -race -count=1 -p 1 -v -timeout 20m -run "$ADAPTER_TESTS" ./internal/docker/ 2>&1 | tee "$T/$mode-adapter.log" | grep -E '^(--- |ok|FAIL|PASS|panic)|measured|catalog writes' || true
 	grep -q '^ok' "$T/$mode-adapter.log" || { echo "FAIL: $mode: internal/docker" >&2; return 1; }
 	[ -n "$ROOT_TESTS" ] || return 0
-	DOCKER_HOST=unix://$sock CADDY_DICER_PODMAN=$mode go test -race -count=1 -p 1 -v -timeout 25m -run "$ROOT_TESTS" . 2>&1 | tee "$T/$mode-root.log" | grep -E '^(--- |ok|FAIL|PASS|panic)|P5|measured|podman' || true
+	DOCKER_HOST=unix://$sock CADDY_DICER_PODMAN=$mode CADDY_DICER_P5=1 go test -race -count=1 -p 1 -v -timeout 25m -run "$ROOT_TESTS" . 2>&1 | tee "$T/$mode-root.log" | grep -E '^(--- |ok|FAIL|PASS|panic)|P5|measured|podman' || true
 	grep -q '^ok' "$T/$mode-root.log" || { echo "FAIL: $mode: root package" >&2; return 1; }
 }
 

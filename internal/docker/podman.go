@@ -2,6 +2,7 @@ package docker
 
 import (
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
@@ -31,6 +32,9 @@ import (
 //   - A rootless container's network has no address (IPAddress ""): only
 //     its published ports reach it, which the catalog routes to as for any
 //     container without an address (R3).
+
+// versionTimeout bounds the version call that tells Podman (R11p).
+const versionTimeout = 5 * time.Second
 
 // isPodman reports whether a version answer is Podman's.
 func isPodman(v types.Version) bool {

@@ -145,13 +145,14 @@ func TestPodman_died_and_bare_health_status_events(t *testing.T) {
 // fakePodman is an engine answering as Podman does: recorded listing,
 // inspections from a function, events from a channel.
 type fakePodman struct {
-	version  types.Version
-	list     []container.Summary
-	inspect  func(id string) container.InspectResponse
-	events   chan events.Message
-	inspects atomic.Int64
-	mu       sync.Mutex
-	filters  []string
+	version    types.Version
+	versionErr error
+	list       []container.Summary
+	inspect    func(id string) container.InspectResponse
+	events     chan events.Message
+	inspects   atomic.Int64
+	mu         sync.Mutex
+	filters    []string
 }
 
 func (f *fakePodman) Events(ctx context.Context, o events.ListOptions) (<-chan events.Message, <-chan error) {
@@ -188,9 +189,11 @@ func (f *fakePodman) ContainerInspect(_ context.Context, id string) (container.I
 	return f.inspect(id), nil
 }
 
-func (f *fakePodman) ServerVersion(context.Context) (types.Version, error) { return f.version, nil }
-func (f *fakePodman) ClientVersion() string                                { return "1.41" }
-func (f *fakePodman) Close() error                                         { return nil }
+func (f *fakePodman) ServerVersion(context.Context) (types.Version, error) {
+	return f.version, f.versionErr
+}
+func (f *fakePodman) ClientVersion() string { return "1.41" }
+func (f *fakePodman) Close() error          { return nil }
 
 func readPodmanList(t *testing.T) []container.Summary {
 	t.Helper()
@@ -245,16 +248,19 @@ func runFake(t *testing.T, f *fakePodman) *followtest.Sink {
 func TestPodman_listing_without_health_is_inspected(t *testing.T) {
 	list := readPodmanList(t)
 	for _, tc := range []struct {
-		name     string
-		version  types.Version
-		health   catalog.Health
-		inspects int64
+		name       string
+		version    types.Version
+		versionErr error
+		health     catalog.Health
+		inspects   int64
 	}{
-		{"Podman", podmanVersion, catalog.HealthStarting, 1},
-		{"Docker Engine", types.Version{Version: "20.10.24", Components: []types.ComponentVersion{{Name: "Engine"}}}, catalog.HealthNone, 0},
+		{"Podman", podmanVersion, nil, catalog.HealthStarting, 1},
+		{"Docker Engine", types.Version{Version: "20.10.24", Components: []types.ComponentVersion{{Name: "Engine"}}}, nil, catalog.HealthNone, 0},
+		// No version answer (Podman's can be slow): read as Podman's.
+		{"no version answer", types.Version{}, context.DeadlineExceeded, catalog.HealthStarting, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakePodman{version: tc.version, list: list, events: make(chan events.Message),
+			f := &fakePodman{version: tc.version, versionErr: tc.versionErr, list: list, events: make(chan events.Message),
 				inspect: func(string) container.InspectResponse { return inspectWithHealth(list[0], container.Starting) }}
 			sink := runFake(t, f)
 			v := sink.WaitFor(t, waitTimeout, "the listed container", func(v followtest.View) bool { _, ok := v.Named("cdp-h"); return ok })

@@ -433,11 +433,16 @@ func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
 // if the listing does not tell its health.
 func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	if !c.versioned {
-		v, err := c.eng.ServerVersion(ctx)
+		// Podman's version answer can take seconds (it asks its package
+		// manager): bounded, and without one the listing is read as
+		// Podman's, which costs inspections, never a wrong route.
+		vctx, cancel := context.WithTimeout(ctx, versionTimeout)
+		v, err := c.eng.ServerVersion(vctx)
+		cancel()
+		c.versioned, c.podman = err == nil, err != nil || isPodman(v)
 		if err != nil {
-			return follow.Listing{}, follow.WrapCall("ServerVersion", err)
+			c.log.Debug("no version answer: reading the listing as Podman's", zap.Error(err))
 		}
-		c.versioned, c.podman = true, isPodman(v)
 	}
 	translate := fromSummary
 	if c.podman {
