@@ -105,6 +105,13 @@ rootless() {
 	home=$(getent passwd "$u" | cut -d: -f6)
 	grep -q "^$u:" /etc/subuid 2>/dev/null || usermod --add-subuids 300000-365535 "$u"
 	grep -q "^$u:" /etc/subgid 2>/dev/null || usermod --add-subgids 300000-365535 "$u"
+	# Rootless networking (slirp4netns) opens /dev/net/tun in the user's
+	# namespace: Debian makes it 0666; a machine where it is 0600 cannot
+	# run rootless containers with a network at all.
+	if ! runuser -u "$u" -- test -w /dev/net/tun; then
+		echo "FAIL: rootless: /dev/net/tun is not writable by $u ($(stat -c %A /dev/net/tun); Debian's default is crw-rw-rw-): slirp4netns cannot start" >&2
+		return 1
+	fi
 	local run=/run/user/$uid
 	mkdir -p "$run" && chown "$u:" "$run" && chmod 700 "$run"
 	local conf=$T/rootless.conf
