@@ -69,7 +69,8 @@ func podmanSideBySide(t *testing.T, host string) {
 	}
 	v := sink.WaitFor(t, eventTimeout, "running in the catalog", func(v view) bool {
 		in, _ := v.Named(c.Name)
-		return in.State == catalog.StateRunning && len(in.Ports) == 1
+		// No check (HEALTHCHECK NONE): routable, on Podman too.
+		return in.State == catalog.StateRunning && in.Health == catalog.HealthNone && len(in.Ports) == 1
 	})
 	toCatalog := time.Since(t0)
 	in, _ := v.Named(c.Name)

@@ -327,3 +327,18 @@ func TestPodman_health_status_at_every_check_costs_no_catalog_write(t *testing.T
 		t.Errorf("the subscription asked for a scope filter: %s", got)
 	}
 }
+
+// Podman inspects a container without a check (HEALTHCHECK NONE, or
+// --no-healthcheck) with an empty health record: no check, routable.
+func TestPodman_empty_health_record_is_no_check(t *testing.T) {
+	st := &container.State{Status: "running", Running: true, Health: &container.Health{}}
+	for _, cfg := range []*container.Config{nil, {}, {Healthcheck: &container.HealthConfig{Test: []string{"NONE"}}}} {
+		if h := inspectHealth(st, cfg); h != catalog.HealthNone {
+			t.Errorf("config %+v: health %v, want none", cfg, h)
+		}
+	}
+	cfg := &container.Config{Healthcheck: &container.HealthConfig{Test: []string{"CMD", "/hello", "-healthcheck"}}}
+	if h := inspectHealth(st, cfg); h != catalog.HealthStarting {
+		t.Errorf("a configured check with an empty record: %v, want starting", h)
+	}
+}
