@@ -124,7 +124,8 @@ rootless() {
 	CONF
 	chmod 644 "$conf"
 	local P=(runuser -u "$u" -- env -C "$home" HOME="$home" XDG_RUNTIME_DIR="$run" CONTAINERS_CONF="$conf" podman)
-	CLEANUPS+=("${P[*]} rm -af -t 0" "${P[*]} rmi -af")
+	# Rootless Podman keeps a pause process holding the user namespace.
+	CLEANUPS+=("${P[*]} rm -af -t 0" "${P[*]} rmi -af" "kill \$(cat $run/libpod/tmp/pause.pid)")
 	mkdir -p "$run/podman" && chown "$u:" "$run/podman"
 	"${P[@]}" system service --time=0 "unix://$run/podman/podman.sock" >"$T/rootless-service.log" 2>&1 &
 	PIDS+=($!)
