@@ -20,7 +20,7 @@ FUZZ_TARGETS := \
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: help test test-short lint fmt build bench load example test-e2e test-cluster generate fuzz image test-compose
+.PHONY: help test test-short lint fmt build bench load example test-e2e test-cluster generate fuzz image test-compose test-podman
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -120,3 +120,6 @@ generate: ## regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-g
 test-realapps: ## the zero-downtime and scale-to-zero tests against real apps (nginx, websocketd, a slow-to-answer app) in an image built here from Debian packages with debootstrap (root; docs/realapps.md)
 	go vet ./...
 	CADDY_DICER_REALAPPS=1 go test -race -count=1 -v -run '^TestRealApps_' -timeout 30m .
+
+test-podman: ## the Docker backend's Engine tests against Podman from Debian (root): rootful on a socket of its own, rootless as an unprivileged user; starts Podman's API service itself and removes all it made (docs/podman.md)
+	./e2e/podman/run.sh

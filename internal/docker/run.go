@@ -1,6 +1,7 @@
 package docker
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
@@ -33,6 +35,7 @@ type engine interface {
 	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
 	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
+	ServerVersion(ctx context.Context) (types.Version, error)
 	ClientVersion() string
 	Close() error
 }
@@ -48,7 +51,17 @@ var containerActions = []events.Action{
 	events.ActionKill, events.ActionStop, events.ActionDie, events.ActionPause,
 	events.ActionUnPause, events.ActionRename, events.ActionDestroy,
 	events.ActionHealthStatus, // a prefix: "health_status: healthy"
+	// Podman's compatible API (R11p) filters on its own event names: its
+	// "died" is sent as "die" but only an "event=died" filter lets it
+	// through, and a removal is "remove", never "destroy".
+	actionDied, actionRemove,
 }
+
+// Podman's container events (R11p) that the Engine does not send.
+const (
+	actionDied   events.Action = "died"
+	actionRemove events.Action = "remove"
+)
 
 // stopSignals are the kill signals that end a container (the Engine's
 // event gives the number): SIGINT, SIGQUIT, SIGKILL and SIGTERM, the
@@ -291,6 +304,9 @@ type conn struct {
 	// recheck holds the containers to inspect again once their health
 	// check's next result is due (R1c).
 	recheck *rechecks
+	// versioned is set once the daemon told its version; podman is set
+	// when it is Podman (R11p), whose listing needs more inspections.
+	versioned, podman bool
 }
 
 // StopBound implements follow.StopBound: the container's stop timeout
@@ -416,6 +432,22 @@ func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
 // List lists every container in one call; a container is inspected only
 // if the listing does not tell its health.
 func (c *conn) List(ctx context.Context) (follow.Listing, error) {
+	if !c.versioned {
+		// Podman's version answer can take seconds (it asks its package
+		// manager): bounded, and without one the listing is read as
+		// Podman's, which costs inspections, never a wrong route.
+		vctx, cancel := context.WithTimeout(ctx, versionTimeout)
+		v, err := c.eng.ServerVersion(vctx)
+		cancel()
+		c.versioned, c.podman = err == nil, err != nil || isPodman(v)
+		if err != nil {
+			c.log.Debug("no version answer: reading the listing as Podman's", zap.Error(err))
+		}
+	}
+	translate := fromSummary
+	if c.podman {
+		translate = podmanSummary
+	}
 	list, err := c.eng.ContainerList(ctx, container.ListOptions{All: true})
 	if err != nil {
 		return follow.Listing{}, follow.WrapCall("ContainerList", err)
@@ -423,7 +455,7 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	all := make([]catalog.Instance, 0, len(list))
 	inspected := 0
 	for _, s := range list {
-		in, ok := fromSummary(s)
+		in, ok := translate(s)
 		if !ok {
 			// The Status text does not tell this running container's
 			// health: inspect it (only it).
@@ -441,6 +473,9 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 		all = append(all, in)
 	}
 	fields := []zap.Field{zap.String("api_version", c.eng.ClientVersion())}
+	if c.podman {
+		fields = append(fields, zap.Bool("podman", true))
+	}
 	if inspected > 0 {
 		fields = append(fields, zap.Int("inspected_for_health", inspected))
 	}
@@ -494,7 +529,7 @@ func ContainerEvent(m events.Message) (ev follow.Event, ok bool) {
 			action = m.Status //nolint:staticcheck // an older Engine's field
 		}
 		switch events.Action(action) {
-		case events.ActionDestroy:
+		case events.ActionDestroy, actionRemove:
 			ev.Deleted = true
 			return ev, true
 		case events.ActionKill:
@@ -503,8 +538,10 @@ func ContainerEvent(m events.Message) (ev follow.Event, ok bool) {
 			}
 			ev.Stopping, ev.Why = true, killWhy(m.Actor.Attributes["signal"])
 			return ev, true
-		case events.ActionDie:
-			ev.Stopping, ev.Why = true, dieWhy(m.Actor.Attributes["exitCode"])
+		case events.ActionDie, actionDied:
+			// An older Podman's died event has no exitCode (nor labels):
+			// containerExitCode, else "exited".
+			ev.Stopping, ev.Why = true, dieWhy(cmp.Or(m.Actor.Attributes["exitCode"], m.Actor.Attributes["containerExitCode"]))
 			return ev, true
 		case events.ActionStop:
 			ev.Stopping, ev.Why = true, "stopped (docker stop)"

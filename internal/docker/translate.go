@@ -198,7 +198,9 @@ func inspectState(st *container.State) catalog.State {
 // "unhealthy" that no check gave (a resumed container, R1c) is the verdict
 // from before the pause.
 func inspectHealth(st *container.State, cfg *container.Config) catalog.Health {
-	if h := st.Health; h != nil {
+	// Podman reports a health record with no status for a container
+	// without a check (R11p): the configuration tells then.
+	if h := st.Health; h != nil && h.Status != "" {
 		switch h.Status {
 		case container.Healthy:
 			return catalog.HealthHealthy

@@ -36,7 +36,14 @@ LABEL caddy-dicer.test.image=hello
 ENTRYPOINT ["/hello"]
 `
 
-var image struct {
+// images holds the test image of each daemon (by its host: a test may use
+// the Engine and Podman side by side), built once per process.
+var images struct {
+	mu    sync.Mutex
+	byDae map[string]*builtImage
+}
+
+type builtImage struct {
 	once sync.Once
 	ref  string
 	err  error
@@ -52,6 +59,16 @@ var image struct {
 // helloserver command); it has no health check unless the container sets
 // one (HealthCheck).
 func BuildImage(ctx context.Context, cli client.APIClient) (string, error) {
+	images.mu.Lock()
+	if images.byDae == nil {
+		images.byDae = map[string]*builtImage{}
+	}
+	image := images.byDae[cli.DaemonHost()]
+	if image == nil {
+		image = &builtImage{}
+		images.byDae[cli.DaemonHost()] = image
+	}
+	images.mu.Unlock()
 	image.once.Do(func() {
 		image.ref, image.err = buildImage(ctx, cli)
 		if image.err != nil {

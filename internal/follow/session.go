@@ -337,6 +337,11 @@ func (s *session) apply(ctx context.Context, id string, ev PendingEvent) error {
 	if in.ID == "" {
 		in.ID = id
 	}
+	if old, ok := s.known[in.ID]; ok && Same(old, in) && !ev.Stopping && !ev.Started {
+		// An event that changed nothing reported (Podman sends a
+		// health_status event at every check, R11p) costs no write.
+		return nil
+	}
 	s.known[in.ID] = in
 	s.sink.Put(in)
 	if sb, ok := s.conn.(StopBound); ok && ev.Stopping && in.State == catalog.StateRunning {

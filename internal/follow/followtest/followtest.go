@@ -28,6 +28,7 @@ type Sink struct {
 	mu       sync.Mutex
 	byID     map[string]catalog.Instance
 	replaces int
+	puts     int
 	stopping map[string]bool
 	changed  chan struct{} // closed and replaced on every call
 
@@ -73,7 +74,16 @@ func (s *Sink) Put(in catalog.Instance) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.byID[in.ID] = in
+	s.puts++
 	s.bumpLocked()
+}
+
+// Puts is the number of Put calls so far: the catalog writes an adapter
+// made for single instances.
+func (s *Sink) Puts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.puts
 }
 
 // Delete implements catalog.Sink.

@@ -1,0 +1,344 @@
+package docker
+
+// Podman's differences (R11p), against payloads recorded from Podman 4.3.1's
+// Docker-compatible API on this machine (testdata/podman) and, where a
+// newer Podman differs, payloads written after its issues: podman#24003 (a
+// health_status event at every check), podman#27786 (no Health in
+// /containers/json), older died events without labels.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/go-connections/nat"
+	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/follow/followtest"
+)
+
+// podmanVersion is the version answer of Podman 4.3.1 (its components).
+var podmanVersion = types.Version{
+	Version: "4.3.1", APIVersion: "1.41",
+	Components: []types.ComponentVersion{{Name: "Podman Engine", Version: "4.3.1"}},
+}
+
+func readPodmanEvents(t *testing.T) []events.Message {
+	t.Helper()
+	f, err := os.Open("testdata/podman/events-4.3.1.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []events.Message
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var m events.Message
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("%s: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestPodman_event_filters_ask_for_died_and_remove_and_no_scope(t *testing.T) {
+	f := eventFilters()
+	if f.Contains("scope") {
+		t.Errorf("the event filters have a scope key, which Podman does not take: %v", f)
+	}
+	for _, want := range []string{"die", "died", "destroy", "remove", "health_status", "start"} {
+		if !f.ExactMatch("event", want) {
+			t.Errorf("the event filters do not ask for %q: %v", want, f.Get("event"))
+		}
+	}
+}
+
+func TestPodman_recorded_events_translate(t *testing.T) {
+	type got struct {
+		action                      string
+		ok, stopping, started, gone bool
+	}
+	var seen []got
+	for _, m := range readPodmanEvents(t) {
+		ev, ok := ContainerEvent(m)
+		if ok && ev.ID != m.Actor.ID {
+			t.Errorf("%s: ID %q, want the actor's %q", m.Action, ev.ID, m.Actor.ID)
+		}
+		seen = append(seen, got{string(m.Action), ok, ev.Stopping, ev.Started, ev.Deleted})
+	}
+	want := []got{
+		{"create", true, false, false, false},
+		{"init", false, false, false, false},
+		{"start", true, false, true, false},
+		{"pause", true, false, false, false},
+		{"unpause", true, false, false, false},
+		{"die", true, true, false, false}, // podman stop: no kill, no stop event
+		{"cleanup", false, false, false, false},
+		{"cleanup", false, false, false, false},
+		{"init", false, false, false, false},
+		{"start", true, false, true, false},
+		{"kill", false, false, false, false}, // no signal attribute: the die follows
+		{"die", true, true, false, false},
+		{"cleanup", false, false, false, false},
+		{"remove", true, false, false, true}, // not "destroy"
+	}
+	if !slices.Equal(seen, want) {
+		t.Errorf("recorded Podman events translate as\n%v\nwant\n%v", seen, want)
+	}
+}
+
+func TestPodman_died_and_bare_health_status_events(t *testing.T) {
+	const id = "74d3b78c22a17426ab48a840580cc7be1fbfc454b467dc829ea79733e34f1a7c"
+	for _, tc := range []struct {
+		name     string
+		raw      string
+		stopping bool
+		why      string
+	}{
+		{
+			// An older Podman's died event: no labels, no exit code.
+			name: "died without labels", stopping: true, why: "exited",
+			raw: `{"status":"died","id":"` + id + `","Type":"container","Action":"died","Actor":{"ID":"` + id + `","Attributes":{"image":"x","name":"app"}},"time":1}`,
+		},
+		{
+			name: "died with containerExitCode only", stopping: true, why: "exited with code 143 (killed by SIGTERM)",
+			raw: `{"status":"died","Type":"container","Action":"died","Actor":{"ID":"` + id + `","Attributes":{"containerExitCode":"143"}},"time":1}`,
+		},
+		{
+			// podman#24003: the verdict in an attribute, a bare action.
+			name: "bare health_status",
+			raw:  `{"status":"health_status","Type":"container","Action":"health_status","Actor":{"ID":"` + id + `","Attributes":{"health_status":"healthy","name":"app"}},"time":1}`,
+		},
+		{
+			name: "Docker's health_status",
+			raw:  `{"status":"health_status: healthy","Type":"container","Action":"health_status: healthy","Actor":{"ID":"` + id + `","Attributes":{"name":"app"}},"time":1}`,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m events.Message
+			if err := json.Unmarshal([]byte(tc.raw), &m); err != nil {
+				t.Fatal(err)
+			}
+			ev, ok := ContainerEvent(m)
+			if !ok || ev.ID != id {
+				t.Fatalf("ContainerEvent = %+v, %v; want an event about %s", ev, ok, id)
+			}
+			if ev.Stopping != tc.stopping || ev.Why != tc.why {
+				t.Errorf("Stopping %v (%q), want %v (%q)", ev.Stopping, ev.Why, tc.stopping, tc.why)
+			}
+		})
+	}
+}
+
+// fakePodman is an engine answering as Podman does: recorded listing,
+// inspections from a function, events from a channel.
+type fakePodman struct {
+	version    types.Version
+	versionErr error
+	list       []container.Summary
+	inspect    func(id string) container.InspectResponse
+	events     chan events.Message
+	inspects   atomic.Int64
+	mu         sync.Mutex
+	filters    []string
+}
+
+func (f *fakePodman) Events(ctx context.Context, o events.ListOptions) (<-chan events.Message, <-chan error) {
+	f.mu.Lock()
+	f.filters = append(f.filters, o.Filters.Keys()...)
+	f.mu.Unlock()
+	errs := make(chan error, 1)
+	msgs := make(chan events.Message)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				errs <- ctx.Err()
+				return
+			case m := <-f.events:
+				select {
+				case msgs <- m:
+				case <-ctx.Done():
+					errs <- ctx.Err()
+					return
+				}
+			}
+		}
+	}()
+	return msgs, errs
+}
+
+func (f *fakePodman) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+	return slices.Clone(f.list), nil
+}
+
+func (f *fakePodman) ContainerInspect(_ context.Context, id string) (container.InspectResponse, error) {
+	f.inspects.Add(1)
+	return f.inspect(id), nil
+}
+
+func (f *fakePodman) ServerVersion(context.Context) (types.Version, error) {
+	return f.version, f.versionErr
+}
+func (f *fakePodman) ClientVersion() string { return "1.41" }
+func (f *fakePodman) Close() error          { return nil }
+
+func readPodmanList(t *testing.T) []container.Summary {
+	t.Helper()
+	data, err := os.ReadFile("testdata/podman/containers-4.3.1.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []container.Summary
+	if err := json.Unmarshal(data, &list); err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// inspectWithHealth is the recorded container, running, with a health
+// check in the given status.
+func inspectWithHealth(s container.Summary, status container.HealthStatus) container.InspectResponse {
+	h := &container.Health{Status: status}
+	if status == container.Unhealthy {
+		h.FailingStreak = defaultRetries // a verdict, not a resumed container's mark (R1c)
+	}
+	return container.InspectResponse{
+		ContainerJSONBase: &container.ContainerJSONBase{
+			ID: s.ID, Name: s.Names[0],
+			State: &container.State{Status: "running", Running: true, Health: h},
+		},
+		Config: &container.Config{Labels: s.Labels, Healthcheck: &container.HealthConfig{Test: []string{"CMD", "/hello", "-healthcheck"}}},
+		NetworkSettings: &container.NetworkSettings{
+			NetworkSettingsBase: container.NetworkSettingsBase{Ports: nat.PortMap{"8080/tcp": {{HostIP: "127.0.0.1", HostPort: "42717"}}}},
+			Networks:            s.NetworkSettings.Networks,
+		},
+	}
+}
+
+func runFake(t *testing.T, f *fakePodman) *followtest.Sink {
+	t.Helper()
+	a, err := New(Config{Host: "unix:///nonexistent/podman.sock", Resync: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.wrap = func(engine) engine { return f }
+	sink, _ := followtest.Start(t, waitTimeout, func(ctx context.Context, log *zap.Logger, sink catalog.Sink) {
+		a.Loop().Run(ctx, sink, log)
+	})
+	return sink
+}
+
+// Podman 4.3.1 lists a running container whose check has not passed yet
+// as "Up 1 second", without "(health: starting)": taken at its word it has
+// no check and would be routed. On Podman it is inspected; on the Engine
+// (whose Status always carries the verdict) it is not.
+func TestPodman_listing_without_health_is_inspected(t *testing.T) {
+	list := readPodmanList(t)
+	for _, tc := range []struct {
+		name       string
+		version    types.Version
+		versionErr error
+		health     catalog.Health
+		inspects   int64
+	}{
+		{"Podman", podmanVersion, nil, catalog.HealthStarting, 1},
+		{"Docker Engine", types.Version{Version: "20.10.24", Components: []types.ComponentVersion{{Name: "Engine"}}}, nil, catalog.HealthNone, 0},
+		// No version answer (Podman's can be slow): read as Podman's.
+		{"no version answer", types.Version{}, context.DeadlineExceeded, catalog.HealthStarting, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakePodman{version: tc.version, versionErr: tc.versionErr, list: list, events: make(chan events.Message),
+				inspect: func(string) container.InspectResponse { return inspectWithHealth(list[0], container.Starting) }}
+			sink := runFake(t, f)
+			v := sink.WaitFor(t, waitTimeout, "the listed container", func(v followtest.View) bool { _, ok := v.Named("cdp-h"); return ok })
+			in, _ := v.Named("cdp-h")
+			if in.Health != tc.health {
+				t.Errorf("health %v, want %v", in.Health, tc.health)
+			}
+			if n := f.inspects.Load(); n != tc.inspects {
+				t.Errorf("%d inspections, want %d", n, tc.inspects)
+			}
+			if len(in.Networks) != 1 || in.Networks[0].Address != "10.88.0.2" || len(in.Ports) != 1 || in.Ports[0].HostPort != 42717 {
+				t.Errorf("networks %+v ports %+v: want podman 10.88.0.2 and 127.0.0.1:42717", in.Networks, in.Ports)
+			}
+		})
+	}
+}
+
+// podman#24003: newer Podmans send a health_status event at every check,
+// changed or not. 1,000 checks that change nothing: 1,000 inspections, no
+// catalog write (the sink's Put counter stays flat); then a check that
+// changes the verdict: one write.
+func TestPodman_health_status_at_every_check_costs_no_catalog_write(t *testing.T) {
+	list := readPodmanList(t)
+	list[0].Status = "Up 1 second (healthy)"
+	var status atomic.Value
+	status.Store(container.Healthy)
+	f := &fakePodman{version: podmanVersion, list: list, events: make(chan events.Message),
+		inspect: func(string) container.InspectResponse {
+			return inspectWithHealth(list[0], status.Load().(container.HealthStatus))
+		}}
+	sink := runFake(t, f)
+	sink.WaitFor(t, waitTimeout, "the listed container", func(v followtest.View) bool {
+		in, ok := v.Named("cdp-h")
+		return ok && in.Health == catalog.HealthHealthy
+	})
+	check := func(verdict string) events.Message {
+		return events.Message{Type: events.ContainerEventType, Action: events.ActionHealthStatus,
+			Actor: events.Actor{ID: list[0].ID, Attributes: map[string]string{"health_status": verdict, "name": "cdp-h"}}}
+	}
+	before, inspects := sink.Puts(), f.inspects.Load()
+	const checks = 1000
+	start := time.Now()
+	for i := range checks {
+		f.events <- check("healthy")
+		// Each check is applied on its own (no coalescing), as when
+		// checks are an interval apart.
+		waitUntil(t, eventTimeout, "check applied", func() bool { return f.inspects.Load() >= inspects+int64(i)+1 })
+	}
+	if d := sink.Puts() - before; d != 0 {
+		t.Errorf("%d checks that changed nothing made %d catalog writes, want 0", checks, d)
+	}
+	t.Logf("%d unchanged health_status events: %d inspections, %d catalog writes, %v", checks, f.inspects.Load()-inspects, sink.Puts()-before, time.Since(start))
+
+	status.Store(container.Unhealthy)
+	f.events <- check("unhealthy")
+	sink.WaitFor(t, eventTimeout, "the unhealthy verdict", func(v followtest.View) bool {
+		in, _ := v.Named("cdp-h")
+		return in.Health == catalog.HealthUnhealthy
+	})
+	if d := sink.Puts() - before; d != 1 {
+		t.Errorf("a check that changed the verdict made %d catalog writes, want 1", d)
+	}
+	if got := strings.Join(f.filters, ","); strings.Contains(got, "scope") {
+		t.Errorf("the subscription asked for a scope filter: %s", got)
+	}
+}
+
+// Podman inspects a container without a check (HEALTHCHECK NONE, or
+// --no-healthcheck) with an empty health record: no check, routable.
+func TestPodman_empty_health_record_is_no_check(t *testing.T) {
+	st := &container.State{Status: "running", Running: true, Health: &container.Health{}}
+	for _, cfg := range []*container.Config{nil, {}, {Healthcheck: &container.HealthConfig{Test: []string{"NONE"}}}} {
+		if h := inspectHealth(st, cfg); h != catalog.HealthNone {
+			t.Errorf("config %+v: health %v, want none", cfg, h)
+		}
+	}
+	cfg := &container.Config{Healthcheck: &container.HealthConfig{Test: []string{"CMD", "/hello", "-healthcheck"}}}
+	if h := inspectHealth(st, cfg); h != catalog.HealthStarting {
+		t.Errorf("a configured check with an empty record: %v, want starting", h)
+	}
+}
