@@ -21,6 +21,10 @@ const (
 	// LabelStandby says how Caddy puts it on standby: `stop` (the
 	// default) or `pause`.
 	LabelStandby = "caddy.standby"
+	// LabelMaintenance puts an instance in maintenance (R5i): it gets no
+	// request and is not woken, and a request with nowhere else to go is
+	// answered 503 with the maintenance page showing the label's value.
+	LabelMaintenance = "caddy.maintenance"
 )
 
 // State is an instance's lifecycle state, as its daemon reports it.
