@@ -43,9 +43,9 @@ type upstreamSource struct {
 
 	logger *zap.Logger
 	key    string
-	conn  *connection
-	view  *catalog.View
-	route catalog.Route
+	conn   *connection
+	view   *catalog.View
+	route  catalog.Route
 	// group is the members of the `dynamic multi` that holds the source,
 	// if one does (see upstreams_multi.go); inGroup says s is one of them.
 	group   *sourceGroup
