@@ -83,6 +83,7 @@ func dicerCommand(cmd *cobra.Command) {
 		},
 	}
 	cmd.AddCommand(daemons, instances, explain)
+	cmd.AddCommand(maintenanceCommand()) // command_maintenance.go
 }
 
 // query GETs uri from the admin endpoint the flags name, and prints it as

@@ -244,3 +244,31 @@ http://api.test:%[1]d {
 		t.Fatalf("after the switch is off: %d %q", r.status, r.body)
 	}
 }
+
+// `caddy dicer maintenance SELECTOR on|off [MESSAGE]` switches through the
+// admin API (R5i).
+func TestCaddy_R5i_maintenance_cli(t *testing.T) {
+	needsCaddy(t)
+	d, sock := testDaemon(t)
+	instance(t, d, "cli-1", "127.0.0.1", map[string]string{"app": "cli"})
+	startCaddy(t, "", fmt.Sprintf(`
+http://cli.test:%[1]d {
+	reverse_proxy {
+		dynamic dicer app=cli {
+			address unix:%[2]s
+		}
+	}
+}`, httpPort, sock))
+	eventually(t, "cli.test served", func() bool { return fetchAs(t, "cli.test", "/", "", 10*time.Second).body == hello("cli-1") })
+	out := cli(t, "maintenance", "app=cli", "on", "upgrading <db>")
+	if !strings.Contains(out, "app=cli") {
+		t.Fatalf("caddy dicer maintenance on said:\n%s", out)
+	}
+	if r := fetchAs(t, "cli.test", "/", "", 10*time.Second); r.status != http.StatusServiceUnavailable || r.body != "503 Service Unavailable: down for maintenance: upgrading <db>\n" {
+		t.Fatalf("in maintenance: %d %q", r.status, r.body)
+	}
+	cli(t, "maintenance", "app=cli", "off")
+	if r := fetchAs(t, "cli.test", "/", "", 10*time.Second); r.body != hello("cli-1") {
+		t.Fatalf("after off: %d %q", r.status, r.body)
+	}
+}
