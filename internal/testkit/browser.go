@@ -310,9 +310,13 @@ func (b *Browser) Call(method string, params any) (json.RawMessage, error) {
 	}
 }
 
-// Navigate loads u in the page.
-func (b *Browser) Navigate(u string) error {
-	_, err := b.Call("Page.navigate", map[string]any{"url": u})
+// Navigate loads u in the page, with referrer as its Referer ("" none).
+func (b *Browser) Navigate(u, referrer string) error {
+	p := map[string]any{"url": u}
+	if referrer != "" {
+		p["referrer"] = referrer
+	}
+	_, err := b.Call("Page.navigate", p)
 	return err
 }
 
