@@ -44,12 +44,12 @@ func (adminDicer) CaddyModule() caddy.ModuleInfo {
 
 // Routes implements caddy.AdminRouter.
 func (a adminDicer) Routes() []caddy.AdminRoute {
-	return []caddy.AdminRoute{
+	return append([]caddy.AdminRoute{
 		{Pattern: "/dicer/daemons", Handler: caddy.AdminHandlerFunc(getOnly(a.daemons))},
 		{Pattern: "/dicer/instances", Handler: caddy.AdminHandlerFunc(getOnly(a.instances))},
 		{Pattern: "/dicer/explain", Handler: caddy.AdminHandlerFunc(getOnly(a.explain))},
 		{Pattern: "/dicer/weight", Handler: caddy.AdminHandlerFunc(a.weight)}, // admin_weight.go
-	}
+	}, a.moreRoutes()...) // admin_pages.go
 }
 
 // DaemonStatus is one followed daemon, as GET /dicer/daemons shows it.

@@ -85,6 +85,7 @@ func dicerCommand(cmd *cobra.Command) {
 		},
 	}
 	cmd.AddCommand(daemons, instances, explain, weightCommand())
+	cmd.AddCommand(maintenanceCommand()) // command_maintenance.go
 }
 
 // query GETs uri from the admin endpoint the flags name, and prints it as

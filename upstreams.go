@@ -37,10 +37,15 @@ type upstreamSource struct {
 	// requests. Example: `8080`.
 	Port int `json:"port,omitempty"`
 
-	key   string
-	conn  *connection
-	view  *catalog.View
-	route catalog.Route
+	// PageSettings holds wake_page_after and page_template (R5h, R5i,
+	// pages_caddy.go).
+	PageSettings
+
+	logger *zap.Logger
+	key    string
+	conn   *connection
+	view   *catalog.View
+	route  catalog.Route
 	// group is the members of the `dynamic multi` that holds the source,
 	// if one does (see upstreams_multi.go); inGroup says s is one of them.
 	group   *sourceGroup
@@ -68,6 +73,10 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 	if err != nil {
 		return err
 	}
+	if err := s.provisionPages(); err != nil {
+		return err
+	}
+	s.logger = ctx.Logger()
 	if s.conn, s.key, err = open(daemon); err != nil {
 		return err
 	}
@@ -120,6 +129,9 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		if deferred {
 			return nil, nil
 		}
+		if ups := s.maintenancePage(r, snap, host); ups != nil { // R5i
+			return ups, nil
+		}
 		ups, err := s.wake(r, host, buf[:0])
 		if len(ups) == 0 && s.noUpstream != nil { // nil: not provisioned (unit tests)
 			s.noUpstream.Inc()
@@ -162,10 +174,16 @@ func (s *upstreamSource) wake(r *http.Request, host string, buf []catalog.Target
 	if s.conn.standby == nil {
 		return nil, nil
 	}
-	targets, retry := s.conn.standby.Hold(r.Context(), s.route, host, s.wakeTimeout, buf)
+	hold, page := s.holdFor(r) // R5h
+	targets, retry := s.conn.standby.Hold(r.Context(), s.route, host, hold, buf)
 	if len(targets) == 0 {
 		if retry == 0 {
 			return nil, nil
+		}
+		if page && r.Context().Err() == nil {
+			if u := s.wakePage(r, host, retry); u != nil {
+				return []*reverseproxy.Upstream{u}, nil
+			}
 		}
 		if u := standInUpstream(s.conn.standby, retry); u != nil {
 			return []*reverseproxy.Upstream{u}, nil
@@ -178,6 +196,7 @@ func (s *upstreamSource) wake(r *http.Request, host string, buf []catalog.Target
 // Cleanup releases the view and the shared connection, and leaves the
 // multi's group.
 func (s *upstreamSource) Cleanup() error {
+	s.cleanupPages()
 	if s.key != "" {
 		s.conn.routes.remove(s) // first: the admin API reads the route
 	}
@@ -220,7 +239,10 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 		}
 	}
 	for d.NextBlock(0) {
-		ok, err := unmarshalDaemonSetting(d, daemon, seen)
+		ok, err := s.unmarshalPageSetting(d, seen) // R5h, R5i
+		if !ok && err == nil {
+			ok, err = unmarshalDaemonSetting(d, daemon, seen)
+		}
 		if !ok && extra != nil {
 			ok, err = extra(d, seen)
 		}

@@ -62,6 +62,10 @@ type Catalog struct {
 	seq        uint64           // changes from the daemon so far (see Seq)
 	routePorts map[int]int      // route port -> routes using it
 	spelt      map[string]spelt // place -> who last had it (see spellApart)
+	// maintenance are the selectors in maintenance by their text, and
+	// maintenanceKeys their texts in order (R5i, maintenance.go).
+	maintenance     map[string]maintenanceRule
+	maintenanceKeys []string
 }
 
 // Snapshot is the catalog at one moment: the index by exact host, the
@@ -209,6 +213,7 @@ func (c *Catalog) Put(inst Instance) {
 	if e.stopping = holdStopping(old, &e.inst); e.stopping {
 		e.stopWhy = old.stopWhy
 	}
+	c.markMaintenance(e) // R5i
 	e.keepApart(old)
 	c.spellApart(e, func(id string) *entry { return c.byID[id] })
 	c.tellFroze(old, e)
@@ -279,6 +284,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		// draining is running again here, so it is probed (R1a), and an
 		// app that closed its port on SIGTERM stays out until it dies.
 		old := c.byID[e.inst.ID]
+		c.markMaintenance(e) // R5i
 		e.keepApart(old)
 		c.spellApart(e, live)
 		c.tellFroze(old, e) // before the store below

@@ -70,6 +70,10 @@ type entry struct {
 	seq, startEvent, stopEvent uint64
 	// weighting is its weight and session identity (R4c, R4d, weight.go).
 	weighting
+	// maint is set while the instance is in maintenance (R5i, its label
+	// or an operator's switch), with maintMsg its message.
+	maint    bool
+	maintMsg string
 }
 
 // keepEvents carries the event counts of old (nil: none) over to e.
@@ -176,6 +180,8 @@ func (e *entry) network(routeNetwork string) *Attachment {
 // path's check.
 func (e *entry) notRoutable(routeNetwork string) string {
 	switch net := e.network(routeNetwork); {
+	case e.maint:
+		return "in maintenance: " + clip(e.maintMsg) // R5i
 	case e.inst.State == StateStandby:
 		return "on standby"
 	case e.inst.State != StateRunning:
@@ -196,7 +202,7 @@ func (e *entry) notRoutable(routeNetwork string) string {
 // building a reason: it runs per candidate on every request.
 func (e *entry) routable(routeNetwork string) bool {
 	net := e.network(routeNetwork)
-	return e.inst.State == StateRunning && net != nil && net.Address != "" && e.listening &&
+	return !e.maint && e.inst.State == StateRunning && net != nil && net.Address != "" && e.listening &&
 		e.inst.Health != HealthStarting && e.inst.Health != HealthUnhealthy
 }
 

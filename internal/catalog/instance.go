@@ -29,6 +29,10 @@ const (
 	// (R4d), instead of the instance's name: an instance that takes over
 	// the key takes over the sessions.
 	LabelSessionKey = "caddy.session_key"
+	// LabelMaintenance puts an instance in maintenance (R5i): it gets no
+	// request and is not woken, and a request with nowhere else to go is
+	// answered 503 with the maintenance page showing the label's value.
+	LabelMaintenance = "caddy.maintenance"
 )
 
 // State is an instance's lifecycle state, as its daemon reports it.

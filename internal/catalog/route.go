@@ -162,7 +162,7 @@ func (s *Snapshot) candidates(route Route, host string, claimedElsewhere bool) (
 // entry, and the request waits for it (see WakeCandidates).
 func (s *Snapshot) fallback(candidates []*entry, route Route, host string, exact bool) (*entry, Pick) {
 	for _, e := range candidates {
-		if !e.servesHost(host, exact) {
+		if e.maint || !e.servesHost(host, exact) { // R5i
 			continue
 		}
 		if e.wakingUp() {
@@ -175,7 +175,7 @@ func (s *Snapshot) fallback(candidates []*entry, route Route, host string, exact
 		}
 	}
 	for _, e := range candidates {
-		if !e.servesHost(host, exact) {
+		if e.maint || !e.servesHost(host, exact) { // R5i
 			continue
 		}
 		if e.sleeping() {

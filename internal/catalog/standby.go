@@ -403,7 +403,7 @@ func (s *Snapshot) WakeCandidates(dst []WakeCandidate, route Route, host string)
 	candidates, exact := s.candidates(route, host, false)
 	for pass := 0; pass < 2; pass++ {
 		for _, e := range candidates {
-			if e.activity == nil || !e.servesHost(host, exact) {
+			if e.activity == nil || e.maint || !e.servesHost(host, exact) { // R5i
 				continue
 			}
 			if pass == 0 && e.wakingUp() || pass == 1 && e.sleeping() {

@@ -1,0 +1,193 @@
+package caddydicer
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/selector"
+)
+
+// The admin API's pages and switches, beside admin.go's JSON:
+//
+//	GET  /dicer/dashboard     a read-only page: daemons, routes and their targets, instances and their verdicts, live (R13d)
+//	GET  /dicer/routes        each route and its targets now, per host its instances claim
+//	GET  /dicer/maintenance   the selectors in maintenance, per daemon (R5i)
+//	POST /dicer/maintenance   {"selector": S, "on": true|false, "message": M}: puts the instances S matches in maintenance, on every daemon
+
+//go:embed dashboard.html
+var dashboardPage []byte
+
+// moreRoutes are the admin routes of this file.
+func (a adminDicer) moreRoutes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: "/dicer/dashboard", Handler: caddy.AdminHandlerFunc(getOnly(a.dashboard))},
+		{Pattern: "/dicer/routes", Handler: caddy.AdminHandlerFunc(getOnly(a.routesNow))},
+		{Pattern: "/dicer/maintenance", Handler: caddy.AdminHandlerFunc(a.maintenance)},
+	}
+}
+
+// dashboard serves the page: one file, its script and style inline, which
+// reads the JSON routes twice a second and builds its tables with
+// textContent only, so nothing from a label is ever markup.
+func (adminDicer) dashboard(w http.ResponseWriter, _ *http.Request) error {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:")
+	_, err := w.Write(dashboardPage)
+	return err
+}
+
+// RouteTargets is one route, as GET /dicer/routes shows it.
+type RouteTargets struct {
+	Kind   string `json:"kind"`
+	Daemon string `json:"daemon"`
+	Route  string `json:"route"`
+	// Hosts are, for each host its instances claim (caddy.host, at most
+	// maxRouteHosts of them), and on a selector route "*" for any other
+	// host, where requests go now.
+	Hosts []HostTargets `json:"hosts"`
+	// MoreHosts is the number of hosts left out.
+	MoreHosts int `json:"more_hosts,omitempty"`
+}
+
+// HostTargets are a route's targets for one host: "instance dial" each,
+// in order; none means 503 (or a wake, or the maintenance page).
+type HostTargets struct {
+	Host    string   `json:"host"`
+	Targets []string `json:"targets"`
+}
+
+// maxRouteHosts bounds the hosts GET /dicer/routes lists per route.
+const maxRouteHosts = 100
+
+// anyHost is the host a selector route's row for any other host is
+// computed with: a name nobody can claim (.invalid, RFC 2606).
+const anyHost = "any-host.dicer.invalid"
+
+func (adminDicer) routesNow(w http.ResponseWriter, _ *http.Request) error {
+	out := []RouteTargets{}
+	for _, c := range openConnections() {
+		snap := c.catalog.Snapshot()
+		for _, nr := range c.routes.list() {
+			route := nr.source.route
+			var match func(map[string]string) bool
+			if route.View != nil {
+				if sel, err := selector.Parse(nr.source.Selector); err == nil {
+					match = sel.Matches
+				}
+			}
+			hosts := claimedHosts(c.catalog.Instances(match))
+			rt := RouteTargets{Kind: c.kind, Daemon: c.address, Route: nr.name, Hosts: []HostTargets{}}
+			if len(hosts) > maxRouteHosts {
+				rt.MoreHosts, hosts = len(hosts)-maxRouteHosts, hosts[:maxRouteHosts]
+			}
+			if route.View != nil {
+				hosts = append(hosts, "*")
+			}
+			for _, h := range hosts {
+				q := h
+				if h == "*" {
+					q = anyHost
+				}
+				ht := HostTargets{Host: h, Targets: []string{}}
+				for _, t := range snap.Targets(nil, route, catalog.NormalizeHost(q)) {
+					ht.Targets = append(ht.Targets, t.Instance+" "+t.Dial)
+				}
+				rt.Hosts = append(rt.Hosts, ht)
+			}
+			out = append(out, rt)
+		}
+	}
+	return writeJSON(w, out)
+}
+
+// claimedHosts are the distinct names the caddy.host labels of list
+// claim, sorted.
+func claimedHosts(list []catalog.InstanceStatus) []string {
+	seen := map[string]bool{}
+	for _, st := range list {
+		for _, h := range strings.Split(st.Labels[catalog.LabelHost], ",") {
+			if h = strings.TrimSpace(h); h != "" && len(h) <= 253 {
+				seen[h] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for h := range seen {
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// MaintenanceRequest is the body of POST /dicer/maintenance.
+type MaintenanceRequest struct {
+	// Selector chooses the instances, as a route's selector does.
+	Selector string `json:"selector"`
+	// On puts them in maintenance; false takes the switch off.
+	On bool `json:"on"`
+	// Message is shown on the maintenance page (default: "This site is
+	// down for maintenance."); at most 512 bytes are kept.
+	Message string `json:"message,omitempty"`
+}
+
+// MaintenanceStatus is one daemon's switches, as GET /dicer/maintenance
+// shows them, or what POST changed there.
+type MaintenanceStatus struct {
+	Kind     string                      `json:"kind"`
+	Daemon   string                      `json:"daemon"`
+	Switches []catalog.MaintenanceSwitch `json:"switches"`
+	// Changed is, after a POST, how many instances went in or out.
+	Changed int `json:"changed"`
+}
+
+// maxMaintenanceBody bounds a POST's body.
+const maxMaintenanceBody = 4096
+
+func (adminDicer) maintenance(w http.ResponseWriter, r *http.Request) error {
+	switch r.Method {
+	case http.MethodGet:
+		out := []MaintenanceStatus{}
+		for _, c := range openConnections() {
+			out = append(out, MaintenanceStatus{Kind: c.kind, Daemon: c.address, Switches: c.catalog.MaintenanceSwitches()})
+		}
+		return writeJSON(w, out)
+	case http.MethodPost:
+	default:
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed: use GET or POST", r.Method)}
+	}
+	var req MaintenanceRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxMaintenanceBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("body: %w", err)}
+	}
+	if strings.TrimSpace(req.Selector) == "" {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New(`selector: missing, e.g. {"selector": "app=shop", "on": true}`)}
+	}
+	sel, err := selector.Parse(req.Selector)
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
+	}
+	out := []MaintenanceStatus{}
+	for _, c := range openConnections() {
+		n, ok := c.catalog.SetMaintenance(sel, req.Message, req.On)
+		if !ok {
+			return caddy.APIError{HTTPStatus: http.StatusConflict,
+				Err: fmt.Errorf("%s %s: %d selectors are in maintenance already", c.kind, c.address, catalog.MaxMaintenanceSelectors)}
+		}
+		out = append(out, MaintenanceStatus{Kind: c.kind, Daemon: c.address, Switches: c.catalog.MaintenanceSwitches(), Changed: n})
+	}
+	return writeJSON(w, out)
+}
