@@ -23,6 +23,18 @@ const (
 	LabelStandby = "caddy.standby"
 )
 
+// KnownLabels is every label key caddy-dicer gives a meaning to, the one
+// list the label lint (R13c, lint.go) and the docs' labels page check
+// against. caddy.path, caddy.weight, caddy.session_key, caddy.soft_limit,
+// caddy.depends_on and caddy.maintenance are the labels of path routing,
+// weights and sessions, and pools (written out here until their
+// constants land).
+var KnownLabels = []string{
+	LabelHost, LabelPort, LabelNetwork, LabelStandbyAfter, LabelStandby,
+	"caddy.path", "caddy.weight", "caddy.session_key", "caddy.soft_limit",
+	"caddy.depends_on", "caddy.maintenance",
+}
+
 // State is an instance's lifecycle state, as its daemon reports it.
 type State uint8
 

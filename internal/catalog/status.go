@@ -32,6 +32,9 @@ type InstanceStatus struct {
 	// none chosen`, `no port: publishes none and the route sets none`,
 	// `not ready: port 8080 refuses`, `on standby`, ...
 	Verdict string `json:"verdict"`
+	// LabelTypos are its label keys that look like misspelt known labels
+	// (R13c), each with the closest known one.
+	LabelTypos []LabelTypo `json:"label_typos,omitempty"`
 }
 
 // NetworkStatus is an Attachment, in JSON.
@@ -69,11 +72,12 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 		why := c.verdict(e)
 		st := InstanceStatus{
 			ID: e.inst.ID, Name: e.inst.Name, State: e.inst.State.String(), Health: e.inst.Health.String(),
-			Labels:   maps.Clone(e.inst.Labels),
-			Networks: make([]NetworkStatus, 0, len(e.inst.Networks)),
-			Ports:    make([]PortStatus, 0, len(e.inst.Ports)),
-			Routable: why == "",
-			Verdict:  why,
+			Labels:     maps.Clone(e.inst.Labels),
+			Networks:   make([]NetworkStatus, 0, len(e.inst.Networks)),
+			Ports:      make([]PortStatus, 0, len(e.inst.Ports)),
+			Routable:   why == "",
+			Verdict:    why,
+			LabelTypos: LabelTypos(e.inst.Labels),
 		}
 		for _, n := range e.inst.Networks {
 			st.Networks = append(st.Networks, NetworkStatus{Network: n.Network, Address: n.Address, Gateway: n.Gateway})
@@ -184,6 +188,9 @@ type Candidate struct {
 	// fallback, R5) or why not (an InstanceStatus verdict, or "caddy.host
 	// lists only other hosts: ...").
 	Why string `json:"why"`
+	// LabelTypos are its label keys that look like misspelt known labels
+	// (R13c), each with the closest known one.
+	LabelTypos []LabelTypo `json:"label_typos,omitempty"`
 }
 
 // Explain says, for each instance route considers for host (from
@@ -194,7 +201,7 @@ func (s *Snapshot) Explain(route Route, host string) []Candidate {
 	targets, pick := s.Pick(nil, route, host, false)
 	out := make([]Candidate, 0, len(list))
 	for _, e := range list {
-		c := Candidate{Instance: e.inst.Name}
+		c := Candidate{Instance: e.inst.Name, LabelTypos: LabelTypos(e.inst.Labels)}
 		if i := slices.IndexFunc(targets, func(t Target) bool { return t.Instance == e.inst.Name }); i >= 0 {
 			c.Target, c.Dial, c.Why = true, targets[i].Dial, "routable"
 			if !e.routable(route.Network) {
