@@ -161,7 +161,7 @@ func printInstances(w io.Writer, list []InstanceStatus) error {
 	fmt.Fprintln(t, "DAEMON\tNAME\tSTATE\tHEALTH\tADDRESSES\tPUBLISHED\tWEIGHT\tVERDICT")
 	for _, in := range list {
 		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cell(in.Kind+" "+in.Daemon), cell(in.Name), cell(in.State), cell(in.Health),
-			cell(orDash(addresses(in.Networks))), cell(orDash(published(in.Ports))), weightCell(in), cell(in.Verdict))
+			cell(orDash(addresses(in.Networks))), cell(orDash(published(in.Ports))), weightCell(in), cell(withTypos(in.Verdict, in.LabelTypos)))
 	}
 	return t.Flush()
 }
@@ -196,7 +196,7 @@ func printExplanation(w io.Writer, e Explanation) error {
 			if c.Target {
 				target = "yes"
 			}
-			fmt.Fprintf(t, "  %s\t%s\t%s\t%s\n", cell(c.Instance), target, cell(orDash(c.Dial)), cell(c.Why))
+			fmt.Fprintf(t, "  %s\t%s\t%s\t%s\n", cell(c.Instance), target, cell(orDash(c.Dial)), cell(withTypos(c.Why, c.LabelTypos)))
 		}
 		if err := t.Flush(); err != nil {
 			return err
@@ -254,4 +254,14 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// withTypos is a verdict followed by the instance's misspelt label keys
+// (R13c): `routable; label caddy.hots is not one caddy-dicer knows: did
+// you mean caddy.host?`.
+func withTypos(verdict string, typos []catalog.LabelTypo) string {
+	for _, t := range typos {
+		verdict += "; " + t.String()
+	}
+	return verdict
 }

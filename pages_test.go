@@ -54,7 +54,7 @@ func fetchAs(t *testing.T, host, path, accept string, timeout time.Duration) pag
 
 // adminPost POSTs body (JSON) to path of the in-process Caddy's admin
 // endpoint and returns the answer's status and body.
-func adminPost(t *testing.T, path string, body any) (int, string) {
+func adminPostJSON(t *testing.T, path string, body any) (int, string) {
 	t.Helper()
 	raw, _ := json.Marshal(body)
 	resp, err := http.Post(fmt.Sprintf("http://localhost:%d%s", adminPort, path), "application/json", bytes.NewReader(raw))
@@ -189,18 +189,18 @@ http://two.test:%[1]d {
 		return fetchAs(t, "two.test", "/", "", 10*time.Second).body == hello("pg-maint2")
 	})
 	served := fetchAs(t, "two.test", "/", "", 10*time.Second).upstream
-	status, body := adminPost(t, "/dicer/maintenance", MaintenanceRequest{Selector: "app=" + app + "-2", On: true, Message: hostileMessage})
+	status, body := adminPostJSON(t, "/dicer/maintenance", MaintenanceRequest{Selector: "app=" + app + "-2", On: true, Message: hostileMessage})
 	if status != http.StatusOK || !strings.Contains(body, `"changed": 1`) {
 		t.Fatalf("POST /dicer/maintenance on: %d %s", status, body)
 	}
 	checkMaintenance(t, "two.test", hostileMessage, escapedMessage, served)
-	if status, body = adminPost(t, "/dicer/maintenance", MaintenanceRequest{Selector: "app=" + app + "-2", On: false}); status != http.StatusOK {
+	if status, body = adminPostJSON(t, "/dicer/maintenance", MaintenanceRequest{Selector: "app=" + app + "-2", On: false}); status != http.StatusOK {
 		t.Fatalf("POST /dicer/maintenance off: %d %s", status, body)
 	}
 	if r := fetchAs(t, "two.test", "/", browserAccept, 10*time.Second); r.status != http.StatusOK || r.body != hello("pg-maint2") {
 		t.Fatalf("after the switch is off: %d %q", r.status, r.body)
 	}
-	if status, _ = adminPost(t, "/dicer/maintenance", map[string]any{"selector": "app in (", "on": true}); status != http.StatusBadRequest {
+	if status, _ = adminPostJSON(t, "/dicer/maintenance", map[string]any{"selector": "app in (", "on": true}); status != http.StatusBadRequest {
 		t.Errorf("a bad selector: %d, want 400", status)
 	}
 }
@@ -233,11 +233,11 @@ http://api.test:%[1]d {
 		return fetchAs(t, "api.test", "/", "", 10*time.Second).body == hello("api-1")
 	})
 	served := fetchAs(t, "api.test", "/", "", 10*time.Second).upstream
-	if status, body := adminPost(t, "/dicer/maintenance", MaintenanceRequest{Selector: "app=api", On: true}); status != http.StatusOK {
+	if status, body := adminPostJSON(t, "/dicer/maintenance", MaintenanceRequest{Selector: "app=api", On: true}); status != http.StatusOK {
 		t.Fatalf("POST on: %d %s", status, body)
 	}
 	checkMaintenance(t, "api.test", "This site is down for maintenance.", "This site is down for maintenance.", served)
-	if status, body := adminPost(t, "/dicer/maintenance", MaintenanceRequest{Selector: "app=api", On: false}); status != http.StatusOK {
+	if status, body := adminPostJSON(t, "/dicer/maintenance", MaintenanceRequest{Selector: "app=api", On: false}); status != http.StatusOK {
 		t.Fatalf("POST off: %d %s", status, body)
 	}
 	if r := fetchAs(t, "api.test", "/", "", 10*time.Second); r.body != hello("api-1") {

@@ -64,6 +64,9 @@ type upstreamSource struct {
 	// readsPicks is set when the route's selection policy reads the
 	// weights and identities of the upstreams (R4c, R4d, weights.go).
 	readsPicks bool
+	// observed labels the series of the instances it sends requests to
+	// (R13b, instance_metrics.go).
+	observed sourceObserved
 }
 
 // provision joins the daemon's shared connection and, for a selector,
@@ -98,6 +101,7 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 	}
 	s.keepAlive = &keepAlive{handler: handlerOf(ctx)}
 	s.readsPicks = policyReadsPicks(s.keepAlive.handler)
+	s.observed = sourceObserved{conn: s.conn, route: name}
 	s.conn.routes.add(s, name) // last: the admin API reads s.group
 	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
 		zap.Int("port", s.Port), zap.String("network", network))
@@ -144,23 +148,27 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		}
 		s.keepAlive.closeIdle() // none from before its freeze is reused (R5a, idleconns.go)
 	}
-	return s.upstreams(r, targets), nil
+	return s.upstreams(r, snap, host, targets), nil
 }
 
-// upstreams turns targets into fresh upstreams, recording the use of
-// those labelled caddy.standby_after (scale to zero).
-func (s *upstreamSource) upstreams(r *http.Request, targets []catalog.Target) []*reverseproxy.Upstream {
-	if s.readsPicks {
-		return s.pickedUpstreams(r, targets)
-	}
-	block := make([]reverseproxy.Upstream, len(targets))
+// upstreams turns targets, from snap for host, into fresh upstreams,
+// recording the use of those labelled caddy.standby_after (scale to zero)
+// and, for the placeholders and metrics of who served the request, what
+// it returned (R13a, R13b, identity.go).
+func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host string, targets []catalog.Target) []*reverseproxy.Upstream {
+	block := make([]pickedUpstream, len(targets))
 	ups := make([]*reverseproxy.Upstream, len(targets))
 	for i, t := range targets {
-		block[i].Dial = t.Dial
-		ups[i] = &block[i]
+		block[i].Dial, block[i].name = t.Dial, t.Instance
+		block[i].weight, block[i].identity = t.Weight, t.Identity
+		ups[i] = &block[i].Upstream
 		if t.Activity != nil && s.conn.standby != nil {
-			record(s.conn.standby, r, t.Activity, &block[i])
+			record(s.conn.standby, r, t.Activity, &block[i].Upstream)
 		}
+	}
+	s.observe(r, snap, host, block)
+	if s.readsPicks { // for our selection policies (R4c, R4d, weights.go)
+		recordPicks(r, block)
 	}
 	return ups
 }
@@ -190,7 +198,7 @@ func (s *upstreamSource) wake(r *http.Request, host string, buf []catalog.Target
 		}
 		return nil, nil
 	}
-	return s.upstreams(r, targets), nil
+	return s.upstreams(r, s.conn.catalog.Snapshot(), host, targets), nil
 }
 
 // Cleanup releases the view and the shared connection, and leaves the

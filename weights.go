@@ -33,14 +33,6 @@ func init() {
 // picksVar is the request variable holding the request's *picks.
 const picksVar = "dicer_picks"
 
-// pickedUpstream is an upstream as GetUpstreams hands it out, with what our
-// policies need of its instance.
-type pickedUpstream struct {
-	up       reverseproxy.Upstream
-	weight   int
-	identity string
-}
-
 // picks is every block of upstreams our sources handed out for one
 // request, oldest first.
 type picks struct {
@@ -98,12 +90,12 @@ func inBlock(block []pickedUpstream, u *reverseproxy.Upstream) *pickedUpstream {
 		return nil
 	}
 	size := unsafe.Sizeof(block[0])
-	base, at := uintptr(unsafe.Pointer(&block[0].up)), uintptr(unsafe.Pointer(u))
+	base, at := uintptr(unsafe.Pointer(&block[0].Upstream)), uintptr(unsafe.Pointer(u))
 	if at < base || at >= base+size*uintptr(len(block)) || (at-base)%size != 0 {
 		return nil
 	}
 	pu := &block[(at-base)/size]
-	if &pu.up != u {
+	if &pu.Upstream != u {
 		return nil
 	}
 	return pu
@@ -230,21 +222,4 @@ func policyReadsPicks(h *reverseproxy.Handler) bool {
 	}
 	_, ok := h.LoadBalancing.SelectionPolicy.(picksReader)
 	return ok
-}
-
-// pickedUpstreams is upstreams for a route whose policy reads the picks:
-// the same fresh upstreams, allocated with their instances' weights and
-// identities, which it records for the policy.
-func (s *upstreamSource) pickedUpstreams(r *http.Request, targets []catalog.Target) []*reverseproxy.Upstream {
-	block := make([]pickedUpstream, len(targets))
-	ups := make([]*reverseproxy.Upstream, len(targets))
-	for i, t := range targets {
-		block[i] = pickedUpstream{up: reverseproxy.Upstream{Dial: t.Dial}, weight: t.Weight, identity: t.Identity}
-		ups[i] = &block[i].up
-		if t.Activity != nil && s.conn.standby != nil {
-			record(s.conn.standby, r, t.Activity, &block[i].up)
-		}
-	}
-	recordPicks(r, block)
-	return ups
 }

@@ -15,13 +15,13 @@ import (
 )
 
 // pickedRequest is a request with Caddy's variables, and the upstreams a
-// source handed out for it, as upstreamSource.pickedUpstreams records
-// them.
+// source handed out for it, as upstreamSource.upstreams records them for
+// a route whose policy reads them.
 func pickedRequest(targets ...catalog.Target) (*http.Request, []*reverseproxy.Upstream) {
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{}))
-	s := &upstreamSource{conn: &connection{}}
-	return r, s.pickedUpstreams(r, targets)
+	s := &upstreamSource{conn: &connection{}, readsPicks: true}
+	return r, s.upstreams(r, nil, "", targets)
 }
 
 func TestWeightedSelection_R4c(t *testing.T) {
@@ -50,7 +50,7 @@ func TestWeightedSelection_R4c(t *testing.T) {
 
 	// A retry's block is found, and upstreams not handed out weigh 1.
 	r2, pool2 := pickedRequest(catalog.Target{Dial: "10.0.0.9:80", Weight: 0})
-	recordPicks(r2, []pickedUpstream{{up: reverseproxy.Upstream{Dial: "x"}, weight: 7}})
+	recordPicks(r2, []pickedUpstream{{Upstream: reverseproxy.Upstream{Dial: "x"}, weight: 7}})
 	foreign := &reverseproxy.Upstream{Dial: "10.0.0.8:80"}
 	p := picksOf(r2)
 	if p.weightOf(pool2[0]) != 0 || p.weightOf(foreign) != 1 || p.identityOf(foreign) != "dial:10.0.0.8:80" {

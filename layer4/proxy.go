@@ -255,7 +255,7 @@ func (p *Proxy) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // takeOwnSettings reads the handler's own settings out of the source's
 // block, deleting their tokens so that the source sees only its own.
 func (p *Proxy) takeOwnSettings(d *caddyfile.Dispenser) error {
-	d.Next() // the source's name
+	d.Next()          // the source's name
 	for d.NextArg() { // its selector and port
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {

@@ -464,6 +464,9 @@ func byName(a, b *entry) int {
 // permission could use (see relevant) are logged at info level and warned
 // about; the others, at debug level.
 func (c *Catalog) logChange(old, e *entry, gone string) {
+	if e != nil {
+		c.warnTypos(old, e) // R13c: whether or not a route could use it
+	}
 	if e != nil && c.relevant(e) {
 		c.warnNoRequests(old, e)
 	}

@@ -35,6 +35,15 @@ const (
 	LabelMaintenance = "caddy.maintenance"
 )
 
+// KnownLabels is every label key caddy-dicer gives a meaning to, the one
+// list the label lint (R13c, lint.go) and the docs' labels page check
+// against.
+var KnownLabels = []string{
+	LabelHost, LabelPort, LabelNetwork, LabelStandbyAfter, LabelStandby,
+	LabelWeight, LabelSessionKey, LabelMaintenance,
+	"caddy.path", "caddy.soft_limit", "caddy.depends_on", // path routing and pools: their constants land with them
+}
+
 // State is an instance's lifecycle state, as its daemon reports it.
 type State uint8
 

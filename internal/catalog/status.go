@@ -37,6 +37,9 @@ type InstanceStatus struct {
 	// (RuntimeWeight), else its caddy.weight label, else 1.
 	Weight        int  `json:"weight"`
 	RuntimeWeight bool `json:"runtime_weight,omitempty"`
+	// LabelTypos are its label keys that look like misspelt known labels
+	// (R13c), each with the closest known one.
+	LabelTypos []LabelTypo `json:"label_typos,omitempty"`
 }
 
 // NetworkStatus is an Attachment, in JSON.
@@ -74,11 +77,12 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 		why := c.verdict(e)
 		st := InstanceStatus{
 			ID: e.inst.ID, Name: e.inst.Name, State: e.inst.State.String(), Health: e.inst.Health.String(),
-			Labels:   maps.Clone(e.inst.Labels),
-			Networks: make([]NetworkStatus, 0, len(e.inst.Networks)),
-			Ports:    make([]PortStatus, 0, len(e.inst.Ports)),
-			Routable: why == "",
-			Verdict:  why,
+			Labels:     maps.Clone(e.inst.Labels),
+			Networks:   make([]NetworkStatus, 0, len(e.inst.Networks)),
+			Ports:      make([]PortStatus, 0, len(e.inst.Ports)),
+			Routable:   why == "",
+			Verdict:    why,
+			LabelTypos: LabelTypos(e.inst.Labels),
 
 			Weight: e.effectiveWeight(), RuntimeWeight: e.runtime >= 0,
 		}
@@ -191,6 +195,9 @@ type Candidate struct {
 	// fallback, R5) or why not (an InstanceStatus verdict, or "caddy.host
 	// lists only other hosts: ...").
 	Why string `json:"why"`
+	// LabelTypos are its label keys that look like misspelt known labels
+	// (R13c), each with the closest known one.
+	LabelTypos []LabelTypo `json:"label_typos,omitempty"`
 }
 
 // Explain says, for each instance route considers for host (from
@@ -201,7 +208,7 @@ func (s *Snapshot) Explain(route Route, host string) []Candidate {
 	targets, pick := s.Pick(nil, route, host, false)
 	out := make([]Candidate, 0, len(list))
 	for _, e := range list {
-		c := Candidate{Instance: e.inst.Name}
+		c := Candidate{Instance: e.inst.Name, LabelTypos: LabelTypos(e.inst.Labels)}
 		if i := slices.IndexFunc(targets, func(t Target) bool { return t.Instance == e.inst.Name }); i >= 0 {
 			c.Target, c.Dial, c.Why = true, targets[i].Dial, "routable"
 			if !e.routable(route.Network) {

@@ -1,0 +1,213 @@
+package caddydicer
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Per-instance metrics (R13b): requests, errors, in flight and latency of
+// each instance a route sent requests to, labelled kind, daemon, route and
+// instance (its name, never its address). An upstream source does not see
+// responses, and reverse_proxy has no hook after a response nor a
+// transport we could wrap without the user's config (the handler sets its
+// transport after provisioning its upstreams, and type-asserts it), so the
+// request itself tells: GetUpstreams records what it returned
+// (identity.go), and when the request's context ends the record of the
+// upstream reverse_proxy selected gives the instance, with the status
+// and latency reverse_proxy left in its placeholders. In flight is
+// reverse_proxy's own count of requests at the instance's dial address
+// (one per instance: R1d), read at the scrape.
+//
+// The series of an instance goes at the next scrape after the instance
+// left its daemon's catalog (and, without scrapes, at the next new
+// series past twice the ones kept at the last pruning): a name reused by
+// a recreated container continues its series.
+
+// instanceKey names one series set.
+type instanceKey struct{ kind, daemon, route, name string }
+
+// instanceStats are one instance's counters on one route: atomics only, so
+// that neither a request nor a scrape waits for the other.
+type instanceStats struct {
+	conn     *connection // whose catalog says whether the instance is still there
+	requests atomic.Uint64
+	errors   atomic.Uint64
+	host     atomic.Pointer[reverseproxy.Host]
+	count    atomic.Uint64
+	sumBits  atomic.Uint64
+	buckets  [len(latencyBuckets)]atomic.Uint64
+}
+
+// latencyBuckets are the upper bounds, in seconds, of the latency
+// histogram: time to the response's headers.
+var latencyBuckets = [...]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// record counts one attempt: status is the upstream's (0: none, a dial or
+// transport error), latency its time to the response's headers.
+func (st *instanceStats) record(status int, latency time.Duration) {
+	st.requests.Add(1)
+	if status == 0 || status >= 500 {
+		st.errors.Add(1)
+	}
+	if status == 0 {
+		return
+	}
+	sec := latency.Seconds()
+	for i, le := range latencyBuckets {
+		if sec <= le {
+			st.buckets[i].Add(1)
+			break
+		}
+	}
+	for {
+		old := st.sumBits.Load()
+		if st.sumBits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+sec)) {
+			break
+		}
+	}
+	st.count.Add(1)
+}
+
+// learnHost keeps reverse_proxy's in-flight counter for the instance's
+// dial address (nil until Caddy filled it in).
+func (st *instanceStats) learnHost(h *reverseproxy.Host) {
+	if h != nil && st.host.Load() != h {
+		st.host.Store(h)
+	}
+}
+
+// sourceObserved is what an upstream source labels its instances' series
+// with, resolved at provision.
+type sourceObserved struct {
+	conn  *connection
+	route string
+}
+
+// stats returns the counters of the instance named name on this route,
+// made on its first request.
+func (o sourceObserved) stats(name string) *instanceStats {
+	return instanceSeries.get(instanceKey{o.conn.kind, o.conn.address, o.route, name}, o.conn)
+}
+
+// instanceSeries holds every instance's counters, package-level as the
+// other collectors are, so that counts survive config reloads.
+var instanceSeries = newInstanceCollector()
+
+// instanceCollector is the prometheus.Collector of the per-instance
+// series.
+type instanceCollector struct {
+	series  sync.Map // instanceKey -> *instanceStats
+	n       atomic.Int64
+	kept    atomic.Int64 // series kept at the last pruning
+	pruning sync.Mutex   // one pruning at a time; never taken by a request
+
+	requests, errors, inFlight, latency *prometheus.Desc
+}
+
+func newInstanceCollector() *instanceCollector {
+	labels := []string{"kind", "daemon", "route", "instance"}
+	desc := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName("caddy", "dicer", name), help, labels, nil)
+	}
+	return &instanceCollector{
+		requests: desc("instance_requests_total", "Requests sent to the instance on the route (each attempt of a retried request counts)."),
+		errors: desc("instance_errors_total",
+			"Requests to the instance that failed: a 5xx status from the instance, or no response (a dial or transport error)."),
+		inFlight: desc("instance_in_flight", "Requests in flight at the instance's dial address, as reverse_proxy counts them."),
+		latency:  desc("instance_latency_seconds", "Time from sending a request to the instance to its response's headers."),
+	}
+}
+
+// get returns the counters of key, made (for conn) if there are none.
+func (c *instanceCollector) get(key instanceKey, conn *connection) *instanceStats {
+	if v, ok := c.series.Load(key); ok {
+		return v.(*instanceStats)
+	}
+	v, loaded := c.series.LoadOrStore(key, &instanceStats{conn: conn})
+	if !loaded {
+		if n := c.n.Add(1); n > 2*c.kept.Load()+64 {
+			go c.prune()
+		}
+	}
+	return v.(*instanceStats)
+}
+
+// prune drops the series of instances no longer in their daemon's catalog,
+// or whose connection closed. It returns the series kept.
+func (c *instanceCollector) prune() int {
+	if !c.pruning.TryLock() {
+		return int(c.n.Load())
+	}
+	defer c.pruning.Unlock()
+	open := map[*connection]bool{}
+	for _, conn := range openConnections() {
+		open[conn] = true
+	}
+	live := map[*connection]map[string]struct{}{}
+	kept := 0
+	c.series.Range(func(k, v any) bool {
+		key, st := k.(instanceKey), v.(*instanceStats)
+		names, ok := live[st.conn]
+		if !ok {
+			names = map[string]struct{}{}
+			if open[st.conn] {
+				st.conn.catalog.Names(names)
+			}
+			live[st.conn] = names
+		}
+		if _, ok := names[key.name]; !ok {
+			c.series.Delete(k)
+			c.n.Add(-1)
+			return true
+		}
+		kept++
+		return true
+	})
+	c.kept.Store(int64(kept))
+	return kept
+}
+
+// Describe implements prometheus.Collector.
+func (c *instanceCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.requests
+	ch <- c.errors
+	ch <- c.inFlight
+	ch <- c.latency
+}
+
+// Collect implements prometheus.Collector: it prunes, then reports every
+// series kept. Its cost is one pass over the instances of each daemon
+// with series (under that catalog's writers' lock, which no request
+// takes) and four metrics per series.
+func (c *instanceCollector) Collect(ch chan<- prometheus.Metric) {
+	c.prune()
+	var buckets map[float64]uint64
+	c.series.Range(func(k, v any) bool {
+		key, st := k.(instanceKey), v.(*instanceStats)
+		lv := []string{key.kind, key.daemon, key.route, key.name}
+		ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(st.requests.Load()), lv...)
+		ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(st.errors.Load()), lv...)
+		inFlight := 0
+		if h := st.host.Load(); h != nil {
+			inFlight = h.NumRequests()
+		}
+		ch <- prometheus.MustNewConstMetric(c.inFlight, prometheus.GaugeValue, float64(inFlight), lv...)
+		buckets = make(map[float64]uint64, len(latencyBuckets))
+		var cum uint64
+		for i, le := range latencyBuckets {
+			cum += st.buckets[i].Load()
+			buckets[le] = cum
+		}
+		count := max(st.count.Load(), cum)
+		ch <- prometheus.MustNewConstHistogram(c.latency, count, math.Float64frombits(st.sumBits.Load()), buckets, lv...)
+		return true
+	})
+}
+
+// Interface guards
+var _ prometheus.Collector = (*instanceCollector)(nil)

@@ -1,0 +1,89 @@
+package caddydicer
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/readiness"
+)
+
+// openTestConnection puts a connection with catalog c in the pool, as an
+// open one is, until t ends.
+func openTestConnection(t testing.TB, c *catalog.Catalog) *connection {
+	_, cancel := context.WithCancel(context.Background())
+	conn := &connection{kind: "dicer", address: fmt.Sprintf("unix:///%s.sock", t.Name()), catalog: c,
+		done: make(chan struct{}), settled: make(chan struct{}), cancel: cancel, prober: &readiness.Prober{}}
+	key := "observe-test\x00" + t.Name()
+	if _, _, err := connections.LoadOrNew(key, func() (caddy.Destructor, error) { return conn, nil }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = connections.Delete(key) })
+	return conn
+}
+
+// collect returns what one scrape of the per-instance collector reports.
+func collect(c *instanceCollector) []prometheus.Metric {
+	ch := make(chan prometheus.Metric)
+	var out []prometheus.Metric
+	go func() { c.Collect(ch); close(ch) }()
+	for m := range ch {
+		out = append(out, m)
+	}
+	return out
+}
+
+// R13b: a scrape reports four metrics per instance with series, and the
+// series of an instance no longer in its catalog, or of a closed
+// connection, go at the next scrape.
+func TestInstanceCollector_R13b_prunes_gone_instances(t *testing.T) {
+	c := catalog.New(catalog.Options{})
+	c.Replace([]catalog.Instance{{ID: "a", Name: "a", State: catalog.StateRunning}, {ID: "b", Name: "b", State: catalog.StateRunning}})
+	conn := openTestConnection(t, c)
+	closed := &connection{kind: "dicer", address: "unix:///closed.sock", catalog: c}
+	col := newInstanceCollector()
+	for _, n := range []string{"a", "b"} {
+		col.get(instanceKey{conn.kind, conn.address, "r", n}, conn).record(200, time.Millisecond)
+	}
+	col.get(instanceKey{closed.kind, closed.address, "r", "a"}, closed).record(0, 0)
+	if got := len(collect(col)); got != 2*4 {
+		t.Fatalf("%d metrics, want 8 (two live instances)", got)
+	}
+	c.Delete("b")
+	if got := len(collect(col)); got != 4 {
+		t.Fatalf("%d metrics after b left, want 4", got)
+	}
+	if col.n.Load() != 1 {
+		t.Errorf("%d series kept", col.n.Load())
+	}
+}
+
+// BenchmarkInstanceScrape is a scrape of the per-instance series of 10k
+// live instances: the cost the docs state (R13b).
+func BenchmarkInstanceScrape(b *testing.B) {
+	const n = 10000
+	all := make([]catalog.Instance, n)
+	for i := range all {
+		all[i] = catalog.Instance{ID: fmt.Sprint(i), Name: fmt.Sprintf("web-%05d", i), State: catalog.StateRunning}
+	}
+	c := catalog.New(catalog.Options{})
+	c.Replace(all)
+	conn := openTestConnection(b, c)
+	col := newInstanceCollector()
+	for _, in := range all {
+		col.get(instanceKey{conn.kind, conn.address, "r", in.Name}, conn).record(200, time.Millisecond)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := reg.Gather(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
