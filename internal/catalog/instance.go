@@ -21,6 +21,9 @@ const (
 	// LabelStandby says how Caddy puts it on standby: `stop` (the
 	// default) or `pause`.
 	LabelStandby = "caddy.standby"
+	// LabelPath lists the path prefixes an instance serves under its
+	// hosts, comma-separated (R2d): `/api,/admin`.
+	LabelPath = "caddy.path"
 )
 
 // State is an instance's lifecycle state, as its daemon reports it.
