@@ -64,7 +64,7 @@ func (s *upstreamSource) pathPrefix(r *http.Request) string {
 func init() {
 	caddy.RegisterModule(PathPrefix{})
 	httpcaddyfile.RegisterHandlerDirective("dicer_path_prefix", parsePathPrefix)
-	httpcaddyfile.RegisterDirectiveOrder("dicer_path_prefix", httpcaddyfile.Before, "rewrite")
+	httpcaddyfile.RegisterDirectiveOrder("dicer_path_prefix", httpcaddyfile.Before, "map")
 }
 
 // PathPrefix is an HTTP handler that gives the placeholder
