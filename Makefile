@@ -16,7 +16,8 @@ FUZZ_TARGETS := \
 	FuzzTranslate:./internal/docker \
 	FuzzUpstreamsCaddyfile:. \
 	FuzzPermissionCaddyfile:. \
-	FuzzHostMatchesCaddy:.
+	FuzzHostMatchesCaddy:. \
+	FuzzPathMatch:.
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 

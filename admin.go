@@ -28,6 +28,7 @@ func init() {
 //	GET /dicer/instances[?selector=S]   each instance and its verdict
 //	GET /dicer/explain?host=H           each route: where a request for H goes, and why not elsewhere
 //	POST /dicer/weight                  set or clear instances' runtime weights (R4c, admin_weight.go)
+//	GET /dicer/explain?host=H[&path=P]  each route: where a request for H (and path P) goes, and why not elsewhere
 //
 // It reads the shared connections at request time and keeps nothing: an
 // admin module is provisioned at every config load and never cleaned up.
@@ -111,7 +112,9 @@ type RouteExplanation struct {
 
 // Explanation is the answer of GET /dicer/explain.
 type Explanation struct {
-	Host   string             `json:"host"`
+	Host string `json:"host"`
+	// Path is the request path explained, cleaned (R2d); "" for none.
+	Path   string             `json:"path,omitempty"`
 	Routes []RouteExplanation `json:"routes"`
 	// Certificates are the on-demand TLS permissions' decisions for the
 	// host (R7).
@@ -180,16 +183,24 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 	}
 	host := catalog.NormalizeHost(raw)
 	out := Explanation{Host: host, Routes: []RouteExplanation{}, Certificates: []CertificateDecision{}}
+	path := ""
+	if raw := r.URL.Query().Get("path"); raw != "" {
+		path = catalog.RequestPath(raw) // R2d
+		out.Path = path
+	}
 	fails := passiveFails()
 	for _, c := range openConnections() {
 		snap := c.catalog.Snapshot()
 		for _, nr := range c.routes.list() {
 			route := nr.source.route
+			if path != "" {
+				route.Path = path
+			}
 			e := RouteExplanation{Kind: c.kind, Daemon: c.address, Route: nr.name, Targets: []string{},
 				Candidates: snap.Explain(route, host)}
 			targets, deferred := snap.Targets(nil, route, host), false
 			if g := nr.source.group; g != nil {
-				targets, _, deferred = g.targets(nr.source, snap, nil, host)
+				targets, _, deferred = g.targets(nr.source, snap, nil, host, path)
 			}
 			for _, t := range targets {
 				e.Targets = append(e.Targets, t.Instance+" "+t.Dial)

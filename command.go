@@ -32,6 +32,7 @@ Reads a running Caddy's admin endpoint (/dicer/*) and prints, as tables:
   caddy dicer explain HOST             each route: where a request for HOST goes now, why the
                                        other instances get none, and whether a certificate would be
                                        issued for HOST
+  caddy dicer explain HOST/PATH        the same for a request path (caddy.path, R2d)
   caddy dicer weight [S] N|clear       sets (or clears) the runtime weight of the instances the
                      [--instance NAME] selector S or --instance chooses (lb_policy dicer_weighted)
 
@@ -76,12 +77,12 @@ func dicerCommand(cmd *cobra.Command) {
 	}
 	instances.Flags().String("selector", "", "Only the instances this label selector matches, e.g. app=web")
 	explain := &cobra.Command{
-		Use:   "explain HOST",
-		Short: "Says where a request for HOST goes on each route, and why not elsewhere",
+		Use:   "explain HOST[/PATH]",
+		Short: "Says where a request for HOST (and PATH) goes on each route, and why not elsewhere",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
 			var e Explanation
-			return query(c, "/dicer/explain?host="+url.QueryEscape(args[0]), &e, func(w io.Writer) error { return printExplanation(w, e) })
+			return query(c, explainURI(args[0]), &e, func(w io.Writer) error { return printExplanation(w, e) })
 		},
 	}
 	cmd.AddCommand(daemons, instances, explain, weightCommand())
@@ -184,7 +185,11 @@ func printExplanation(w io.Writer, e Explanation) error {
 		if len(r.Targets) > 0 {
 			verdict = strconv.Itoa(len(r.Targets)) + " target(s): " + strings.Join(cells(r.Targets), ", ")
 		}
-		fmt.Fprintf(w, "route %s (%s %s), host %s: %s\n", cell(r.Route), cell(r.Kind), cell(r.Daemon), cell(e.Host), verdict)
+		at := "host " + cell(e.Host)
+		if e.Path != "" {
+			at += ", path " + cell(e.Path)
+		}
+		fmt.Fprintf(w, "route %s (%s %s), %s: %s\n", cell(r.Route), cell(r.Kind), cell(r.Daemon), at, verdict)
 		if len(r.Candidates) == 0 {
 			fmt.Fprintln(w, "  no instance is a candidate: none lists the host in caddy.host, or none matches the selector")
 			continue
@@ -264,4 +269,15 @@ func withTypos(verdict string, typos []catalog.LabelTypo) string {
 		verdict += "; " + t.String()
 	}
 	return verdict
+}
+
+// explainURI is the admin API's URI explaining arg, a host with, after
+// its first `/`, a path (R2d): `shop.example.com/api/x`.
+func explainURI(arg string) string {
+	host, path, found := strings.Cut(arg, "/")
+	uri := "/dicer/explain?host=" + url.QueryEscape(host)
+	if found {
+		uri += "&path=" + url.QueryEscape("/"+path)
+	}
+	return uri
 }

@@ -123,11 +123,12 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 	deferred := false // to another source of the multi
 	pick := catalog.PickedNone
 	snap, host := s.conn.catalog.Snapshot(), catalog.NormalizeHost(r.Host)
+	route := s.routeFor(r, snap) // R2d
 	s.keepAlive.resolve()
 	if s.group == nil {
-		targets, pick = snap.Pick(buf[:0], s.route, host, false)
+		targets, pick = snap.Pick(buf[:0], route, host, false)
 	} else {
-		targets, pick, deferred = s.group.targets(s, snap, buf[:0], host)
+		targets, pick, deferred = s.group.targets(s, snap, buf[:0], host, requestPath(r))
 	}
 	if len(targets) == 0 {
 		if deferred {
@@ -136,7 +137,7 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		if ups := s.maintenancePage(r, snap, host); ups != nil { // R5i
 			return ups, nil
 		}
-		ups, err := s.wake(r, host, buf[:0])
+		ups, err := s.wake(r, route, host, buf[:0])
 		if len(ups) == 0 && s.noUpstream != nil { // nil: not provisioned (unit tests)
 			s.noUpstream.Inc()
 		}
@@ -178,12 +179,12 @@ func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host
 // request until it is ready, at most wakeTimeout; then, or when the
 // instance cannot be woken, the one upstream answers 503 with
 // Retry-After. Nothing to wake: no upstreams, which Caddy answers 503.
-func (s *upstreamSource) wake(r *http.Request, host string, buf []catalog.Target) ([]*reverseproxy.Upstream, error) {
+func (s *upstreamSource) wake(r *http.Request, route catalog.Route, host string, buf []catalog.Target) ([]*reverseproxy.Upstream, error) {
 	if s.conn.standby == nil {
 		return nil, nil
 	}
 	hold, page := s.holdFor(r) // R5h
-	targets, retry := s.conn.standby.Hold(r.Context(), s.route, host, hold, buf)
+	targets, retry := s.conn.standby.Hold(r.Context(), route, host, hold, buf)
 	if len(targets) == 0 {
 		if retry == 0 {
 			return nil, nil

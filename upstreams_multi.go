@@ -103,7 +103,11 @@ func (s *upstreamSource) leaveGroup() {
 // wakes none of its daemon's, Docker's included. The members' catalogs are read only for a
 // host that no candidate of s lists by name (R2a) and when s has no
 // routable instance (R5): a lookup each, no allocation.
-func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []catalog.Target, host string) (_ []catalog.Target, _ catalog.Pick, deferred bool) {
+//
+// With a request path (R2d), the prefix served is the longest that an
+// instance of any member claims: a lookup per segment in each member's
+// catalog.
+func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []catalog.Target, host, path string) (_ []catalog.Target, _ catalog.Pick, deferred bool) {
 	members := *g.members.Load()
 	listedHere := snap.ClaimsExactly(s.route, host)
 	listedElsewhere := false
@@ -115,8 +119,21 @@ func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []c
 			}
 		}
 	}
+	route, prefix := s.route, ""
+	if path != "" {
+		route.Path = path
+		prefix = snap.PathPrefix(route, host, listedElsewhere)
+		for _, m := range members {
+			if m != s {
+				if p := m.conn.catalog.Snapshot().PathPrefix(m.routeAt(path, false), host, listedHere || listedElsewhere); len(p) > len(prefix) {
+					prefix = p
+				}
+			}
+		}
+		route.Path, route.PathExact = prefix, true
+	}
 	n := len(dst)
-	dst, pick := snap.Pick(dst, s.route, host, listedElsewhere)
+	dst, pick := snap.Pick(dst, route, host, listedElsewhere)
 	if pick == catalog.PickedNone || pick == catalog.PickedRoutable {
 		return dst, pick, false
 	}
@@ -126,7 +143,7 @@ func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []c
 			before = false
 			continue
 		}
-		switch other := m.conn.catalog.Snapshot().PickOf(m.route, host, listedHere || listedElsewhere); {
+		switch other := m.conn.catalog.Snapshot().PickOf(m.routeAt(prefix, prefix != ""), host, listedHere || listedElsewhere); {
 		case other == catalog.PickedRoutable,
 			other == catalog.PickedWoken && (pick == catalog.PickedStandby || before),
 			other == catalog.PickedStandby && pick == catalog.PickedStandby && before:

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"hash/maphash"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,6 +77,12 @@ type Snapshot struct {
 	hosts     *immutable.Map[string, []*entry]
 	wildcards *immutable.Map[string, []*entry]
 	views     map[*View][]*entry
+	// hostPaths, wildPaths and viewPaths are the segment tries of the
+	// lists of hosts, wildcards and views that hold an instance labelled
+	// caddy.path (R2d), under the same keys; a list without one has none.
+	hostPaths *immutable.Map[string, *pathNode]
+	wildPaths *immutable.Map[string, *pathNode]
+	viewPaths map[*View]*pathNode
 	// next is closed when a newer snapshot replaces this one.
 	next chan struct{}
 }
@@ -125,6 +132,9 @@ func New(opts Options) *Catalog {
 		hosts:     immutable.NewMap[string, []*entry](newHasher()),
 		wildcards: immutable.NewMap[string, []*entry](newHasher()),
 		views:     map[*View][]*entry{},
+		hostPaths: emptyPaths(),
+		wildPaths: emptyPaths(),
+		viewPaths: map[*View]*pathNode{},
 	})
 	return c
 }
@@ -163,7 +173,12 @@ func (c *Catalog) Watch(sel selector.Selector) *View {
 		views[k] = es
 	}
 	views[v] = matched
-	c.store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
+	viewPaths := maps.Clone(old.viewPaths)
+	if n := buildPaths(matched); n != nil {
+		viewPaths[v] = n
+	}
+	c.store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views,
+		hostPaths: old.hostPaths, wildPaths: old.wildPaths, viewPaths: viewPaths})
 	return v
 }
 
@@ -200,7 +215,10 @@ func (c *Catalog) Unwatch(v *View) {
 			views[k] = es
 		}
 	}
-	c.store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views})
+	viewPaths := maps.Clone(old.viewPaths)
+	delete(viewPaths, v)
+	c.store(&Snapshot{reach: old.reach, hosts: old.hosts, wildcards: old.wildcards, views: views,
+		hostPaths: old.hostPaths, wildPaths: old.wildPaths, viewPaths: viewPaths})
 }
 
 // Put implements Sink.
@@ -327,6 +345,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		}
 	}
 	views := make(map[*View][]*entry, len(c.views))
+	viewPaths := make(map[*View]*pathNode)
 	for _, v := range c.views {
 		var matched []*entry
 		for _, e := range all {
@@ -336,8 +355,15 @@ func (c *Catalog) Replace(instances []Instance) {
 			}
 		}
 		views[v] = matched
+		if n := buildPaths(matched); n != nil {
+			viewPaths[v] = n
+		}
 	}
-	c.store(&Snapshot{reach: &c.reach, hosts: hosts.Map(), wildcards: wildcards.Map(), views: views})
+	hostIndex, wildIndex := hosts.Map(), wildcards.Map()
+	c.store(&Snapshot{reach: &c.reach, hosts: hostIndex, wildcards: wildIndex, views: views,
+		hostPaths: buildIndexPaths(hostIndex, all, func(e *entry) []string { return e.hosts }),
+		wildPaths: buildIndexPaths(wildIndex, all, func(e *entry) []string { return e.wildcards }),
+		viewPaths: viewPaths})
 	for _, r := range probes {
 		c.sendProbe(r) // before Ready: whoever waits for it may wait for these
 	}
@@ -354,6 +380,8 @@ func (c *Catalog) publish(snap *Snapshot, old, e *entry) {
 	wildcards := reindex(snap.wildcards, old, e, byWildcard)
 	views := snap.views
 	copied := false
+	viewPaths := snap.viewPaths
+	pathed, pathsCopied := old != nil && old.pathed || e != nil && e.pathed, false
 	for v, list := range snap.views {
 		was := old != nil && v.sel.Matches(old.inst.Labels)
 		is := e != nil && v.sel.Matches(e.inst.Labels)
@@ -371,8 +399,17 @@ func (c *Catalog) publish(snap *Snapshot, old, e *entry) {
 			copied = true
 		}
 		views[v] = swap(list, old, e, is)
+		if _, had := viewPaths[v]; had || pathed { // R2d
+			if !pathsCopied {
+				viewPaths, pathsCopied = maps.Clone(snap.viewPaths), true
+			}
+			setViewPaths(viewPaths, v, views[v])
+		}
 	}
-	c.store(&Snapshot{reach: snap.reach, hosts: hosts, wildcards: wildcards, views: views})
+	c.store(&Snapshot{reach: snap.reach, hosts: hosts, wildcards: wildcards, views: views,
+		hostPaths: repath(snap.hostPaths, hosts, old, e, byHost),
+		wildPaths: repath(snap.wildPaths, wildcards, old, e, byWildcard),
+		viewPaths: viewPaths})
 }
 
 // reindex returns index with old replaced by e under the keys keys gives
@@ -521,6 +558,10 @@ func (c *Catalog) warnNoRequests(old, e *entry) {
 		c.logger.Warn("instance claims no host: its caddy.host label is over the cap of "+
 			strconv.Itoa(MaxHostNames)+" names and "+strconv.Itoa(MaxHostLabelBytes)+" bytes (R2c); it gets no requests",
 			name, zap.Int("bytes", len(label)), zap.String("caddy.host", clip(label)))
+	}
+	if e.badPath != "" && (old == nil || old.inst.Labels[LabelPath] != e.inst.Labels[LabelPath]) {
+		c.logger.Warn("instance serves no path: its caddy.path label is not valid (R2d): "+e.badPath+"; it gets no requests",
+			name, zap.String("caddy.path", clip(e.inst.Labels[LabelPath])))
 	}
 	if e.port < 0 && (old == nil || old.inst.Labels[LabelPort] != e.inst.Labels[LabelPort]) {
 		c.logger.Warn("instance gets no requests: label caddy.port is not a port number (1-65535)",

@@ -23,6 +23,13 @@ type entry struct {
 	wildcards  []string
 	restricted bool
 	overCap    bool
+	// paths are the normalized prefixes of the caddy.path label (R2d);
+	// pathed is set when the label is there at all, so the instance serves
+	// only under them; badPath says why the label is not valid: it then
+	// claims no prefix, and still restricts.
+	paths   []string
+	pathed  bool
+	badPath string
 	// labelled is set when the instance has a caddy.* label: meant for a
 	// route or the permission.
 	labelled bool
@@ -86,6 +93,7 @@ func (e *entry) keepEvents(old *entry) {
 func newEntry(inst Instance) *entry {
 	e := &entry{inst: inst, listening: true}
 	e.hosts, e.wildcards, e.restricted, e.overCap = parseHosts(inst.Labels[LabelHost])
+	e.paths, e.pathed, e.badPath = parsePaths(inst.Labels[LabelPath])
 	for k := range inst.Labels {
 		if strings.HasPrefix(k, "caddy.") {
 			e.labelled = true

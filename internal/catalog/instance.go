@@ -33,6 +33,9 @@ const (
 	// request and is not woken, and a request with nowhere else to go is
 	// answered 503 with the maintenance page showing the label's value.
 	LabelMaintenance = "caddy.maintenance"
+	// LabelPath lists the path prefixes an instance serves under its
+	// hosts, comma-separated (R2d): `/api,/admin`.
+	LabelPath = "caddy.path"
 )
 
 // KnownLabels is every label key caddy-dicer gives a meaning to, the one
@@ -41,7 +44,8 @@ const (
 var KnownLabels = []string{
 	LabelHost, LabelPort, LabelNetwork, LabelStandbyAfter, LabelStandby,
 	LabelWeight, LabelSessionKey, LabelMaintenance,
-	"caddy.path", "caddy.soft_limit", "caddy.depends_on", // path routing and pools: their constants land with them
+	LabelPath,
+	"caddy.soft_limit", "caddy.depends_on", // pools: their constants land with them
 }
 
 // State is an instance's lifecycle state, as its daemon reports it.

@@ -16,6 +16,15 @@ type Route struct {
 	// Network is the route's network setting: the network to reach
 	// instances on when they are on several (R11); "" when unset.
 	Network string
+	// Path is the request's path, from RequestPath ("" is "/"), set per
+	// request on a copy of the route (R2d): of the instances serving the
+	// host, only those claiming the longest prefix of it that one of them
+	// claims in caddy.path serve it, and those without caddy.path (or
+	// listing `/`) when none claims one.
+	Path string
+	// PathExact makes Path the prefix served, as it is: a `dynamic multi`
+	// sets it to the longest prefix over all its daemons (PathPrefix).
+	PathExact bool
 }
 
 // Target is one place a request may go.
@@ -143,14 +152,29 @@ func anyIn(list, sorted []*entry) bool {
 // serving the same requests, lists host exactly, which keeps the wildcard
 // claimants out (R2a): an instance outside a selector route's selector
 // takes no host from its wildcard claimants.
+//
+// Of those, when one has a caddy.path label, only the claimants of the
+// longest prefix of route.Path that one of them claims (R2d), or of the
+// root: a lookup per segment of the path in a trie built when the
+// snapshot was published.
 func (s *Snapshot) candidates(route Route, host string, claimedElsewhere bool) ([]*entry, bool) {
+	list, exact, listed := s.claimants(route, host, claimedElsewhere)
+	if paths := s.pathsOf(route, host, listed); paths != nil {
+		list = paths.serving(route, host, exact).claimants
+	}
+	return list, exact
+}
+
+// claimants is candidates before the path step (R2d), and whether the
+// list is the host's exact listing (not a view's, nor a wildcard's).
+func (s *Snapshot) claimants(route Route, host string, claimedElsewhere bool) (_ []*entry, exact, listed bool) {
 	if route.View != nil {
-		return s.views[route.View], claimedElsewhere || s.ClaimsExactly(route, host)
+		return s.views[route.View], claimedElsewhere || s.ClaimsExactly(route, host), false
 	}
 	if listing, ok := s.hosts.Get(host); ok || claimedElsewhere {
-		return listing, true
+		return listing, true, true
 	}
-	return s.byWildcard(host), false // R2a: only a host nobody lists exactly
+	return s.byWildcard(host), false, false // R2a: only a host nobody lists exactly
 }
 
 // fallback picks the one instance to wake when none is routable (R5): one

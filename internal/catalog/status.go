@@ -40,6 +40,9 @@ type InstanceStatus struct {
 	// LabelTypos are its label keys that look like misspelt known labels
 	// (R13c), each with the closest known one.
 	LabelTypos []LabelTypo `json:"label_typos,omitempty"`
+	// Paths are the path prefixes the instance serves under its hosts
+	// (caddy.path, normalized, R2d); none without the label.
+	Paths []string `json:"paths,omitempty"`
 }
 
 // NetworkStatus is an Attachment, in JSON.
@@ -101,6 +104,11 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 		if e.onStandby() {
 			st.State, st.DaemonState = StateStandby.String(), e.inst.State.String()
 			st.Verdict = "on standby (" + st.DaemonState + "): a request wakes it (scale to zero)"
+		}
+		st.Paths = slices.Clone(e.paths)
+		if e.badPath != "" && st.Routable {
+			st.Routable = false
+			st.Verdict = "caddy.path is not valid (R2d): " + e.badPath + "; it serves no path"
 		}
 		if e.inst.Group {
 			st.State, st.Routable = groupState, false
@@ -204,7 +212,9 @@ type Candidate struct {
 // NormalizeHost), in name order, whether requests go to it now and why
 // (not): what Targets answers, with its reasons.
 func (s *Snapshot) Explain(route Route, host string) []Candidate {
-	list, exact := s.candidates(route, host, false)
+	list, exact, _ := s.claimants(route, host, false)
+	served, _ := s.candidates(route, host, false) // R2d: those of the path's prefix
+	prefix := s.PathPrefix(route, host, false)
 	targets, pick := s.Pick(nil, route, host, false)
 	out := make([]Candidate, 0, len(list))
 	for _, e := range list {
@@ -223,6 +233,8 @@ func (s *Snapshot) Explain(route Route, host string) []Candidate {
 				c.Why = "caddy.host is over the cap of " + strconv.Itoa(MaxHostNames) + " names and " +
 					strconv.Itoa(MaxHostLabelBytes) + " bytes (R2c): it claims no host"
 			}
+		} else if !slices.Contains(served, e) {
+			c.Why = e.pathVerdict(prefix)
 		} else if c.Why = e.why(route, s.reach); c.Why == "" {
 			c.Why = "another instance is the scale-to-zero fallback"
 		}

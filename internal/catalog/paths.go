@@ -1,0 +1,351 @@
+package catalog
+
+import (
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/benbjohnson/immutable"
+)
+
+// The caps on one caddy.path label (R2d): a label over them, like one with
+// a prefix that is not valid, makes the instance serve no path at all. They
+// bound the work an update of the instance costs the catalog.
+const (
+	// MaxPathPrefixes is the most prefixes one caddy.path label may list
+	// (duplicates counted once).
+	MaxPathPrefixes = 32
+	// MaxPathLabelBytes is the longest caddy.path label value, in bytes.
+	MaxPathLabelBytes = 1 << 10
+)
+
+// parsePaths splits and normalizes a caddy.path label (R2d): the prefixes it
+// claims, whether the label is there at all (restricted: the instance then
+// serves only under its prefixes), and, for a label that is not valid, why
+// (bad): such an instance claims no prefix and serves no path. An empty
+// label is no label.
+func parsePaths(raw string) (prefixes []string, restricted bool, bad string) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, false, ""
+	}
+	if len(raw) > MaxPathLabelBytes {
+		return nil, true, "over the cap of " + strconv.Itoa(MaxPathLabelBytes) + " bytes"
+	}
+	for item := range strings.SplitSeq(raw, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		p, why := NormalizePathPrefix(item)
+		if why != "" {
+			return nil, true, strconv.Quote(clip(item)) + " " + why
+		}
+		if contains(prefixes, p) {
+			continue
+		}
+		if prefixes = append(prefixes, p); len(prefixes) > MaxPathPrefixes {
+			return nil, true, "over the cap of " + strconv.Itoa(MaxPathPrefixes) + " prefixes"
+		}
+	}
+	if len(prefixes) == 0 {
+		return nil, true, "lists no prefix"
+	}
+	return prefixes, true, ""
+}
+
+// NormalizePathPrefix turns an entry of a caddy.path label into the form a
+// request's path is matched against (R2d): a leading `/` (added if
+// missing), no trailing `/` (except the root, `/`), in lower case as
+// Caddy's path matcher compares paths. It says why (why != "") a prefix is
+// not valid: an empty, `.` or `..` segment, a `%`-escape (requests are
+// matched on their decoded path), a glob or placeholder character
+// (`*?[]{}`), `\`, `#`, a space or control character, invalid UTF-8.
+func NormalizePathPrefix(p string) (prefix, why string) {
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	if p = strings.TrimRight(p, "/"); p == "" {
+		return "/", ""
+	}
+	if !utf8.ValidString(p) {
+		return "", "is not valid UTF-8"
+	}
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; {
+		case c <= ' ' || c == 0x7f:
+			return "", "holds a space or control character"
+		case strings.IndexByte(`%*?[]{}\#`, c) >= 0:
+			return "", "holds " + strconv.QuoteRune(rune(c)) + " (a prefix is matched literally, against the decoded path)"
+		}
+	}
+	for seg := range strings.SplitSeq(p[1:], "/") {
+		switch seg {
+		case "":
+			return "", "holds an empty segment (//)"
+		case ".", "..":
+			return "", "holds a " + seg + " segment"
+		}
+	}
+	return strings.ToLower(p), ""
+}
+
+// RequestPath is the form a request's path is matched in (R2d), the one
+// Caddy's path matcher reads (`path /api /api/*`): the decoded path
+// (URL.Path) in lower case, with `.` and `..` segments resolved and
+// doubled slashes merged (path.Clean). A path that does not start with `/`
+// (`*`, an empty one) is the root. It does not allocate for a path already
+// in that form.
+func RequestPath(p string) string {
+	if p == "" || p[0] != '/' {
+		return "/"
+	}
+	return path.Clean(strings.ToLower(p))
+}
+
+// PathMatches reports whether prefix (from NormalizePathPrefix) matches the
+// request path p (from RequestPath) on segment boundaries: `/api` matches
+// `/api` and `/api/x`, not `/apix`; `/` matches every path.
+func PathMatches(prefix, p string) bool {
+	return prefix == "/" || p == prefix || strings.HasPrefix(p, prefix) && p[len(prefix)] == '/'
+}
+
+// pathNode is one node of the segment trie of the instances a route may
+// send a host's requests to (R2d): the instances that claim its prefix,
+// by name, and the nodes one segment deeper. The root holds the instances
+// without a caddy.path label and those that list `/`. A trie is built when
+// a snapshot is published, for a host, a wildcard suffix or a view with an
+// instance labelled caddy.path, and never changes after.
+type pathNode struct {
+	prefix    string
+	claimants []*entry
+	children  map[string]*pathNode
+}
+
+// buildPaths is the trie of list (sorted by name), or nil when no instance
+// of it has a caddy.path label: a request then skips the step.
+func buildPaths(list []*entry) *pathNode {
+	if !slices.ContainsFunc(list, func(e *entry) bool { return e.pathed }) {
+		return nil
+	}
+	root := &pathNode{prefix: "/"}
+	for _, e := range list {
+		if !e.pathed {
+			root.claimants = append(root.claimants, e)
+			continue
+		}
+		for _, p := range e.paths {
+			n := root.at(p, true)
+			n.claimants = append(n.claimants, e)
+		}
+	}
+	return root
+}
+
+// at is the node of prefix (from NormalizePathPrefix), made if create,
+// else nil when there is none.
+func (n *pathNode) at(prefix string, create bool) *pathNode {
+	for i := 1; i < len(prefix); {
+		j := strings.IndexByte(prefix[i:], '/')
+		if j < 0 {
+			j = len(prefix)
+		} else {
+			j += i
+		}
+		seg := prefix[i:j]
+		child := n.children[seg]
+		if child == nil {
+			if !create {
+				return nil
+			}
+			if n.children == nil {
+				n.children = make(map[string]*pathNode)
+			}
+			child = &pathNode{prefix: prefix[:j]}
+			n.children[seg] = child
+		}
+		n, i = child, j+1
+	}
+	return n
+}
+
+// longest is the deepest node on the way of p (from RequestPath) with a
+// claimant that serves host (in any state: a prefix whose instances are
+// all down is still claimed, and its requests never fall to a shorter
+// one), else the root: one map lookup per segment of p.
+func (n *pathNode) longest(p, host string, exact bool) *pathNode {
+	best := n
+	for rest := p; len(rest) > 1; {
+		rest = rest[1:]
+		seg := rest
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			seg, rest = rest[:i], rest[i:]
+		} else {
+			rest = ""
+		}
+		child := n.children[seg]
+		if child == nil {
+			break
+		}
+		n = child
+		for _, e := range n.claimants {
+			if e.servesHost(host, exact) {
+				best = n
+				break
+			}
+		}
+	}
+	return best
+}
+
+// serving is the node whose claimants serve a request of route for host:
+// the longest claimed prefix of route.Path, or, with route.PathExact, the
+// node of route.Path itself (noPath when nobody claims it).
+func (n *pathNode) serving(route Route, host string, exact bool) *pathNode {
+	p := route.Path
+	if p == "" {
+		p = "/"
+	}
+	if !route.PathExact {
+		return n.longest(p, host, exact)
+	}
+	if node := n.at(p, false); node != nil {
+		return node
+	}
+	return &noPath
+}
+
+// noPath is the node of a prefix nobody claims.
+var noPath pathNode
+
+// pathsOf is the trie of the candidates route has for host (see
+// candidates), nil when none of them has a caddy.path label.
+func (s *Snapshot) pathsOf(route Route, host string, listed bool) *pathNode {
+	switch {
+	case route.View != nil:
+		return s.viewPaths[route.View]
+	case s.hostPaths == nil:
+		return nil
+	case listed:
+		if s.hostPaths.Len() == 0 {
+			return nil
+		}
+		n, _ := s.hostPaths.Get(host)
+		return n
+	}
+	if s.wildPaths.Len() == 0 {
+		return nil
+	}
+	suffix, ok := WildcardSuffix(host)
+	if !ok {
+		return nil
+	}
+	n, _ := s.wildPaths.Get(suffix)
+	return n
+}
+
+// PathPrefix is the longest prefix that an instance serving host on route,
+// in any state, claims of route.Path (R2d): "/" when none does. With
+// claimedElsewhere, as for Pick. A map lookup per segment of the path,
+// after the host lookup; no allocation.
+func (s *Snapshot) PathPrefix(route Route, host string, claimedElsewhere bool) string {
+	_, exact, listed := s.claimants(route, host, claimedElsewhere)
+	paths := s.pathsOf(route, host, listed)
+	if paths == nil {
+		return "/"
+	}
+	route.PathExact = false
+	return paths.serving(route, host, exact).prefix
+}
+
+// repath returns paths with the tries under the keys of old and e (either
+// nil) rebuilt from index, where one is needed: for a key that had one, or
+// when old or e has a caddy.path label. Linear in the lists rebuilt.
+func repath(paths *immutable.Map[string, *pathNode], index *immutable.Map[string, []*entry], old, e *entry, keys func(*entry) []string) *immutable.Map[string, *pathNode] {
+	pathed := old != nil && old.pathed || e != nil && e.pathed
+	var oldKeys []string
+	if old != nil {
+		oldKeys = keys(old)
+	}
+	set := setOf(oldKeys)
+	visit := func(k string) {
+		if _, had := paths.Get(k); !had && !pathed {
+			return
+		}
+		list, _ := index.Get(k)
+		if n := buildPaths(list); n != nil {
+			paths = paths.Set(k, n)
+		} else {
+			paths = paths.Delete(k)
+		}
+	}
+	for _, k := range oldKeys {
+		visit(k)
+	}
+	if e != nil {
+		for _, k := range keys(e) {
+			if !set.has(oldKeys, k) {
+				visit(k)
+			}
+		}
+	}
+	return paths
+}
+
+// buildIndexPaths is the tries of index for the keys of the instances of
+// all with a caddy.path label (a full re-listing).
+func buildIndexPaths(index *immutable.Map[string, []*entry], all []*entry, keys func(*entry) []string) *immutable.Map[string, *pathNode] {
+	b := immutable.NewMapBuilder[string, *pathNode](newHasher())
+	for _, e := range all {
+		if !e.pathed {
+			continue
+		}
+		for _, k := range keys(e) {
+			if _, done := b.Get(k); done {
+				continue
+			}
+			list, _ := index.Get(k)
+			if n := buildPaths(list); n != nil {
+				b.Set(k, n)
+			}
+		}
+	}
+	return b.Map()
+}
+
+// emptyPaths is an index of tries with none.
+func emptyPaths() *immutable.Map[string, *pathNode] {
+	return immutable.NewMap[string, *pathNode](newHasher())
+}
+
+// pathVerdict says why e, which serves host on the route, is not among
+// the instances serving a request whose path's longest claimed prefix is
+// prefix (R2d); for explain.
+func (e *entry) pathVerdict(prefix string) string {
+	switch {
+	case e.badPath != "":
+		return "caddy.path is not valid (R2d): " + e.badPath + "; it serves no path"
+	case !e.pathed:
+		return "has no caddy.path, and the request's path is under " + prefix + ", which another instance claims"
+	case prefix == "/":
+		return "caddy.path lists only other prefixes: " + clip(strings.TrimSpace(e.inst.Labels[LabelPath]))
+	}
+	return "caddy.path lists only other prefixes: " + clip(strings.TrimSpace(e.inst.Labels[LabelPath])) +
+		"; the request's path is under " + prefix
+}
+
+// setViewPaths sets, in viewPaths, the trie of v from its list.
+func setViewPaths(viewPaths map[*View]*pathNode, v *View, list []*entry) {
+	if n := buildPaths(list); n != nil {
+		viewPaths[v] = n
+	} else {
+		delete(viewPaths, v)
+	}
+}
+
+// HasPaths reports whether an instance of the snapshot has a caddy.path
+// label (R2d): without one, a request's path is never read.
+func (s *Snapshot) HasPaths() bool {
+	return s.hostPaths.Len() > 0 || s.wildPaths.Len() > 0 || len(s.viewPaths) > 0
+}

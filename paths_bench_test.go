@@ -1,0 +1,68 @@
+package caddydicer
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// pathsCatalog is benchCatalog's n instances; with paths, the three of
+// shop.example.com claim /api and every other instance claims two
+// prefixes of its own, so that every host and wildcard has a trie (R2d).
+func pathsCatalog(n int, paths bool) *catalog.Catalog {
+	c := catalog.New(catalog.Options{})
+	var all []catalog.Instance
+	for i := range n {
+		name, labels := fmt.Sprintf("other-%05d", i), map[string]string{"app": fmt.Sprintf("app-%d", i%50), "caddy.host": fmt.Sprintf("h%d.example.com", i)}
+		if i%2 == 1 {
+			labels["caddy.host"] = fmt.Sprintf("*.w%d.example.com", i)
+		}
+		if paths {
+			labels["caddy.path"] = fmt.Sprintf("/p%d,/api/v%d", i, i%7)
+		}
+		if i < 3 {
+			name, labels = "web-"+string(rune('a'+i)), map[string]string{"app": "web", "caddy.host": "shop.example.com"}
+			if paths {
+				labels["caddy.path"] = "/api"
+			}
+		}
+		all = append(all, catalog.Instance{
+			ID: name, Name: name, Labels: labels, State: catalog.StateRunning,
+			Networks: []catalog.Attachment{{Network: "default", Address: fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255+1)}},
+			Ports:    []catalog.PublishedPort{{GuestPort: 8080, HostPort: uint16(20000 + i%40000)}},
+		})
+	}
+	c.Replace(all)
+	return c
+}
+
+// BenchmarkGetUpstreamsPaths is GetUpstreams for shop.example.com/api/v1/orders
+// at 10 and 10k hosts, routed by host only (no instance has caddy.path)
+// and by host and path (every instance has; the three of the host claim
+// /api), in one run: compare paths/n=N with host_only/n=N (R2d; goal:
+// within 1.3x). The request carries Caddy's original request, as in Caddy.
+func BenchmarkGetUpstreamsPaths(b *testing.B) {
+	for _, n := range []int{10, 10000} {
+		for _, kind := range []string{"host_only", "paths"} {
+			conn := &connection{catalog: pathsCatalog(n, kind == "paths")}
+			u := &DicerUpstreams{upstreamSource: benchSource(conn)}
+			req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/api/v1/orders", nil)
+			req = req.WithContext(context.WithValue(req.Context(), caddyhttp.OriginalRequestCtxKey, *req))
+			b.Run(fmt.Sprintf("%s/n=%d", kind, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					ups, _ := u.GetUpstreams(req)
+					if len(ups) != 3 {
+						b.Fatalf("got %d upstreams, want 3", len(ups))
+					}
+				}
+			})
+		}
+	}
+}
