@@ -71,6 +71,7 @@ func registerMetrics(ctx caddy.Context) {
 	for _, c := range []prometheus.Collector{
 		metrics.eventsReceived, metrics.eventsApplied, metrics.relists, metrics.eventLatency,
 		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.state,
+		poolMetrics.wakesStarted, poolMetrics.pool,
 	} {
 		var already prometheus.AlreadyRegisteredError
 		if err := reg.Register(c); err != nil && !errors.As(err, &already) {

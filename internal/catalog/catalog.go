@@ -499,6 +499,7 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 // none) can get no requests, or fewer than its labels suggest.
 func (c *Catalog) warnNoRequests(old, e *entry) {
 	name := zap.String("instance", e.inst.Name)
+	c.warnPool(old, e) // R5j, R5k
 	if e.badStandby != "" && (old == nil || old.inst.Labels[e.badStandby] != e.inst.Labels[e.badStandby]) {
 		c.logger.Warn("instance is never put on standby nor woken by Caddy: label "+e.badStandby+
 			" is not valid (caddy.standby_after: a positive duration such as 15m; caddy.standby: stop or pause)",

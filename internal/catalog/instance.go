@@ -21,6 +21,14 @@ const (
 	// LabelStandby says how Caddy puts it on standby: `stop` (the
 	// default) or `pause`.
 	LabelStandby = "caddy.standby"
+	// LabelSoftLimit makes an instance one of a pool that grows under
+	// load (R5j): while every routable instance of a route has more than
+	// this many requests in flight, Caddy wakes the next one on standby.
+	LabelSoftLimit = "caddy.soft_limit"
+	// LabelDependsOn is a label selector of the instances to wake, and
+	// wait for, before this one is woken; they go on standby only once
+	// every instance depending on them is (R5k).
+	LabelDependsOn = "caddy.depends_on"
 )
 
 // State is an instance's lifecycle state, as its daemon reports it.

@@ -27,6 +27,8 @@ type Target struct {
 	// Activity is set for an instance labelled caddy.standby_after: the
 	// request path records its use there.
 	Activity *Activity
+	// SoftLimit is its caddy.soft_limit (R5j), 0 when none.
+	SoftLimit int32
 }
 
 // Targets appends to dst where a request for host (normalized with
@@ -69,7 +71,7 @@ func (s *Snapshot) Pick(dst []Target, route Route, host string, claimedElsewhere
 			continue
 		}
 		if ep := e.resolve(route, s.reach); ep.dial != "" {
-			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial, Activity: e.activity})
+			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial, Activity: e.activity, SoftLimit: e.pool.softLimit})
 		}
 	}
 	if len(dst) > n {
