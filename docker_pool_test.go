@@ -19,17 +19,26 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
-// listeningSince asks the hello server in c when it began to listen.
-func listeningSince(t *testing.T, ip string) time.Time {
+// listeningSince asks the hello server at dial (as X-Upstream shows it)
+// when it began to listen, through Caddy: up to 200 requests, until one
+// goes there.
+func listeningSince(t *testing.T, caddy testkit.Caddy, host, dial string) time.Time {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	status, body, err := dockertest.Get(ctx, ip+":8080", "/listening")
-	n, perr := strconv.ParseInt(strings.TrimSpace(body), 10, 64)
-	if err != nil || status != http.StatusOK || perr != nil || n == 0 {
-		t.Fatalf("GET /listening on %s: %d %q %v", ip, status, body, err)
+	for range 200 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r := caddy.Get(ctx, host, "/listening")
+		cancel()
+		if r.Err != nil || r.Status != http.StatusOK || r.Header.Get("X-Upstream") != dial {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(r.Body), 10, 64)
+		if err != nil || n == 0 {
+			t.Fatalf("GET /listening: %s", r)
+		}
+		return time.Unix(0, n)
 	}
-	return time.Unix(0, n)
+	t.Fatalf("no GET /listening went to %s", dial)
+	return time.Time{}
 }
 
 // loadClient is an HTTP client for hundreds of concurrent requests to
@@ -105,6 +114,10 @@ func TestDocker_R5j_pool_grows_under_load_and_shrinks(t *testing.T) {
 		return !secondBy.IsZero()
 	})
 	time.Sleep(2 * time.Second) // the pool under 300 clients
+	var listening time.Time
+	if grown {
+		listening = listeningSince(t, caddy, host, containerIP(t, cli, cs[1], "bridge")+":8080")
+	}
 	high.Stop()
 	low.Stop()
 	stopped := time.Now()
@@ -112,7 +125,6 @@ func TestDocker_R5j_pool_grows_under_load_and_shrinks(t *testing.T) {
 		t.Fatal("pl-grow-2 served nothing within 30 s of 300 clients")
 	}
 	started, _ := ev.First(events.ActionStart, nil)
-	listening := listeningSince(t, containerIP(t, cli, cs[1], "bridge"))
 	mu.Lock()
 	routable := secondBy
 	mu.Unlock()
