@@ -72,6 +72,7 @@ func registerMetrics(ctx caddy.Context) {
 		metrics.eventsReceived, metrics.eventsApplied, metrics.relists, metrics.eventLatency,
 		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.state,
 		instanceSeries, // R13b, instance_metrics.go
+		poolMetrics.wakesStarted, poolMetrics.pool,
 	} {
 		var already prometheus.AlreadyRegisteredError
 		if err := reg.Register(c); err != nil && !errors.As(err, &already) {

@@ -24,6 +24,7 @@ import (
 func joinStandby(ctx context.Context, c *connection, spec connSpec) (*standby.Waker, string, error) {
 	opts := spec.standbyOptions
 	opts.Counted = func(r standby.WakeResult) { c.metrics.wakes(string(r)).Inc() }
+	opts.Started = func(cause standby.WakeCause) { c.metrics.wakesStarted(cause).Inc() } // R5j, R5k
 	if spec.standbyEngine == "" {
 		return standby.New(ctx, spec.actions, c.catalog, spec.opts.Logger, opts), "", nil
 	}

@@ -143,6 +143,9 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		}
 		return ups, err
 	}
+	if pick == catalog.PickedRoutable && s.group == nil && s.conn.standby != nil {
+		s.conn.standby.Grow(snap, s.route, host, targets) // R5j: atomics unless every target is past its soft limit
+	}
 	if pick == catalog.PickedStandby {
 		if s.wakes != nil && s.group == nil { // as before: a multi's member counts none
 			s.wakes.Inc() // the connection wakes it (R5)

@@ -70,6 +70,8 @@ type entry struct {
 	standby    Standby
 	activity   *Activity
 	badStandby string
+	// pool is the caddy.soft_limit and caddy.depends_on labels (pool.go).
+	pool poolLabels
 	// seq is the catalog's Seq when the daemon last described the instance;
 	// startEvent and stopEvent when an event last said it started, and
 	// stopped or is stopping (Sink.Started, Sink.Stopping), in the order
@@ -102,6 +104,7 @@ func newEntry(inst Instance) *entry {
 	}
 	e.standby, e.badStandby = parseStandby(inst.Labels)
 	e.weighting = newWeighting(&inst)
+	e.pool = parsePool(inst.Labels)
 	if raw, ok := inst.Labels[LabelPort]; ok {
 		e.port = parsePort(raw)
 	}
@@ -154,7 +157,7 @@ func (e *entry) froze(old *entry) bool {
 // none), over to e, or starts one, when e has a standby policy.
 func (e *entry) keepActivity(old *entry) {
 	switch {
-	case e.standby.After == 0:
+	case e.standby.After == 0 && e.pool.softLimit == 0: // R5j counts a pool's requests
 	case old != nil && old.activity != nil:
 		e.activity = old.activity
 	default:

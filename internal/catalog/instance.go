@@ -36,6 +36,14 @@ const (
 	// LabelPath lists the path prefixes an instance serves under its
 	// hosts, comma-separated (R2d): `/api,/admin`.
 	LabelPath = "caddy.path"
+	// LabelSoftLimit makes an instance one of a pool that grows under
+	// load (R5j): while every routable instance of a route has more than
+	// this many requests in flight, Caddy wakes the next one on standby.
+	LabelSoftLimit = "caddy.soft_limit"
+	// LabelDependsOn is a label selector of the instances to wake, and
+	// wait for, before this one is woken; they go on standby only once
+	// every instance depending on them is (R5k).
+	LabelDependsOn = "caddy.depends_on"
 )
 
 // KnownLabels is every label key caddy-dicer gives a meaning to, the one
@@ -44,8 +52,7 @@ const (
 var KnownLabels = []string{
 	LabelHost, LabelPort, LabelNetwork, LabelStandbyAfter, LabelStandby,
 	LabelWeight, LabelSessionKey, LabelMaintenance,
-	LabelPath,
-	"caddy.soft_limit", "caddy.depends_on", // pools: their constants land with them
+	LabelPath, LabelSoftLimit, LabelDependsOn,
 }
 
 // State is an instance's lifecycle state, as its daemon reports it.

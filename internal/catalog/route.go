@@ -42,6 +42,8 @@ type Target struct {
 	// Identity is what sticky sessions key on (R4d): caddy.session_key,
 	// else the daemon's identity of the instance, else its name.
 	Identity string
+	// SoftLimit is its caddy.soft_limit (R5j), 0 when none.
+	SoftLimit int32
 }
 
 // Targets appends to dst where a request for host (normalized with
@@ -85,7 +87,7 @@ func (s *Snapshot) Pick(dst []Target, route Route, host string, claimedElsewhere
 		}
 		if ep := e.resolve(route, s.reach); ep.dial != "" {
 			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial, Activity: e.activity,
-				Weight: e.effectiveWeight(), Identity: e.identity})
+				Weight: e.effectiveWeight(), Identity: e.identity, SoftLimit: e.pool.softLimit})
 		}
 	}
 	if len(dst) > n {

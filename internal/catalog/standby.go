@@ -355,7 +355,9 @@ type Sleeper struct {
 	Ready bool
 }
 
-// Sleepers appends to dst every instance with a valid standby policy.
+// Sleepers appends to dst every instance with a valid standby policy, and
+// every one with a caddy.soft_limit (R5j), whose Policy.After may be 0:
+// its requests are counted, and it is never put on standby.
 func (c *Catalog) Sleepers(dst []Sleeper) []Sleeper {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -366,8 +368,7 @@ func (c *Catalog) Sleepers(dst []Sleeper) []Sleeper {
 		dst = append(dst, Sleeper{
 			ID: e.inst.ID, Name: e.inst.Name, Labels: e.inst.Labels, State: e.inst.State,
 			Policy: e.standby, Activity: e.activity, Seq: e.seq, StartEvent: e.startEvent, StopEvent: e.stopEvent,
-			Ready: e.inst.State == StateRunning && e.listening &&
-				(e.inst.Health == HealthNone || e.inst.Health == HealthHealthy),
+			Ready: e.ready(),
 		})
 	}
 	return dst
@@ -403,7 +404,7 @@ func (s *Snapshot) WakeCandidates(dst []WakeCandidate, route Route, host string)
 	candidates, exact := s.candidates(route, host, false)
 	for pass := 0; pass < 2; pass++ {
 		for _, e := range candidates {
-			if e.activity == nil || e.maint || !e.servesHost(host, exact) { // R5i
+			if !e.wakeable() || e.maint || !e.servesHost(host, exact) { // R5i
 				continue
 			}
 			if pass == 0 && e.wakingUp() || pass == 1 && e.sleeping() {
@@ -417,7 +418,7 @@ func (s *Snapshot) WakeCandidates(dst []WakeCandidate, route Route, host string)
 // wakingUp reports an instance Caddy wakes (one with a standby policy) on
 // its way up: starting, or running and not ready yet.
 func (e *entry) wakingUp() bool {
-	return e.activity != nil && (e.inst.State == StateStarting ||
+	return e.wakeable() && (e.inst.State == StateStarting ||
 		e.inst.State == StateRunning && (!e.listening || e.inst.Health == HealthStarting))
 }
 
@@ -425,6 +426,6 @@ func (e *entry) wakingUp() bool {
 // standby: stopped or paused, or being put there by Caddy (woken once
 // down).
 func (e *entry) sleeping() bool {
-	return e.activity != nil && (e.inst.State == StateStopped || e.inst.State == StatePaused ||
+	return e.wakeable() && (e.inst.State == StateStopped || e.inst.State == StatePaused ||
 		e.inst.State == StateStopping && e.stopping)
 }

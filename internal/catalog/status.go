@@ -155,7 +155,7 @@ const groupState = "group"
 // request (Docker scale to zero, a valid caddy.standby_after): what the
 // admin API and metrics call standby, whoever stopped it.
 func (e *entry) onStandby() bool {
-	return e.activity != nil && (e.inst.State == StateStopped || e.inst.State == StatePaused)
+	return e.wakeable() && (e.inst.State == StateStopped || e.inst.State == StatePaused)
 }
 
 // verdict is why e gets no requests whatever the route (R1-R4), or "":

@@ -100,6 +100,7 @@ type Engine struct {
 	shared   map[string]*sharedActivity // by instance ID
 	members  map[*Waker]bool            // the connections' parts
 	denied   bool                       // a write was refused once (logged once)
+	cycles   map[string]bool            // pairs of instances warned of a caddy.depends_on cycle (R5k)
 }
 
 // sharedActivity is the Activity every connection's catalog entry for one

@@ -29,6 +29,7 @@ func (w *Waker) idleLoop() {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var sleepers []catalog.Sleeper
+	var dependents []catalog.Dependent
 	for {
 		changed := w.catalog.Snapshot().Changed()
 		now := w.now()
@@ -36,8 +37,12 @@ func (w *Waker) idleLoop() {
 		w.link(sleepers)
 		next := now.Add(time.Hour)
 		seen := make(map[string]bool, len(sleepers))
+		dependents = w.catalog.Dependents(dependents[:0]) // R5k
 		for _, s := range sleepers {
 			seen[s.ID] = true
+			if s.Policy.After == 0 {
+				continue // counted for its caddy.soft_limit only (R5j)
+			}
 			if s.State != catalog.StateRunning && s.State != catalog.StateStarting {
 				s.Activity.Reset()
 				delete(busy, s.ID)
@@ -60,6 +65,9 @@ func (w *Waker) idleLoop() {
 			if now.Before(due) {
 				next = earliest(next, due)
 				continue
+			}
+			if dependedOn(s, dependents) {
+				continue // looked at again when they change (R5k)
 			}
 			w.putOnStandby(s, idleSince)
 		}

@@ -23,6 +23,8 @@ import (
 type Waker struct {
 	// counted, if set, hears each wake's result (the wakes metric).
 	counted func(WakeResult)
+	// started, if set, hears each wake's cause as it starts (R5j, R5k).
+	started func(WakeCause)
 	// now is the clock: time.Now, with its monotonic reading; tests
 	// step it.
 	now func() time.Time
@@ -66,6 +68,7 @@ type wake struct {
 	owner    *Waker        // the connection that runs it
 	done     chan struct{} // closed with result set
 	result   WakeResult
+	chain    []string // the instances whose wakes wait on this one (R5k)
 }
 
 // failure is a container not to wake again until after.
@@ -84,6 +87,8 @@ type Options struct {
 	MaxHeld int
 	// Counted, if set, hears each wake's result (the wakes metric).
 	Counted func(WakeResult)
+	// Started, if set, hears why each wake starts (R5j, R5k).
+	Started func(WakeCause)
 	// Clock is the clock, with its monotonic reading. nil: time.Now;
 	// tests step it.
 	Clock func() time.Time
@@ -103,7 +108,7 @@ func New(ctx context.Context, actions Actions, cat *catalog.Catalog, logger *zap
 func Join(ctx context.Context, eng *Engine, cat *catalog.Catalog, logger *zap.Logger, opts Options) *Waker {
 	w := &Waker{
 		engine: eng, catalog: cat, logger: logger, ctx: ctx, now: time.Now,
-		counted:  opts.Counted,
+		counted: opts.Counted, started: opts.Started,
 		maxWakes: opts.MaxWakes, maxHeld: opts.MaxHeld,
 		kicks: make(chan struct{}, 1), linked: map[string]*catalog.Activity{},
 		standIns: map[int]*standIn{}, freed: make(chan struct{}),
@@ -298,16 +303,7 @@ func (w *Waker) wakeFor(snap *catalog.Snapshot, route catalog.Route, host string
 		if w.running >= w.maxWakes {
 			return nil, 0, w.freed
 		}
-		wk := &wake{id: c.ID, name: c.Name, activity: c.Activity, owner: w, done: make(chan struct{})}
-		c.Activity.Forget() // its addresses may change
-		e.wakes[c.ID] = wk
-		w.running++
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			w.run(wk, c)
-		}()
-		return wk, 0, nil
+		return w.startLocked(c, CauseRequest, nil), 0, nil
 	}
 	return nil, retry, nil
 }
@@ -336,6 +332,7 @@ func (w *Waker) run(wk *wake, c catalog.WakeCandidate) {
 			return
 		}
 	}
+	w.wakeDependencies(wk) // first, and ready (R5k)
 	// What the catalog learns of the instance from now on is of after the
 	// call: a stopped instance then is one that exited.
 	before := w.catalog.Seq()

@@ -1,0 +1,255 @@
+package caddydicer
+
+// Pools that grow under load (R5j) and dependencies woken first (R5k),
+// through a real Caddy against the real Engine.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types/events"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
+)
+
+// listeningSince asks the hello server at dial (as X-Upstream shows it)
+// when it began to listen, through Caddy: up to 200 requests, until one
+// goes there.
+func listeningSince(t *testing.T, caddy testkit.Caddy, host, dial string) time.Time {
+	t.Helper()
+	for range 200 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		r := caddy.Get(ctx, host, "/listening")
+		cancel()
+		if r.Err != nil || r.Status != http.StatusOK || r.Header.Get("X-Upstream") != dial {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(r.Body), 10, 64)
+		if err != nil || n == 0 {
+			t.Fatalf("GET /listening: %s", r)
+		}
+		return time.Unix(0, n)
+	}
+	t.Fatalf("no GET /listening went to %s", dial)
+	return time.Time{}
+}
+
+// loadClient is an HTTP client for hundreds of concurrent requests to
+// Caddy: connections are kept, not churned.
+func loadClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 500
+	tr.MaxIdleConns = 500
+	return &http.Client{Transport: tr}
+}
+
+// The Done-when of issue 25.1: a pool of 4 containers labelled
+// caddy.soft_limit=20, one running (no standby_after) and three on
+// standby (standby_after 2s). 10 concurrent clients of a 100 ms
+// response wake none; 300 wake the second, which is routable soon after
+// it listens (logged), with no failed request; once the load stops, the
+// extras are stopped by their own standby_after and one runs.
+func TestDocker_R5j_pool_grows_under_load_and_shrinks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Docker Engine and Caddy's fixed ports")
+	}
+	cli := engine(t)
+	app := dockertest.Name("pl-grow")
+	host := hostName("pl-grow")
+	var cs []dockertest.Container
+	for i := 1; i <= 4; i++ {
+		labels := map[string]string{"app": app, "caddy.soft_limit": "20"}
+		opts := dockertest.Options{Name: "pl-grow-" + strconv.Itoa(i), Labels: labels}
+		if i > 1 {
+			labels["caddy.standby_after"] = "2s"
+			opts.NoStart = true
+		}
+		cs = append(cs, dockertest.Start(t, cli, opts))
+	}
+	ev := testkit.WatchContainer(t, cli, cs[1].ID)
+	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
+	awaitListed(t, app)
+	mustGet(t, tester, host, http.StatusOK, hello("pl-grow-1"))
+
+	caddy := testkit.Caddy{Addr: fmt.Sprintf("127.0.0.1:%d", httpPort), Client: loadClient()}
+	const work = 100 * time.Millisecond
+	var mu sync.Mutex
+	// secondBy and secondFrom bound when pl-grow-2 was first routed to:
+	// the earliest end of a request it served less its 100 ms of work,
+	// and the earliest start of one.
+	var secondBy, secondFrom time.Time
+	get := func() testkit.Result {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		began := time.Now()
+		r := caddy.Get(ctx, host, "/slow?d="+work.String())
+		if r.Is(http.StatusOK, hello("pl-grow-2")) {
+			by := time.Now().Add(-work)
+			mu.Lock()
+			if secondBy.IsZero() || by.Before(secondBy) {
+				secondBy = by
+			}
+			if secondFrom.IsZero() || began.Before(secondFrom) {
+				secondFrom = began
+			}
+			mu.Unlock()
+		}
+		return r
+	}
+	ok := func(r testkit.Result) bool {
+		return r.Err == nil && r.Status == http.StatusOK && strings.HasPrefix(r.Body, "hello from pl-grow-")
+	}
+
+	low := testkit.StartLoad(10, get, ok)
+	time.Sleep(1500 * time.Millisecond) // a load that must not grow the pool: 10 in flight, soft limit 20
+	if n := ev.Count(events.ActionStart); n != 0 {
+		low.Stop()
+		t.Fatalf("%d starts of pl-grow-2 with 10 clients under a soft limit of 20", n)
+	}
+	step := time.Now()
+	high := testkit.StartLoad(290, get, ok)
+	grown := testkit.Until(30*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !secondBy.IsZero()
+	})
+	time.Sleep(2 * time.Second) // the pool under 300 clients
+	var listening time.Time
+	if grown {
+		listening = listeningSince(t, caddy, host, containerIP(t, cli, cs[1], "bridge")+":8080")
+	}
+	high.Stop()
+	low.Stop()
+	stopped := time.Now()
+	if !grown {
+		t.Fatal("pl-grow-2 served nothing within 30 s of 300 clients")
+	}
+	started, _ := ev.First(events.ActionStart, nil)
+	mu.Lock()
+	routable, from := secondBy, secondFrom
+	mu.Unlock()
+	// Under 300 clients on a loaded 2-core machine, answers queue: the
+	// first routing to pl-grow-2 is known only between a request's start
+	// and its end less its work.
+	t.Logf("step to 300 clients -> start of pl-grow-2: %s; its start -> listening: %s; listening -> routed a request: between %s and %s (goal: 20 ms)",
+		started.Sub(step).Round(time.Millisecond), listening.Sub(started).Round(time.Millisecond),
+		from.Sub(listening).Round(time.Millisecond), routable.Sub(listening).Round(time.Millisecond))
+	if d := from.Sub(listening); d > 15*time.Second { // loose: a loaded 2-core machine
+		t.Errorf("no request to pl-grow-2 began within %s of its listening", d)
+	}
+	failed, first := low.Failed()
+	n2, first2 := high.Failed()
+	if failed+n2 != 0 {
+		t.Errorf("%d of %d requests failed, e.g. %v %v", failed+n2, low.Total()+high.Total(), first, first2)
+	}
+	t.Logf("served %d requests, by instance %v", low.Total()+high.Total(), mergeCounts(low.Bodies(), high.Bodies()))
+	if v := metric(t, "caddy_dicer_wakes_started_total", `kind="docker"`, `cause="load"`); v < 1 {
+		t.Errorf("caddy_dicer_wakes_started_total{cause=load} = %v, want at least 1", v)
+	}
+
+	// Back to one: each extra stopped by its own standby_after.
+	var last time.Time
+	for _, c := range cs[1:] {
+		waitState(t, cli, c, "exited", 20*time.Second)
+		last = time.Now()
+	}
+	t.Logf("load stopped -> back to 1 running: %s (goal: standby_after 2s + 2s)", last.Sub(stopped).Round(time.Millisecond))
+	if d := last.Sub(stopped); d > 2*time.Second+8*time.Second {
+		t.Errorf("back to 1 running %s after the load stopped", d)
+	}
+	waitState(t, cli, cs[0], "running", time.Second)
+}
+
+func mergeCounts(a, b map[string]int) map[string]int {
+	for k, v := range b {
+		a[k] += v
+	}
+	return a
+}
+
+// The Done-when of issue 25.2: two apps depending on one database
+// container (caddy.depends_on). Waking app A starts the database first,
+// and A's first request succeeds; the database stays up while B serves
+// after A went on standby; it goes on standby once both are idle, within
+// standby_after + 2 s of B's last request (logged).
+func TestDocker_R5k_database_woken_first_and_kept_while_used(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Docker Engine and Caddy's fixed ports")
+	}
+	cli := engine(t)
+	role := dockertest.Name("pl-db")
+	label := func(extra map[string]string) map[string]string {
+		l := map[string]string{"caddy.standby_after": "2s"}
+		for k, v := range extra {
+			l[k] = v
+		}
+		return l
+	}
+	db := dockertest.Start(t, cli, dockertest.Options{Name: "pl-db", NoStart: true, Labels: label(map[string]string{"role": role})})
+	appA, appB := dockertest.Name("pl-a"), dockertest.Name("pl-b")
+	a := dockertest.Start(t, cli, dockertest.Options{Name: "pl-a", NoStart: true,
+		Labels: label(map[string]string{"app": appA, "caddy.depends_on": "role=" + role})})
+	b := dockertest.Start(t, cli, dockertest.Options{Name: "pl-b", NoStart: true,
+		Labels: label(map[string]string{"app": appB, "caddy.depends_on": "role=" + role})})
+	dbEv, aEv := testkit.WatchContainer(t, cli, db.ID), testkit.WatchContainer(t, cli, a.ID)
+	hostA, hostB := hostName("pl-a"), hostName("pl-b")
+	tester, _ := dockerCaddy(t, "", fmt.Sprintf(`
+:%d {
+	@a host %s
+	reverse_proxy @a {
+		dynamic docker {
+			selector app=%s
+			port 8080
+		}
+	}
+	@b host %s
+	reverse_proxy @b {
+		dynamic docker {
+			selector app=%s
+			port 8080
+		}
+	}
+}`, httpPort, hostA, appA, hostB, appB))
+	awaitListed(t, appA)
+	awaitListed(t, appB)
+
+	mustGet(t, tester, hostA, http.StatusOK, hello("pl-a"))
+	dbStart, okDB := dbEv.First(events.ActionStart, nil)
+	aStart, okA := aEv.First(events.ActionStart, nil)
+	if !okDB || !okA || !dbStart.Before(aStart) {
+		t.Fatalf("start events: database %v (%v), app A %v (%v); want the database first", dbStart, okDB, aStart, okA)
+	}
+	t.Logf("database started %s before app A", aStart.Sub(dbStart).Round(time.Millisecond))
+
+	// B serves, A idles: A goes on standby, the database stays up.
+	caddy := testkit.Caddy{Addr: fmt.Sprintf("127.0.0.1:%d", httpPort)}
+	load := testkit.StartLoad(2, func() testkit.Result { return caddy.GetWithin(hostB, 30*time.Second) },
+		func(r testkit.Result) bool { return r.Is(http.StatusOK, hello("pl-b")) })
+	waitState(t, cli, a, "exited", 15*time.Second)
+	time.Sleep(2500 * time.Millisecond) // past the database's own standby_after, B serving
+	load.Stop()
+	idle := time.Now()
+	if failed, first := load.Failed(); failed != 0 || load.Total() == 0 {
+		t.Errorf("B: %d of %d failed, e.g. %v", failed, load.Total(), first)
+	}
+	if n := dbEv.Count(events.ActionStop) + dbEv.Count(events.ActionDie); n != 0 {
+		t.Fatalf("the database stopped while B served (%d events)", n)
+	}
+	waitState(t, cli, db, "exited", 20*time.Second)
+	took := time.Since(idle)
+	t.Logf("both idle -> database on standby: %s (goal: standby_after 2s + 2s)", took.Round(time.Millisecond))
+	if took > 2*time.Second+8*time.Second { // loose: a loaded 2-core machine
+		t.Errorf("the database went on standby %s after both apps were idle", took)
+	}
+	waitState(t, cli, b, "exited", 5*time.Second)
+	if v := metric(t, "caddy_dicer_wakes_started_total", `kind="docker"`, `cause="dependency"`); v < 1 {
+		t.Errorf("caddy_dicer_wakes_started_total{cause=dependency} = %v, want at least 1", v)
+	}
+}

@@ -1,0 +1,186 @@
+package catalog
+
+import (
+	"strconv"
+	"strings"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/selector"
+)
+
+// Pools that grow under load (R5j) and dependencies woken first (R5k):
+// the catalog parses the caddy.soft_limit and caddy.depends_on labels and
+// answers what the connection that wakes instances asks of them; it
+// decides nothing itself.
+
+const (
+	// MaxSoftLimit bounds caddy.soft_limit.
+	MaxSoftLimit = 1_000_000
+	// MaxDependsOnBytes bounds caddy.depends_on: a longer selector is not
+	// parsed (a tenant's label costs bounded work).
+	MaxDependsOnBytes = 1024
+)
+
+// poolLabels are an instance's caddy.soft_limit and caddy.depends_on.
+type poolLabels struct {
+	// softLimit is caddy.soft_limit; 0 when absent or bad.
+	softLimit int32
+	// dependsOn is caddy.depends_on; nil when absent or bad.
+	dependsOn *selector.Selector
+	// bad names the label whose value is not valid, "" if none.
+	bad string
+}
+
+// parsePool reads caddy.soft_limit (a whole number from 1 to
+// MaxSoftLimit) and caddy.depends_on (a non-empty selector of at most
+// MaxDependsOnBytes).
+func parsePool(labels map[string]string) (p poolLabels) {
+	if raw, ok := labels[LabelSoftLimit]; ok {
+		n, err := strconv.Atoi(strings.TrimSpace(raw))
+		if err != nil || n < 1 || n > MaxSoftLimit {
+			p.bad = LabelSoftLimit
+		} else {
+			p.softLimit = int32(n)
+		}
+	}
+	if raw, ok := labels[LabelDependsOn]; ok {
+		sel, err := selector.Parse(raw)
+		if len(raw) > MaxDependsOnBytes || err != nil || sel.Empty() {
+			p.bad = LabelDependsOn
+		} else {
+			p.dependsOn = &sel
+		}
+	}
+	return p
+}
+
+// warnPool warns once per change of the label that e's caddy.soft_limit or
+// caddy.depends_on is not valid (old: the entry e replaces, nil: none).
+func (c *Catalog) warnPool(old, e *entry) {
+	bad := e.pool.bad
+	if bad == "" || old != nil && old.inst.Labels[bad] == e.inst.Labels[bad] {
+		return
+	}
+	c.logger.Warn("label "+bad+" is not valid and is ignored (caddy.soft_limit: a whole number from 1 to "+
+		strconv.Itoa(MaxSoftLimit)+"; caddy.depends_on: a label selector of at most "+
+		strconv.Itoa(MaxDependsOnBytes)+" bytes, not empty)",
+		zap.String("instance", e.inst.Name), zap.String(bad, clip(e.inst.Labels[bad])))
+}
+
+// wakeable reports an instance Caddy wakes and puts on standby (a valid
+// caddy.standby_after).
+func (e *entry) wakeable() bool { return e.activity != nil && e.standby.After > 0 }
+
+// Dependent is an instance labelled caddy.depends_on, as Catalog.Dependents
+// reports it.
+type Dependent struct {
+	ID, Name  string
+	State     State
+	DependsOn *selector.Selector
+}
+
+// Dependents appends to dst every instance with a valid caddy.depends_on.
+func (c *Catalog) Dependents(dst []Dependent) []Dependent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.byID {
+		if e.pool.dependsOn != nil {
+			dst = append(dst, Dependent{ID: e.inst.ID, Name: e.inst.Name, State: e.inst.State, DependsOn: e.pool.dependsOn})
+		}
+	}
+	return dst
+}
+
+// Dependency is an instance that another's caddy.depends_on matches.
+type Dependency struct {
+	ID, Name string
+	Labels   map[string]string
+	State    State
+	// Wakeable: Caddy may wake it (a valid caddy.standby_after).
+	Wakeable bool
+	// Ready: running and accepting connections, as Sleeper.Ready.
+	Ready    bool
+	Activity *Activity
+	// DependsOn is its own caddy.depends_on (nil: none).
+	DependsOn *selector.Selector
+}
+
+// DependenciesOf appends to dst the instances that the caddy.depends_on of
+// the instance id matches, itself excepted, in name order; none when it
+// has no valid label or is unknown.
+func (c *Catalog) DependenciesOf(dst []Dependency, id string) []Dependency {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.byID[id]
+	if e == nil || e.pool.dependsOn == nil {
+		return dst
+	}
+	n := len(dst)
+	for _, d := range c.byID {
+		if d == e || d.inst.Group || !e.pool.dependsOn.Matches(d.inst.Labels) {
+			continue
+		}
+		dst = append(dst, Dependency{
+			ID: d.inst.ID, Name: d.inst.Name, Labels: d.inst.Labels, State: d.inst.State,
+			Wakeable: d.wakeable(), Ready: d.ready(), Activity: d.activity, DependsOn: d.pool.dependsOn,
+		})
+	}
+	sortDeps(dst[n:])
+	return dst
+}
+
+func sortDeps(list []Dependency) {
+	for i := 1; i < len(list); i++ {
+		for j := i; j > 0 && list[j].Name < list[j-1].Name; j-- {
+			list[j], list[j-1] = list[j-1], list[j]
+		}
+	}
+}
+
+// ready: running, accepting connections (R1a) and not unhealthy or
+// awaiting its health verdict, whatever the network (R1).
+func (e *entry) ready() bool {
+	return e.inst.State == StateRunning && e.listening &&
+		(e.inst.Health == HealthNone || e.inst.Health == HealthHealthy)
+}
+
+// Loaded reports whether every target has a soft limit (caddy.soft_limit)
+// and more requests in flight than it (R5j): the route's pool is to grow.
+// It reads atomics only.
+func Loaded(targets []Target) bool {
+	for _, t := range targets {
+		if t.SoftLimit <= 0 || t.Activity == nil || t.Activity.InFlight() <= int(t.SoftLimit) {
+			return false
+		}
+	}
+	return len(targets) > 0
+}
+
+// InstanceReady reports whether the instance id is running and accepting
+// connections, as Sleeper.Ready.
+func (c *Catalog) InstanceReady(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.byID[id]
+	return e != nil && e.ready()
+}
+
+// PoolCounts is how many instances labelled caddy.soft_limit run
+// (running or starting) and how many are on standby (R5j).
+func (c *Catalog) PoolCounts() (running, standby int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.byID {
+		if e.pool.softLimit == 0 {
+			continue
+		}
+		switch {
+		case e.inst.State == StateRunning || e.inst.State == StateStarting:
+			running++
+		case e.onStandby() || e.inst.State == StateStandby:
+			standby++
+		}
+	}
+	return running, standby
+}
