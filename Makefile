@@ -20,7 +20,7 @@ FUZZ_TARGETS := \
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: help test test-short lint fmt build bench load example test-e2e test-cluster generate fuzz image test-compose
+.PHONY: test-acme help test test-short lint fmt build bench load example test-e2e test-cluster generate fuzz image test-compose
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -115,3 +115,7 @@ example: build ## run bin/caddy on example/Caddyfile in front of the test daemon
 
 generate: ## regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-gen-go-grpc)
 	go generate ./internal/dicerpb
+
+test-acme: ## on-demand TLS through Pebble, a real ACME CA (Debian's pebble), in a network namespace (root): HTTP-01, TLS-ALPN-01, no orders for unclaimed names, no renewal after the last claim, obtain_on_claim (docs/acme.md)
+	go vet -tags e2e ./e2e/acme/
+	CADDY_DICER_ACME=1 CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 15m ./e2e/acme/
