@@ -75,14 +75,15 @@ func TestObtainOnClaim_R7b_new_claims_only_allowed_ones_once(t *testing.T) {
 	c.Put(claimant("blog2", "blog.example.com", "tenant", "a")) // a second claim of a host: nothing new
 	c.Delete("shop")
 	c.Put(claimant("other", "other.example.org", "tenant", "a")) // outside allow_suffix
-	c.Put(claimant("shop", "shop.example.com", "tenant", "a"))   // claimed again
-	testkit.Eventually(t, 5*time.Second, "the host claimed again asked again", func() bool { return len(f.got()) == 4 })
-	// One more change, then the scan after it: nothing else was asked.
-	c.Put(claimant("marker", "marker.example.com", "tenant", "a"))
-	testkit.Eventually(t, 5*time.Second, "the marker obtained", func() bool { return len(f.got()) == 5 })
+	c.Put(claimant("m1", "m1.example.com", "tenant", "a"))       // a marker: the scan after the changes above ran
+	testkit.Eventually(t, 5*time.Second, "the first marker obtained", func() bool { return len(f.got()) == 4 })
+	c.Put(claimant("shop", "shop.example.com", "tenant", "a")) // claimed again
+	testkit.Eventually(t, 5*time.Second, "the host claimed again asked again", func() bool { return len(f.got()) == 5 })
+	c.Put(claimant("m2", "m2.example.com", "tenant", "a"))
+	testkit.Eventually(t, 5*time.Second, "the second marker obtained", func() bool { return len(f.got()) == 6 })
 	got := f.got()
 	slices.Sort(got[1:3])
-	want := []string{"shop.example.com", "blog.example.com", "www.blog.example.com", "shop.example.com", "marker.example.com"}
+	want := []string{"shop.example.com", "blog.example.com", "www.blog.example.com", "m1.example.com", "shop.example.com", "m2.example.com"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("obtained %q, want %q", got, want)
 	}
