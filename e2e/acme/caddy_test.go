@@ -103,6 +103,12 @@ func (s *setup) startCaddy(o options) {
 	skip_install_trust
 	storage file_system %[2]s/storage
 	ocsp_stapling off
+	cert_issuer acme {
+		dir %[7]s
+		trusted_roots %[8]s
+		email acme-test@example.org
+		%[9]s
+	}
 	log {
 		output file %[3]s {
 			roll_disabled
@@ -127,12 +133,6 @@ func (s *setup) startCaddy(o options) {
 https:// {
 	tls {
 		on_demand
-		issuer acme {
-			dir %[7]s
-			trusted_roots %[8]s
-			email acme-test@example.org
-			%[9]s
-		}
 	}
 	reverse_proxy {
 		dynamic multi {
