@@ -100,7 +100,7 @@ func outerMain() int {
 	}
 	defer os.RemoveAll(tmp)
 	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, exe}, os.Args[1:]...)...)
-	cmd.Env = append(os.Environ(), envNetns+"="+ns, envCaddy+"="+bin, envOuter+"="+strconv.Itoa(os.Getpid()), "TMPDIR="+tmp, "HOME="+tmp, "XDG_DATA_HOME="+tmp, "XDG_CONFIG_HOME="+tmp)
+	cmd.Env = append(os.Environ(), envNetns+"="+ns, envCaddy+"="+bin, envOuter+"="+strconv.Itoa(os.Getpid()), "TMPDIR="+tmp)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
