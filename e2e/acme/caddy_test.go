@@ -189,7 +189,14 @@ https:// {
 			return false
 		}
 		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+		c, err := net.DialTimeout("tcp", httpsAddr, time.Second) // the admin API starts before the apps
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
 	})
 }
 
