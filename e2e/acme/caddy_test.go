@@ -175,7 +175,7 @@ https:// {
 			b, _ := os.ReadFile(filepath.Join(dir, "caddy.out"))
 			t.Logf("Caddy's output:\n%s", b)
 			t.Logf("Caddy's log (last 60 lines):\n%s", tail(s.log, 60))
-			t.Logf("Pebble's log (last 30 lines):\n%s", tailString(ca.log.String(), 30))
+			t.Logf("Pebble's log (last 30 lines):\n%s", tail(ca.logFile, 30))
 		}
 	})
 	testkit.Eventually(t, 30*time.Second, "Caddy serving (its admin API answering)", func() bool {
