@@ -21,7 +21,7 @@ FUZZ_TARGETS := \
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: help test test-short lint fmt build bench load example test-e2e test-cluster generate fuzz image test-compose test-podman
+.PHONY: help test test-short lint fmt build bench load example test-e2e test-cluster generate fuzz image test-compose test-podman test-acme
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -124,3 +124,6 @@ test-realapps: ## the zero-downtime and scale-to-zero tests against real apps (n
 
 test-podman: ## the Docker backend's Engine tests against Podman from Debian (root): rootful on a socket of its own, rootless as an unprivileged user; starts Podman's API service itself and removes all it made (docs/podman.md)
 	./e2e/podman/run.sh
+test-acme: ## on-demand TLS through Pebble, a real ACME CA (Debian's pebble), in a network namespace (root): HTTP-01, TLS-ALPN-01, no orders for unclaimed names, no renewal after the last claim, obtain_on_claim (docs/acme.md)
+	go vet -tags e2e ./e2e/acme/
+	CADDY_DICER_ACME=1 CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 15m ./e2e/acme/

@@ -41,6 +41,19 @@ type hostPermission struct {
 	// registered domain. Default: `refuse`.
 	Wildcards string `json:"wildcards,omitempty"`
 
+	// ObtainOnClaim has Caddy obtain the certificate for a host as soon
+	// as an instance first claims it (and the settings above allow it),
+	// instead of at the first TLS handshake for it, so that the first
+	// visitor does not wait for the CA (R7b). It goes through Caddy's
+	// certificate management as that handshake would: the on_demand_tls
+	// permission is asked, a certificate in storage is loaded, not
+	// ordered. Only hosts listed exactly, never a wildcard pattern; one
+	// at a time, at most one a second, at most 256 waiting. Renewal stays
+	// on demand: a host that lost its last claim is not renewed (R7c).
+	// Example: `true`. Default: false, a certificate at the first
+	// handshake.
+	ObtainOnClaim bool `json:"obtain_on_claim,omitempty"`
+
 	key            string
 	conn           *connection
 	decisions      decisionCounters
@@ -48,6 +61,7 @@ type hostPermission struct {
 	suffixes       []string
 	sel            *selector.Selector
 	allowWildcards bool
+	obtainer       *claimObtainer
 }
 
 // The refusals, made once: a scanner's flood of handshakes for names
@@ -73,7 +87,14 @@ func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) err
 	registerMetrics(ctx)
 	p.decisions = newDecisionCounters(p.conn)
 	p.conn.permissions.add(p)
-	return p.conn.await(ctx)
+	if err := p.conn.await(ctx); err != nil {
+		return err
+	}
+	if p.ObtainOnClaim {
+		p.obtainer = newClaimObtainer(ctx, p)
+		p.obtainer.start()
+	}
+	return nil
 }
 
 // settle checks the permission's own settings and works out what
@@ -172,6 +193,10 @@ func underAny(host string, domains []string) bool {
 
 // Cleanup releases the shared connection.
 func (p *hostPermission) Cleanup() error {
+	if p.obtainer != nil {
+		p.obtainer.stop()
+		p.obtainer = nil
+	}
 	if p.key != "" {
 		p.conn.permissions.remove(p)
 	}
@@ -210,7 +235,7 @@ func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 // unmarshalSetting parses one of the permission's own settings, if the
 // dispenser is at one.
 func (p *hostPermission) unmarshalSetting(d *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
-	setting, ok, err := settingAt(d, seen, "allow_suffix", "selector", "wildcards")
+	setting, ok, err := settingAt(d, seen, "allow_suffix", "selector", "wildcards", "obtain_on_claim")
 	if !ok || err != nil {
 		return ok, err
 	}
@@ -232,6 +257,11 @@ func (p *hostPermission) unmarshalSetting(d *caddyfile.Dispenser, seen map[strin
 		if _, err := selector.Parse(p.Selector); err != nil {
 			return true, d.WrapErr(err) // a SyntaxError names the selector
 		}
+	case "obtain_on_claim":
+		if d.NextArg() {
+			return true, settingErrf(d, "obtain_on_claim", "takes no value")
+		}
+		p.ObtainOnClaim = true
 	default:
 		if err := oneValue(d, &p.Wildcards); err != nil {
 			return true, err

@@ -1,0 +1,18 @@
+package catalog
+
+// EachHost calls fn with each host some instance lists exactly in its
+// caddy.host label (never a wildcard pattern), in no particular order,
+// until fn returns false. It walks the whole index: O(hosts), for a
+// reader that wants them all (obtain_on_claim, R7b), not for a request.
+func (s *Snapshot) EachHost(fn func(host string) bool) {
+	it := s.hosts.Iterator()
+	for !it.Done() {
+		host, entries, ok := it.Next()
+		if !ok {
+			return
+		}
+		if len(entries) > 0 && !fn(host) {
+			return
+		}
+	}
+}

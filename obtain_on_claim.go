@@ -1,0 +1,230 @@
+package caddydicer
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"go.uber.org/zap"
+)
+
+// Obtaining a certificate as soon as a host is claimed (R7b), so that the
+// first visitor does not wait for the CA. The bounds: only hosts an
+// instance lists exactly (never a wildcard pattern) that the permission
+// allows (its allow_suffix, selector; the R2c caps bound what a label can
+// claim); at most obtainQueueCap names waiting; one obtain at a time, and
+// a new one at most every obtainGap.
+const (
+	obtainQueueCap = 256
+	obtainGap      = time.Second
+	// obtainScanGap coalesces bursts of catalog changes: the claimed hosts
+	// are walked at most this often.
+	obtainScanGap = 250 * time.Millisecond
+	// obtainStartWait is how long the obtainer waits for its config to be
+	// the running one (Caddy's listeners, which answer the CA's challenges,
+	// are up then) before it tries anyway.
+	obtainStartWait = 30 * time.Second
+)
+
+// claimObtainer walks the claimed hosts of one permission's daemon after
+// each change and has Caddy's certificate management get a certificate
+// for each new one, exactly as the first TLS handshake for it would (the
+// tls app's on-demand path: the permission is asked again, a certificate
+// in storage is loaded rather than ordered, concurrent attempts for one
+// name are one).
+type claimObtainer struct {
+	perm   *hostPermission
+	ctx    caddy.Context
+	logger *zap.Logger
+	queue  chan string
+	// run ends with the config's context or at stop.
+	run    context.Context
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+
+	// getCert is Caddy's GetCertificate for the name; built at the first
+	// obtain (the tls app is provisioned by then), replaced in tests.
+	getCert func(hello *tls.ClientHelloInfo) (*tls.Certificate, error)
+	// started reports whether the obtainer's config is the one running.
+	started func() bool
+}
+
+// newClaimObtainer returns the obtainer of p, not yet running.
+func newClaimObtainer(ctx caddy.Context, p *hostPermission) *claimObtainer {
+	o := &claimObtainer{
+		perm:   p,
+		ctx:    ctx,
+		logger: p.logger,
+		queue:  make(chan string, obtainQueueCap),
+	}
+	o.run, o.cancel = context.WithCancel(ctx)
+	o.started = func() bool { return caddy.ActiveContext().Context == ctx.Context }
+	return o
+}
+
+// start runs the watcher and the worker until stop or the config's end.
+func (o *claimObtainer) start() {
+	o.done.Add(2)
+	go func() { defer o.done.Done(); o.watch() }()
+	go func() { defer o.done.Done(); o.work() }()
+}
+
+// stop ends both goroutines and returns once they have; an obtain under
+// way is not interrupted (certmagic bounds it).
+func (o *claimObtainer) stop() {
+	o.cancel()
+	o.done.Wait()
+}
+
+// watch queues the hosts claimed now, then those claimed by each change.
+// A host that loses its last claim is forgotten, so that a claim again
+// later is queued again (a certificate still cached or stored is then
+// loaded, not ordered).
+func (o *claimObtainer) watch() {
+	seen := make(map[string]struct{})
+	for {
+		snap := o.perm.conn.catalog.Snapshot()
+		seen = o.scan(seen)
+		select {
+		case <-snap.Changed():
+		case <-o.run.Done():
+			return
+		}
+		if !sleepCtx(o.run, obtainScanGap) {
+			return
+		}
+	}
+}
+
+// scan queues each exactly claimed host the permission allows that was
+// not seen before, and returns the hosts claimed now that are queued or
+// were before. A host that finds the queue full is not marked seen, so the
+// next scan tries it again.
+func (o *claimObtainer) scan(seen map[string]struct{}) map[string]struct{} {
+	next := make(map[string]struct{}, len(seen))
+	full := false
+	o.perm.conn.catalog.Snapshot().EachHost(func(host string) bool {
+		if _, ok := seen[host]; ok {
+			next[host] = struct{}{}
+			return true
+		}
+		if full || o.perm.decide(host) != nil {
+			return true
+		}
+		select {
+		case o.queue <- host:
+			next[host] = struct{}{}
+		default:
+			full = true
+		}
+		return true
+	})
+	if full {
+		o.logger.Warn("obtain_on_claim: more newly claimed hosts than it queues; the rest are tried after the queue empties (or at their first handshake)",
+			zap.Int("queue", obtainQueueCap))
+	}
+	return next
+}
+
+// work obtains the queued hosts' certificates one at a time, at most one
+// start per obtainGap, once the config runs.
+func (o *claimObtainer) work() {
+	if !o.waitStarted() {
+		return
+	}
+	for {
+		var host string
+		select {
+		case host = <-o.queue:
+		case <-o.run.Done():
+			return
+		}
+		if o.perm.decide(host) != nil {
+			continue // lost its claim while it waited
+		}
+		o.obtain(host)
+		if !sleepCtx(o.run, obtainGap) {
+			return
+		}
+	}
+}
+
+// waitStarted waits until this config runs (or obtainStartWait passed),
+// and reports false if the config ended first.
+func (o *claimObtainer) waitStarted() bool {
+	deadline := time.Now().Add(obtainStartWait)
+	for !o.started() && time.Now().Before(deadline) {
+		if !sleepCtx(o.run, 50*time.Millisecond) {
+			return false
+		}
+	}
+	return o.run.Err() == nil
+}
+
+// obtain has Caddy get the certificate for host as a handshake would, and
+// logs the outcome.
+func (o *claimObtainer) obtain(host string) {
+	start := time.Now()
+	err := o.getCertificate(host)
+	took := time.Since(start)
+	if err != nil {
+		o.logger.Warn("obtain_on_claim: no certificate for the newly claimed host; its first handshake tries again",
+			zap.String("host", host), zap.Duration("took", took), zap.Error(err))
+		return
+	}
+	o.logger.Info("obtain_on_claim: certificate ready for the newly claimed host",
+		zap.String("host", host), zap.Duration("took", took))
+}
+
+// getCertificate asks the tls app's certificate selection for host.
+func (o *claimObtainer) getCertificate(host string) error {
+	if o.getCert == nil {
+		// A connection policy like an HTTPS server's: its GetCertificate
+		// is the tls app's, through the automation policy for the name.
+		// Built here, not at provision: the tls app provisions the
+		// permission, and is ready only once that returned.
+		policies := caddytls.ConnectionPolicies{new(caddytls.ConnectionPolicy)}
+		if err := policies.Provision(o.ctx); err != nil {
+			return fmt.Errorf("a TLS connection policy to obtain with: %w", err)
+		}
+		o.getCert = policies[0].TLSConfig.GetCertificate
+	}
+	_, err := o.getCert(&tls.ClientHelloInfo{
+		ServerName:        host,
+		SupportedVersions: []uint16{tls.VersionTLS13, tls.VersionTLS12},
+		SignatureSchemes:  []tls.SignatureScheme{tls.ECDSAWithP256AndSHA256, tls.PSSWithSHA256, tls.PKCS1WithSHA256},
+		SupportedCurves:   []tls.CurveID{tls.X25519, tls.CurveP256},
+		CipherSuites:      []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256},
+		Conn:              obtainConn{},
+	})
+	return err
+}
+
+// obtainConn is the connection certmagic logs a handshake's addresses
+// from: none here, it is no client.
+type obtainConn struct{ net.Conn }
+
+type obtainAddr struct{}
+
+func (obtainAddr) Network() string { return "obtain_on_claim" }
+func (obtainAddr) String() string  { return "obtain_on_claim" }
+
+func (obtainConn) RemoteAddr() net.Addr { return obtainAddr{} }
+func (obtainConn) LocalAddr() net.Addr  { return obtainAddr{} }
+
+// sleepCtx waits d, and reports false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,137 @@
+package caddydicer
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
+)
+
+// fakeObtains records the names an obtainer asks certificates for.
+type fakeObtains struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (f *fakeObtains) get(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.names = append(f.names, hello.ServerName)
+	if hello.Conn == nil || hello.Conn.RemoteAddr() == nil {
+		panic("certmagic logs the hello's remote address: it needs one")
+	}
+	return &tls.Certificate{}, nil
+}
+
+func (f *fakeObtains) got() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.names)
+}
+
+// obtainerFor runs an obtainer of p with a fake certificate source, and
+// stops it when the test ends.
+func obtainerFor(t *testing.T, p *hostPermission) *fakeObtains {
+	t.Helper()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	f := new(fakeObtains)
+	o := newClaimObtainer(ctx, p)
+	o.logger = zap.NewNop()
+	o.getCert = f.get
+	o.started = func() bool { return true }
+	o.start()
+	t.Cleanup(o.stop)
+	return f
+}
+
+// TestObtainOnClaim_R7b_new_claims_only_allowed_ones_once: the hosts
+// claimed at start and each host claimed later are obtained once each;
+// wildcard patterns, hosts outside allow_suffix or the selector are never
+// asked for; a host claimed again after losing its claim is asked again
+// (Caddy then finds its certificate in cache or storage).
+func TestObtainOnClaim_R7b_new_claims_only_allowed_ones_once(t *testing.T) {
+	p := permissionFor(t, hostPermission{AllowSuffix: []string{"example.com"}, Selector: "tenant=a", ObtainOnClaim: true},
+		claimant("shop", "shop.example.com", "tenant", "a"),
+		claimant("wild", "*.w.example.com", "tenant", "a"),
+		claimant("net", "shop.example.net", "tenant", "a"),
+		claimant("evil", "evil.example.com", "tenant", "b"))
+	c := p.conn.catalog
+	f := obtainerFor(t, p)
+	testkit.Eventually(t, 5*time.Second, "the host claimed at start obtained", func() bool {
+		return slices.Equal(f.got(), []string{"shop.example.com"})
+	})
+	c.Put(claimant("blog", "blog.example.com, www.blog.example.com", "tenant", "a"))
+	testkit.Eventually(t, 5*time.Second, "both hosts of the new claim obtained", func() bool { return len(f.got()) == 3 })
+	c.Put(claimant("blog2", "blog.example.com", "tenant", "a")) // a second claim of a host: nothing new
+	c.Delete("shop")
+	c.Put(claimant("other", "other.example.org", "tenant", "a")) // outside allow_suffix
+	c.Put(claimant("m1", "m1.example.com", "tenant", "a"))       // a marker: the scan after the changes above ran
+	testkit.Eventually(t, 5*time.Second, "the first marker obtained", func() bool { return len(f.got()) == 4 })
+	c.Put(claimant("shop", "shop.example.com", "tenant", "a")) // claimed again
+	testkit.Eventually(t, 5*time.Second, "the host claimed again asked again", func() bool { return len(f.got()) == 5 })
+	c.Put(claimant("m2", "m2.example.com", "tenant", "a"))
+	testkit.Eventually(t, 5*time.Second, "the second marker obtained", func() bool { return len(f.got()) == 6 })
+	got := f.got()
+	slices.Sort(got[1:3])
+	want := []string{"shop.example.com", "blog.example.com", "www.blog.example.com", "m1.example.com", "shop.example.com", "m2.example.com"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("obtained %q, want %q", got, want)
+	}
+}
+
+// TestObtainOnClaim_R7b_waits_for_the_config_to_run: nothing is obtained
+// before Caddy runs the config (its listeners answer the CA's challenges).
+func TestObtainOnClaim_R7b_waits_for_the_config_to_run(t *testing.T) {
+	p := permissionFor(t, hostPermission{ObtainOnClaim: true}, claimant("shop", "shop.example.com"))
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	f := new(fakeObtains)
+	o := newClaimObtainer(ctx, p)
+	o.logger, o.getCert = zap.NewNop(), f.get
+	var running sync.Mutex
+	isRunning := false
+	o.started = func() bool { running.Lock(); defer running.Unlock(); return isRunning }
+	o.start()
+	defer o.stop()
+	if testkit.Until(500*time.Millisecond, func() bool { return len(f.got()) > 0 }) {
+		t.Fatal("obtained before the config runs")
+	}
+	running.Lock()
+	isRunning = true
+	running.Unlock()
+	testkit.Eventually(t, 5*time.Second, "obtained once the config runs", func() bool { return len(f.got()) == 1 })
+}
+
+// TestObtainOnClaim_R7b_queue_overflow_retried: more new hosts than the
+// queue holds are queued as room is made, none lost and none twice.
+func TestObtainOnClaim_R7b_queue_overflow_retried(t *testing.T) {
+	var insts []catalog.Instance
+	for i := range obtainQueueCap + 2 {
+		insts = append(insts, claimant(fmt.Sprintf("i%d", i), fmt.Sprintf("h%d.example.com", i)))
+	}
+	p := permissionFor(t, hostPermission{ObtainOnClaim: true}, insts...)
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	o := newClaimObtainer(ctx, p)
+	o.logger = zap.NewNop()
+	seen := o.scan(map[string]struct{}{})
+	if len(seen) != obtainQueueCap || len(o.queue) != obtainQueueCap {
+		t.Fatalf("first scan: %d seen, %d queued; want the queue's %d", len(seen), len(o.queue), obtainQueueCap)
+	}
+	<-o.queue
+	<-o.queue
+	seen = o.scan(seen)
+	if len(seen) != obtainQueueCap+2 || len(o.queue) != obtainQueueCap {
+		t.Fatalf("with room for 2: %d seen, %d queued; want %d, %d", len(seen), len(o.queue), obtainQueueCap+2, obtainQueueCap)
+	}
+}
