@@ -548,7 +548,7 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 func (c *Catalog) warnNoRequests(old, e *entry) {
 	name := zap.String("instance", e.inst.Name)
 	c.warnWeighting(old, e) // R4c, R4d
-	c.warnPool(old, e) // R5j, R5k
+	c.warnPool(old, e)      // R5j, R5k
 	if e.badStandby != "" && (old == nil || old.inst.Labels[e.badStandby] != e.inst.Labels[e.badStandby]) {
 		c.logger.Warn("instance is never put on standby nor woken by Caddy: label "+e.badStandby+
 			" is not valid (caddy.standby_after: a positive duration such as 15m; caddy.standby: stop or pause)",
