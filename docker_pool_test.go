@@ -108,6 +108,7 @@ func TestDocker_R5j_pool_grows_under_load_and_shrinks(t *testing.T) {
 	}
 
 	low := testkit.StartLoad(10, get, ok)
+	defer low.Stop() // also when the test fails: a load left running would swamp the tests after it
 	time.Sleep(1500 * time.Millisecond) // a load that must not grow the pool: 10 in flight, soft limit 20
 	if n := ev.Count(events.ActionStart); n != 0 {
 		low.Stop()
@@ -115,6 +116,7 @@ func TestDocker_R5j_pool_grows_under_load_and_shrinks(t *testing.T) {
 	}
 	step := time.Now()
 	high := testkit.StartLoad(290, get, ok)
+	defer high.Stop()
 	grown := testkit.Until(30*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
