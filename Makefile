@@ -86,10 +86,13 @@ image: bin/image/caddy/caddy bin/image/demo/hello ## build the images of example
 	cp example/compose/demo.Dockerfile bin/image/demo/Dockerfile
 	docker build -q -t $(DEMO_IMAGE) bin/image/demo
 
+# With caddy-l4 and our layer4 package, for e2e/swarm's dicer_proxy route:
+# the unversioned --replace lets xcaddy take layer4 from this checkout.
 bin/image/caddy/caddy: $(GO_SOURCES) go.mod go.sum $(VERSIONS_STAMP)
 	mkdir -p $(@D)
 	CGO_ENABLED=0 go run github.com/caddyserver/xcaddy/cmd/xcaddy@$(XCADDY_VERSION) build $(CADDY_VERSION) \
-		--with $(LOCAL_MODULE) --output $@
+		--with $(LOCAL_MODULE) --with github.com/mholt/caddy-l4@v0.1.2 \
+		--replace $(MODULE)=$(CURDIR) --with $(MODULE)/layer4 --output $@
 
 bin/image/demo/hello: $(GO_SOURCES) go.mod go.sum
 	mkdir -p $(@D)

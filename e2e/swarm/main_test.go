@@ -41,6 +41,7 @@ var (
 	caddyAddr string // 127.0.0.1:port where Caddy's :80 is published
 	tlsAddr   string // 127.0.0.1:port where Caddy's :443 is published
 	vipAddr   string // 127.0.0.1:port where Caddy's :81 (endpoint vip) is published
+	l4Addr    string // 127.0.0.1:port where Caddy's :82 (layer4, dicer_proxy swarm) is published
 	caddyName string // its container
 )
 
@@ -157,7 +158,7 @@ func setup() error {
 	caddyName = dockertest.Name("caddy")
 	if out, err := docker(time.Minute, "run", "--detach", "--name", caddyName, "--network", network,
 		"--label", "caddy-dicer.test.run="+dockertest.RunID(),
-		"--publish", "127.0.0.1::80", "--publish", "127.0.0.1::81", "--publish", "127.0.0.1::443",
+		"--publish", "127.0.0.1::80", "--publish", "127.0.0.1::81", "--publish", "127.0.0.1::443", "--publish", "127.0.0.1::82",
 		"--volume", "/var/run/docker.sock:/var/run/docker.sock",
 		caddyImage); err != nil {
 		return fmt.Errorf("starting Caddy: %v\n%s", err, out)
@@ -169,6 +170,9 @@ func setup() error {
 		return err
 	}
 	if vipAddr, err = published(caddyName, "81/tcp"); err != nil {
+		return err
+	}
+	if l4Addr, err = published(caddyName, "82/tcp"); err != nil {
 		return err
 	}
 	// Caddy answers once it runs: a host no service claims gets 503.
@@ -196,7 +200,9 @@ CMD ["run", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]
 // caddyfile routes every host to the services whose caddy.host lists it,
 // over plain HTTP (on :81 to their virtual IPs), and over HTTPS with on-demand certificates from Caddy's
 // internal CA that the swarm permission allows. The retry settings are
-// the README's for zero-downtime deploys.
+// the README's for zero-downtime deploys. weightedHost is routed with
+// lb_policy dicer_weighted (R4c), and TCP connections to :82 go to the
+// tasks of the services labelled l4=swarm (dicer_proxy, R14).
 const caddyfile = `{
 	local_certs
 	auto_https disable_redirects
@@ -206,6 +212,22 @@ const caddyfile = `{
 	}
 	log {
 		level DEBUG
+	}
+	layer4 {
+		:82 {
+			route {
+				dicer_proxy swarm l4=swarm 8080
+			}
+		}
+	}
+}
+
+http://weighted.swarm.test {
+	reverse_proxy {
+		dynamic swarm
+		lb_policy dicer_weighted
+		lb_try_duration 5s
+		lb_try_interval 50ms
 	}
 }
 

@@ -44,13 +44,23 @@ type svc struct {
 // are more `docker service create` flags.
 func createService(t *testing.T, name, image string, replicas int, extra ...string) svc {
 	t.Helper()
-	s := svc{name: dockertest.Name(name), host: dockertest.Name(name) + ".test"}
+	return createServiceFor(t, name, dockertest.Name(name)+".test", image, replicas, extra...)
+}
+
+// createServiceFor is createService with the host given: several
+// services can share one; "" sets no caddy.host label.
+func createServiceFor(t *testing.T, name, host, image string, replicas int, extra ...string) svc {
+	t.Helper()
+	s := svc{name: dockertest.Name(name), host: host}
 	args := []string{
 		"service", "create", "--detach", "--no-resolve-image", "--quiet",
 		"--name", s.name, "--network", network, "--replicas", fmt.Sprint(replicas),
-		"--label", "caddy.host=" + s.host, "--label", "caddy.port=8080",
+		"--label", "caddy.port=8080",
 		"--label", "caddy-dicer.test.run=" + dockertest.RunID(),
 		"--stop-grace-period", "5s",
+	}
+	if host != "" {
+		args = append(args, "--label", "caddy.host="+host)
 	}
 	args = append(append(args, extra...), image)
 	if out, err := docker(time.Minute, args...); err != nil {
