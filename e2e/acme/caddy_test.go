@@ -103,6 +103,11 @@ func (s *setup) startCaddy(o options) {
 	skip_install_trust
 	storage file_system %[2]s/storage
 	ocsp_stapling off
+	# Pebble's certificates live 45 s; certmagic renews at once any with
+	# less than 5 renew_intervals left (10 min by default), so every
+	# handshake would order again. 1 s: renewal in the last third, as
+	# with real lifetimes (on-demand ones are skipped by maintenance).
+	renew_interval 1s
 	cert_issuer acme {
 		dir %[7]s
 		trusted_roots %[8]s
@@ -163,6 +168,7 @@ https:// {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
+		list, _ := instancesListed() // before Caddy stops
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -172,6 +178,7 @@ https:// {
 		}
 		out.Close()
 		if t.Failed() {
+			t.Logf("Caddy's instances (/dicer/instances):\n%s", list)
 			b, _ := os.ReadFile(filepath.Join(dir, "caddy.out"))
 			t.Logf("Caddy's output:\n%s", b)
 			t.Logf("Caddy's log (last 60 lines):\n%s", tail(s.log, 60))
@@ -221,7 +228,10 @@ var vethSeq atomic.Int32
 func (s *setup) container(name, host string) dockertest.Container {
 	t := s.t
 	t.Helper()
-	c := dockertest.Start(t, s.cli, dockertest.Options{Name: s.tag + "-" + name, Labels: map[string]string{"caddy.host": host, outerLabel: os.Getenv(envOuter)}})
+	// caddy.port: the image exposes 8080 but publishes nothing, and R3
+	// routes an instance with no port label and no published port nowhere
+	// (the 503 of earlier runs).
+	c := dockertest.Start(t, s.cli, dockertest.Options{Name: s.tag + "-" + name, Labels: map[string]string{"caddy.host": host, "caddy.port": "8080", outerLabel: os.Getenv(envOuter)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	info, err := s.cli.ContainerInspect(ctx, c.ID)
@@ -256,6 +266,7 @@ func (s *setup) container(name, host string) dockertest.Container {
 			t.Fatalf("linking container %s: %s: %v: %s", c.Name, strings.Join(st, " "), err, out)
 		}
 	}
+	s.waitListed(host)
 	return c
 }
 
@@ -274,6 +285,35 @@ func (s *setup) instance(name, ip, host string) {
 		Name: name, Ip: ip, NetworkName: "default",
 		Labels: map[string]string{"caddy.host": host, "caddy.port": port},
 		State:  dicerpb.InstanceState_INSTANCE_STATE_RUNNING,
+	})
+	s.waitListed(host)
+}
+
+// waitListed waits until Caddy lists an instance claiming host as
+// routable (admin API): a request sent before it knows the claim is
+// refused a certificate, and before the instance is ready (R1a: a
+// container's port is probed through the link, made after it started)
+// answers 503, both rightly.
+func (s *setup) waitListed(host string) {
+	s.t.Helper()
+	testkit.Eventually(s.t, 20*time.Second, "Caddy lists the instance claiming "+host+" as routable", func() bool {
+		list, err := instancesListed()
+		if err != nil {
+			return false
+		}
+		var insts []struct {
+			Labels   map[string]string `json:"labels"`
+			Routable bool              `json:"routable"`
+		}
+		if json.Unmarshal([]byte(list), &insts) != nil {
+			return false
+		}
+		for _, in := range insts {
+			if in.Labels["caddy.host"] == host && in.Routable {
+				return true
+			}
+		}
+		return false
 	})
 }
 

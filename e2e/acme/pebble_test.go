@@ -81,6 +81,14 @@ func orders() int {
 	return strings.Count(string(b), "POST /order-plz")
 }
 
+// validations is the number of challenge validations Pebble started for
+// name (its log names the identifier of each; with authorizations never
+// reused, one per order that got as far as a challenge).
+func validations(name string) int {
+	b, _ := os.ReadFile(ca.logFile)
+	return strings.Count(string(b), `Value:"`+name+`"}`)
+}
+
 // startCA writes Pebble's config and HTTPS certificate, starts the DNS and
 // Pebble, and waits for the directory and the issuing root.
 func startCA() (stop func(), err error) {
