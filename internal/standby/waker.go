@@ -291,6 +291,13 @@ func (w *Waker) wakeFor(snap *catalog.Snapshot, route catalog.Route, host string
 			return wk, 0, nil // being woken already
 		}
 	}
+	if w.catalog.Snapshot() != snap {
+		// snap is older than the catalog: a wake may have ended since,
+		// with its instance ready in a later snapshot. Look again there
+		// rather than start it a second time (snap's Changed is closed:
+		// the request tries again at once).
+		return nil, 0, snap.Changed()
+	}
 	var retry time.Duration
 	now := w.now()
 	for _, c := range cands {
