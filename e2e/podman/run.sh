@@ -6,11 +6,12 @@
 # Engine (docker save | podman load: nothing is pulled), runs the selected
 # tests with DOCKER_HOST pointing at Podman, and removes everything it
 # made, also on failure. Needs root, podman, uidmap and slirp4netns (.ci/run
-# installs them). MODES=rootful, rootless or "rootful rootless" (default).
+# installs them). MODES=rootful (default), rootless or "rootful rootless";
+# rootless is not in CI yet (docs/podman.md, "Rootless: not yet in CI").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
-MODES=${MODES:-rootful rootless}
+MODES=${MODES:-rootful}
 # The Engine tests that run against Podman: routing, readiness, health,
 # leave on stop, scale to zero (stop and pause), permission, and the
 # measurements (start event to first 200, stop to out of rotation, wake).
@@ -107,9 +108,18 @@ rootless() {
 	grep -q "^$u:" /etc/subgid 2>/dev/null || usermod --add-subgids 300000-365535 "$u"
 	# Rootless networking (slirp4netns) opens /dev/net/tun in the user's
 	# namespace: Debian makes it 0666; a machine where it is 0600 cannot
-	# run rootless containers with a network at all.
+	# run rootless containers with a network at all. For this run the
+	# target sets Debian's mode and puts the previous one back at the end
+	# (also on failure).
 	if ! runuser -u "$u" -- test -w /dev/net/tun; then
-		echo "FAIL: rootless: /dev/net/tun is not writable by $u ($(stat -c %A /dev/net/tun); Debian's default is crw-rw-rw-): slirp4netns cannot start" >&2
+		local mode
+		mode=$(stat -c %a /dev/net/tun)
+		echo "rootless: /dev/net/tun is mode $mode: 0666 (Debian's default) for this run, $mode again afterwards"
+		CLEANUPS+=("chmod $mode /dev/net/tun")
+		chmod 0666 /dev/net/tun
+	fi
+	if ! runuser -u "$u" -- test -w /dev/net/tun; then
+		echo "FAIL: rootless: /dev/net/tun is not writable by $u ($(stat -c %A /dev/net/tun)): slirp4netns cannot start" >&2
 		return 1
 	fi
 	local run=/run/user/$uid
