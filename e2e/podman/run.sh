@@ -145,6 +145,9 @@ rootless() {
 	mkdir -p "$run/podman" && chown "$u:" "$run/podman"
 	"${P[@]}" system service --time=0 "unix://$run/podman/podman.sock" >"$T/rootless-service.log" 2>&1 &
 	PIDS+=($!)
+	# Ending runuser does not end the service it started (it outlived a
+	# run): end that user's service on this socket by its command line.
+	CLEANUPS+=("pkill -u $u -xf 'podman system service --time=0 unix://$run/podman/podman.sock'")
 	wait_socket "$run/podman/podman.sock"
 	load_images "${P[@]}"
 	drive_checks "${P[@]}" &
