@@ -157,6 +157,13 @@ func ContainerIP(t testing.TB, cli client.APIClient, id, network string) string 
 	}
 	if network == "" {
 		network = "bridge"
+		// Podman names its default network "podman", not "bridge": a
+		// container on one network only is on the default one.
+		if _, ok := in.NetworkSettings.Networks[network]; !ok && len(in.NetworkSettings.Networks) == 1 {
+			for name := range in.NetworkSettings.Networks {
+				network = name
+			}
+		}
 	}
 	ep := in.NetworkSettings.Networks[network]
 	if ep == nil || ep.IPAddress == "" {
