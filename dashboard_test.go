@@ -72,8 +72,8 @@ http://dash.test:%d {
 	if !ok {
 		t.Fatalf("the instance %s never appeared on the dashboard", c.Name)
 	}
-	if appeared > 3*time.Second {
-		t.Errorf("the instance appeared %s after it started, want about a second (loose bound 3 s)", appeared)
+	if appeared > 8*time.Second {
+		t.Errorf("the instance appeared %s after it started, want about a second (loose bound 8 s: a loaded 2-core CI machine)", appeared)
 	}
 
 	var cells []string
