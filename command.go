@@ -1,6 +1,7 @@
 package caddydicer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -92,6 +93,14 @@ func dicerCommand(cmd *cobra.Command) {
 // query GETs uri from the admin endpoint the flags name, and prints it as
 // JSON (--json) or, decoded into v, with table.
 func query(cmd *cobra.Command, uri string, v any, table func(io.Writer) error) error {
+	return adminCall(cmd, http.MethodGet, uri, nil, v, table)
+}
+
+// adminCall sends method uri, with body as JSON unless nil, to the admin
+// endpoint the flags name, and prints the answer as JSON (--json) or,
+// decoded into v, with table. Every `caddy dicer` subcommand goes through
+// it.
+func adminCall(cmd *cobra.Command, method, uri string, body []byte, v any, table func(io.Writer) error) error {
 	flags := cmd.Flags()
 	address, _ := flags.GetString("address")
 	config, _ := flags.GetString("config")
@@ -101,21 +110,27 @@ func query(cmd *cobra.Command, uri string, v any, table func(io.Writer) error) e
 	if err != nil {
 		return fmt.Errorf("finding the admin API: %w", err)
 	}
-	resp, err := caddycmd.AdminAPIRequest(admin, http.MethodGet, uri, nil, nil)
+	var headers http.Header
+	var reader io.Reader
+	if body != nil {
+		headers = http.Header{"Content-Type": []string{"application/json"}}
+		reader = bytes.NewReader(body)
+	}
+	resp, err := caddycmd.AdminAPIRequest(admin, method, uri, headers, reader)
 	if err != nil {
 		return fmt.Errorf("asking Caddy's admin API at %s: %w", admin, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	answer, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", uri, err)
 	}
 	out := cmd.OutOrStdout()
 	if asJSON {
-		_, err := out.Write(body)
+		_, err := out.Write(answer)
 		return err
 	}
-	if err := json.Unmarshal(body, v); err != nil {
+	if err := json.Unmarshal(answer, v); err != nil {
 		return fmt.Errorf("decoding %s: %w (is the plugin in that Caddy?)", uri, err)
 	}
 	return table(out)

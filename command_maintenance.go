@@ -1,14 +1,12 @@
 package caddydicer
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 )
 
@@ -39,35 +37,16 @@ func maintenanceCommand() *cobra.Command {
 // postMaintenance sends req and prints, per daemon, how many instances
 // changed and the switches now on.
 func postMaintenance(cmd *cobra.Command, req MaintenanceRequest) error {
-	flags := cmd.Flags()
-	address, _ := flags.GetString("address")
-	config, _ := flags.GetString("config")
-	adapter, _ := flags.GetString("adapter")
-	asJSON, _ := flags.GetBool("json")
-	admin, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
-	if err != nil {
-		return fmt.Errorf("finding the admin API: %w", err)
-	}
 	raw, _ := json.Marshal(req)
-	resp, err := caddycmd.AdminAPIRequest(admin, http.MethodPost, "/dicer/maintenance",
-		http.Header{"Content-Type": {"application/json"}}, bytes.NewReader(raw))
-	if err != nil {
-		return fmt.Errorf("asking Caddy's admin API at %s: %w", admin, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	out := cmd.OutOrStdout()
-	if asJSON {
-		_, err := out.Write(body)
-		return err
-	}
 	var list []MaintenanceStatus
-	if err := json.Unmarshal(body, &list); err != nil {
-		return fmt.Errorf("decoding the answer: %w (is the plugin in that Caddy?)", err)
-	}
+	return adminCall(cmd, http.MethodPost, "/dicer/maintenance", raw, &list, func(out io.Writer) error {
+		return printMaintenance(out, list)
+	})
+}
+
+// printMaintenance prints, per daemon, how many instances changed and the
+// switches now on.
+func printMaintenance(out io.Writer, list []MaintenanceStatus) error {
 	t := newTable(out)
 	fmt.Fprintln(t, "KIND\tDAEMON\tCHANGED\tSELECTORS IN MAINTENANCE")
 	for _, m := range list {

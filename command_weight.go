@@ -1,14 +1,12 @@
 package caddydicer
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 )
 
@@ -37,7 +35,7 @@ instance goes (a recreated container is a new instance) or it is cleared.
 				return err
 			}
 			var list []WeightChange
-			return postAdmin(c, http.MethodPost, "/dicer/weight", body, &list, func(w io.Writer) error { return printWeights(w, list) })
+			return adminCall(c, http.MethodPost, "/dicer/weight", body, &list, func(w io.Writer) error { return printWeights(w, list) })
 		},
 	}
 	c.Flags().String("instance", "", "The instance of this name (with a selector: if it matches)")
@@ -85,36 +83,4 @@ func weightString(weight int, runtime bool) string {
 		s += " (runtime)"
 	}
 	return s
-}
-
-// postAdmin is query for a request with a body: it sends method uri with body
-// (JSON) to the admin endpoint the flags name, and prints the answer.
-func postAdmin(cmd *cobra.Command, method, uri string, body []byte, v any, table func(io.Writer) error) error {
-	flags := cmd.Flags()
-	address, _ := flags.GetString("address")
-	config, _ := flags.GetString("config")
-	adapter, _ := flags.GetString("adapter")
-	asJSON, _ := flags.GetBool("json")
-	admin, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
-	if err != nil {
-		return fmt.Errorf("finding the admin API: %w", err)
-	}
-	headers := http.Header{"Content-Type": []string{"application/json"}}
-	resp, err := caddycmd.AdminAPIRequest(admin, method, uri, headers, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("asking Caddy's admin API at %s: %w", admin, err)
-	}
-	defer resp.Body.Close()
-	answer, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", uri, err)
-	}
-	if asJSON {
-		_, err := cmd.OutOrStdout().Write(answer)
-		return err
-	}
-	if err := json.Unmarshal(answer, v); err != nil {
-		return fmt.Errorf("decoding %s: %w (is the plugin in that Caddy?)", uri, err)
-	}
-	return table(cmd.OutOrStdout())
 }
