@@ -1,8 +1,12 @@
 package docker
 
 import (
+	"context"
 	"strings"
 	"time"
+
+	"github.com/docker/docker/api/types/system"
+	"go.uber.org/zap"
 
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
@@ -29,9 +33,15 @@ import (
 //   - Podman's /containers/json may leave the health out of a running
 //     container's Status ("Up 5 seconds" with a check configured and
 //     starting): on Podman such a container is inspected (podmanSummary).
-//   - A rootless container's network has no address (IPAddress ""): only
-//     its published ports reach it, which the catalog routes to as for any
-//     container without an address (R3).
+//   - A rootless container's network is in the user's namespace: Podman
+//     reports either no address or one on its own bridge there, which
+//     nothing outside reaches (and which may even be the address of a
+//     rootful container on the host's bridge of the same subnet). A daemon
+//     whose /info lists the security option "name=rootless" (rootless
+//     Podman, and the rootless Docker Engine alike) has its containers'
+//     addresses dropped (R11r): only their published ports reach them,
+//     which the catalog routes to as for any container without an
+//     address (R3).
 
 // versionTimeout bounds the version call that tells Podman (R11p).
 const versionTimeout = 5 * time.Second
@@ -56,4 +66,46 @@ func podmanSummary(c container.Summary) (catalog.Instance, bool) {
 		return inst, false
 	}
 	return inst, ok
+}
+
+// infoTimeout bounds the /info call that tells a rootless daemon (R11r).
+const infoTimeout = 10 * time.Second
+
+// askRootless reports whether the daemon runs rootless: its /info lists
+// the security option "name=rootless" (R11r). Without an answer it is
+// taken as rootful, as before this check: the addresses the daemon gives
+// are used.
+func (c *conn) askRootless(ctx context.Context) bool {
+	ictx, cancel := context.WithTimeout(ctx, infoTimeout)
+	defer cancel()
+	info, err := c.eng.Info(ictx)
+	if err != nil {
+		c.log.Debug("no /info answer: container addresses are used", zap.Error(err))
+		return false
+	}
+	return isRootless(info)
+}
+
+// isRootless reports whether an /info answer says the daemon is rootless.
+func isRootless(info system.Info) bool {
+	for _, opt := range info.SecurityOptions {
+		for _, kv := range strings.Split(opt, ",") {
+			if kv == "name=rootless" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// reachable drops a rootless daemon's container addresses (R11r): only
+// published ports reach such a container from outside its namespace.
+func (c *conn) reachable(in catalog.Instance) catalog.Instance {
+	if !c.rootless {
+		return in
+	}
+	for i := range in.Networks {
+		in.Networks[i].Address, in.Networks[i].Gateway = "", ""
+	}
+	return in
 }

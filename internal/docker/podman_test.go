@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/system"
 	"github.com/docker/go-connections/nat"
 	"go.uber.org/zap"
 
@@ -150,6 +151,7 @@ type fakePodman struct {
 	list       []container.Summary
 	inspect    func(id string) container.InspectResponse
 	events     chan events.Message
+	info       system.Info
 	inspects   atomic.Int64
 	mu         sync.Mutex
 	filters    []string
@@ -192,8 +194,9 @@ func (f *fakePodman) ContainerInspect(_ context.Context, id string) (container.I
 func (f *fakePodman) ServerVersion(context.Context) (types.Version, error) {
 	return f.version, f.versionErr
 }
-func (f *fakePodman) ClientVersion() string { return "1.41" }
-func (f *fakePodman) Close() error          { return nil }
+func (f *fakePodman) Info(context.Context) (system.Info, error) { return f.info, nil }
+func (f *fakePodman) ClientVersion() string                     { return "1.41" }
+func (f *fakePodman) Close() error                              { return nil }
 
 func readPodmanList(t *testing.T) []container.Summary {
 	t.Helper()
@@ -275,6 +278,42 @@ func TestPodman_listing_without_health_is_inspected(t *testing.T) {
 				t.Errorf("networks %+v ports %+v: want podman 10.88.0.2 and 127.0.0.1:42717", in.Networks, in.Ports)
 			}
 		})
+	}
+}
+
+// R11r: a rootless daemon (rootless Podman, or the rootless Engine) says
+// so in /info's security options. Its containers' addresses are inside the
+// user's network namespace: dropped, so only the published port is routed
+// to, from the listing and from an inspection alike. A rootful daemon's
+// addresses stay.
+func TestPodman_rootless_daemon_addresses_are_dropped(t *testing.T) {
+	list := readPodmanList(t)
+	for _, tc := range []struct {
+		name     string
+		security []string
+		address  string
+	}{
+		{"rootless", []string{"name=seccomp,profile=default", "name=rootless"}, ""},
+		{"rootful", []string{"name=seccomp,profile=default"}, "10.88.0.2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakePodman{version: podmanVersion, list: list, events: make(chan events.Message),
+				info:    system.Info{SecurityOptions: tc.security},
+				inspect: func(string) container.InspectResponse { return inspectWithHealth(list[0], container.Healthy) }}
+			sink := runFake(t, f)
+			v := sink.WaitFor(t, waitTimeout, "the listed container", func(v followtest.View) bool { _, ok := v.Named("cdp-h"); return ok })
+			in, _ := v.Named("cdp-h")
+			if len(in.Networks) != 1 || in.Networks[0].Address != tc.address || in.Networks[0].Network != "podman" {
+				t.Errorf("networks %+v: want podman with address %q", in.Networks, tc.address)
+			}
+			if len(in.Ports) != 1 || in.Ports[0].HostPort != 42717 {
+				t.Errorf("ports %+v: want the published 42717", in.Ports)
+			}
+		})
+	}
+	if !isRootless(system.Info{SecurityOptions: []string{"name=seccomp,profile=default", "name=rootless"}}) ||
+		isRootless(system.Info{SecurityOptions: []string{"name=rootlessish"}}) {
+		t.Error("isRootless reads the security options wrongly")
 	}
 }
 

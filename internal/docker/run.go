@@ -22,6 +22,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 	"go.uber.org/zap"
 
@@ -36,6 +37,7 @@ type engine interface {
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
 	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
 	ServerVersion(ctx context.Context) (types.Version, error)
+	Info(ctx context.Context) (system.Info, error)
 	ClientVersion() string
 	Close() error
 }
@@ -307,6 +309,10 @@ type conn struct {
 	// versioned is set once the daemon told its version; podman is set
 	// when it is Podman (R11p), whose listing needs more inspections.
 	versioned, podman bool
+	// rootless is set when the daemon says it runs rootless (R11r): its
+	// containers' addresses are inside the user's network namespace, and
+	// only published ports reach them.
+	rootless bool
 }
 
 // StopBound implements follow.StopBound: the container's stop timeout
@@ -443,6 +449,7 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 		if err != nil {
 			c.log.Debug("no version answer: reading the listing as Podman's", zap.Error(err))
 		}
+		c.rootless = c.askRootless(ctx)
 	}
 	translate := fromSummary
 	if c.podman {
@@ -470,11 +477,14 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 				return follow.Listing{}, err
 			}
 		}
-		all = append(all, in)
+		all = append(all, c.reachable(in))
 	}
 	fields := []zap.Field{zap.String("api_version", c.eng.ClientVersion())}
 	if c.podman {
 		fields = append(fields, zap.Bool("podman", true))
+	}
+	if c.rootless {
+		fields = append(fields, zap.Bool("rootless", true))
 	}
 	if inspected > 0 {
 		fields = append(fields, zap.Int("inspected_for_health", inspected))
@@ -503,7 +513,7 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 			c.recheck.after(id, d)
 		}
 	}
-	return fromInspect(in), nil
+	return c.reachable(fromInspect(in)), nil
 }
 
 // Refresh has nothing to do: the Engine's stream reports no daemon-wide
