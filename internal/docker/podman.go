@@ -33,6 +33,9 @@ import (
 //   - Podman's /containers/json may leave the health out of a running
 //     container's Status ("Up 5 seconds" with a check configured and
 //     starting): on Podman such a container is inspected (podmanSummary).
+//   - Inspecting a container that is being removed can answer 500 "...
+//     does not exist in database: no such container" instead of 404:
+//     read as not found (podmanGone), not as a failed session.
 //   - A rootless container's network is in the user's namespace: Podman
 //     reports either no address or one on its own bridge there, which
 //     nothing outside reaches (and which may even be the address of a
@@ -108,4 +111,13 @@ func (c *conn) reachable(in catalog.Instance) catalog.Instance {
 		in.Networks[i].Address, in.Networks[i].Gateway = "", ""
 	}
 	return in
+}
+
+// podmanGone reports whether an inspection's error is Podman's answer for a
+// container removed meanwhile when it does not come as a 404: "container
+// ID does not exist in database: no such container" (R11p). Taken as an
+// error, it ended the session and the routes waited seconds for the
+// reconnection.
+func podmanGone(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "no such container")
 }

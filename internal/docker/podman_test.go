@@ -10,6 +10,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -152,6 +153,8 @@ type fakePodman struct {
 	inspect    func(id string) container.InspectResponse
 	events     chan events.Message
 	info       system.Info
+	inspectErr atomic.Value // error: what ContainerInspect answers instead, when set
+	lists      atomic.Int64
 	inspects   atomic.Int64
 	mu         sync.Mutex
 	filters    []string
@@ -183,11 +186,15 @@ func (f *fakePodman) Events(ctx context.Context, o events.ListOptions) (<-chan e
 }
 
 func (f *fakePodman) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+	f.lists.Add(1)
 	return slices.Clone(f.list), nil
 }
 
 func (f *fakePodman) ContainerInspect(_ context.Context, id string) (container.InspectResponse, error) {
 	f.inspects.Add(1)
+	if err, _ := f.inspectErr.Load().(error); err != nil {
+		return container.InspectResponse{}, err
+	}
 	return f.inspect(id), nil
 }
 
@@ -379,5 +386,40 @@ func TestPodman_empty_health_record_is_no_check(t *testing.T) {
 	cfg := &container.Config{Healthcheck: &container.HealthConfig{Test: []string{"CMD", "/hello", "-healthcheck"}}}
 	if h := inspectHealth(st, cfg); h != catalog.HealthStarting {
 		t.Errorf("a configured check with an empty record: %v, want starting", h)
+	}
+}
+
+// Podman answers an inspection of a container being removed with a 500
+// "... does not exist in database: no such container" rather than a 404.
+// It is read as not found: the listing goes on without that container,
+// and an event's inspection takes it out; the session goes on. (Taken as
+// an error, it ended the session at each listing, and routes waited
+// seconds: TestDocker_R6 on Podman missed its 5 s.)
+func TestPodman_inspect_of_a_removed_container_is_not_found(t *testing.T) {
+	list := readPodmanList(t)
+	gone := list[0]
+	gone.ID, gone.Names = strings.Repeat("e", 64), []string{"/cdp-gone"}
+	running := list[0]
+	running.Status = "Up 1 second (healthy)"
+	// The gone container's listing tells no health (Podman's "Up 1
+	// second"): it is inspected, and the answer is Podman's 500.
+	f := &fakePodman{version: podmanVersion, list: []container.Summary{gone, running}, events: make(chan events.Message)}
+	f.inspect = func(id string) container.InspectResponse { return inspectWithHealth(running, container.Healthy) }
+	f.inspectErr.Store(errors.New("Error response from daemon: container " + gone.ID +
+		" does not exist in database: no such container"))
+	sink := runFake(t, f)
+	v := sink.WaitFor(t, waitTimeout, "the listed container", func(v followtest.View) bool { _, ok := v.Named("cdp-h"); return ok })
+	if _, ok := v.Named("cdp-gone"); ok {
+		t.Error("the container removed before its inspection is in the catalog")
+	}
+	// An event whose inspection gets the same answer takes it out.
+	f.events <- events.Message{Type: events.ContainerEventType, Action: events.ActionDie,
+		Actor: events.Actor{ID: running.ID, Attributes: map[string]string{"name": "cdp-h"}}}
+	sink.WaitFor(t, eventTimeout, "the container gone", func(v followtest.View) bool { _, ok := v.Named("cdp-h"); return !ok })
+	if n := f.lists.Load(); n != 1 {
+		t.Errorf("%d listings, want 1: the inspection's answer ended the session", n)
+	}
+	if !podmanGone(f.inspectErr.Load().(error)) || podmanGone(errors.New("connection refused")) || podmanGone(nil) {
+		t.Error("podmanGone reads errors wrongly")
 	}
 }

@@ -495,7 +495,7 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 // Fetch inspects one container.
 func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 	in, err := c.eng.ContainerInspect(ctx, id)
-	if cerrdefs.IsNotFound(err) {
+	if cerrdefs.IsNotFound(err) || podmanGone(err) {
 		delete(c.stopTimeouts, id)
 		return catalog.Instance{}, follow.WrapCall("ContainerInspect", follow.ErrNotFound)
 	}
