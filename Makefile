@@ -125,8 +125,8 @@ test-realapps: ## the zero-downtime and scale-to-zero tests against real apps (n
 	go vet ./...
 	CADDY_DICER_REALAPPS=1 go test -race -count=1 -v -run '^TestRealApps_' -timeout 30m .
 
-test-podman: ## the Docker backend's Engine tests against Podman from Debian (root): rootful on a socket of its own (MODES=rootless or "rootful rootless" adds the unprivileged user's run); starts Podman's API service itself and removes all it made (docs/podman.md)
-	MODES="$(or $(MODES),rootful)" ./e2e/podman/run.sh
+test-podman: ## the Docker backend's Engine tests against Podman from Debian (root): rootful on a socket of its own and rootless as an unprivileged user (MODES=rootful or MODES=rootless for one); starts Podman's API service itself and removes all it made (docs/podman.md)
+	MODES="$(or $(MODES),rootful rootless)" ./e2e/podman/run.sh
 test-acme: ## on-demand TLS through Pebble, a real ACME CA (Debian's pebble), in a network namespace (root): HTTP-01, TLS-ALPN-01, no orders for unclaimed names, no renewal after the last claim, obtain_on_claim (docs/acme.md)
 	go vet -tags e2e ./e2e/acme/
 	CADDY_DICER_ACME=1 CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 15m ./e2e/acme/

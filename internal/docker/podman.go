@@ -2,10 +2,14 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"time"
 
-	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/client"
 	"go.uber.org/zap"
 
 	"github.com/docker/docker/api/types"
@@ -40,9 +44,9 @@ import (
 //     reports either no address or one on its own bridge there, which
 //     nothing outside reaches (and which may even be the address of a
 //     rootful container on the host's bridge of the same subnet). A daemon
-//     whose /info lists the security option "name=rootless" (rootless
-//     Podman, and the rootless Docker Engine alike) has its containers'
-//     addresses dropped (R11r): only their published ports reach them,
+//     whose /info says it is rootless (Podman's field "Rootless": true,
+//     the rootless Docker Engine's security option "name=rootless") has
+//     its containers' addresses dropped (R11r): only their published ports reach them,
 //     which the catalog routes to as for any container without an
 //     address (R3).
 
@@ -74,31 +78,89 @@ func podmanSummary(c container.Summary) (catalog.Instance, bool) {
 // infoTimeout bounds the /info call that tells a rootless daemon (R11r).
 const infoTimeout = 10 * time.Second
 
-// askRootless reports whether the daemon runs rootless: its /info lists
-// the security option "name=rootless" (R11r). Without an answer it is
-// taken as rootful, as before this check: the addresses the daemon gives
-// are used.
+// askRootless reports whether the daemon runs rootless (R11r). Without an
+// answer it is taken as rootful, as before this check: the addresses the
+// daemon gives are used.
 func (c *conn) askRootless(ctx context.Context) bool {
 	ictx, cancel := context.WithTimeout(ctx, infoTimeout)
 	defer cancel()
-	info, err := c.eng.Info(ictx)
+	rootless, err := c.eng.Rootless(ictx)
 	if err != nil {
 		c.log.Debug("no /info answer: container addresses are used", zap.Error(err))
 		return false
 	}
-	return isRootless(info)
+	return rootless
 }
 
-// isRootless reports whether an /info answer says the daemon is rootless.
-func isRootless(info system.Info) bool {
+// maxInfo bounds the /info answer read.
+const maxInfo = 1 << 20
+
+// readRootless reads an /info answer: the rootless Docker Engine lists the
+// security option "name=rootless"; Podman (whose security options do not)
+// answers its own field "Rootless": true.
+func readRootless(body []byte) (bool, error) {
+	var info struct {
+		SecurityOptions []string
+		Rootless        bool
+	}
+	if err := json.Unmarshal(body, &info); err != nil {
+		return false, fmt.Errorf("reading /info: %w", err)
+	}
+	if info.Rootless {
+		return true, nil
+	}
 	for _, opt := range info.SecurityOptions {
 		for _, kv := range strings.Split(opt, ",") {
 			if kv == "name=rootless" {
-				return true
+				return true, nil
 			}
 		}
 	}
-	return false
+	return false, nil
+}
+
+// clientEngine is the Docker client as the adapter's engine, with the one
+// call it lacks: /info read for Podman's own "Rootless" field, which the
+// client's Info drops.
+type clientEngine struct {
+	*client.Client
+	tls bool // the client speaks TLS to a TCP address
+}
+
+// Rootless implements engine.
+func (e clientEngine) Rootless(ctx context.Context) (bool, error) {
+	u, err := client.ParseHostURL(e.DaemonHost())
+	if err != nil {
+		return false, err
+	}
+	scheme, host := "http", u.Host
+	if e.tls {
+		scheme = "https"
+	}
+	if u.Scheme == "unix" || u.Scheme == "npipe" {
+		host = client.DummyHost // the transport dials the socket
+	}
+	path := "/info"
+	if v := e.ClientVersion(); v != "" {
+		path = "/v" + v + path
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+host+path, nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := e.HTTPClient().Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, fmt.Errorf("GET /info: %s", resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxInfo))
+	if err != nil {
+		return false, err
+	}
+	return readRootless(body)
 }
 
 // reachable drops a rootless daemon's container addresses (R11r): only

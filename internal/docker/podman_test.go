@@ -22,7 +22,6 @@ import (
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/system"
 	"github.com/docker/go-connections/nat"
 	"go.uber.org/zap"
 
@@ -152,7 +151,7 @@ type fakePodman struct {
 	list       []container.Summary
 	inspect    func(id string) container.InspectResponse
 	events     chan events.Message
-	info       system.Info
+	rootless   bool
 	inspectErr atomic.Value // error: what ContainerInspect answers instead, when set
 	lists      atomic.Int64
 	inspects   atomic.Int64
@@ -201,9 +200,9 @@ func (f *fakePodman) ContainerInspect(_ context.Context, id string) (container.I
 func (f *fakePodman) ServerVersion(context.Context) (types.Version, error) {
 	return f.version, f.versionErr
 }
-func (f *fakePodman) Info(context.Context) (system.Info, error) { return f.info, nil }
-func (f *fakePodman) ClientVersion() string                     { return "1.41" }
-func (f *fakePodman) Close() error                              { return nil }
+func (f *fakePodman) Rootless(context.Context) (bool, error) { return f.rootless, nil }
+func (f *fakePodman) ClientVersion() string                  { return "1.41" }
+func (f *fakePodman) Close() error                           { return nil }
 
 func readPodmanList(t *testing.T) []container.Summary {
 	t.Helper()
@@ -288,24 +287,23 @@ func TestPodman_listing_without_health_is_inspected(t *testing.T) {
 	}
 }
 
-// R11r: a rootless daemon (rootless Podman, or the rootless Engine) says
-// so in /info's security options. Its containers' addresses are inside the
-// user's network namespace: dropped, so only the published port is routed
-// to, from the listing and from an inspection alike. A rootful daemon's
-// addresses stay.
+// R11r: a rootless daemon says so in /info: Podman in its own field
+// "Rootless", the rootless Engine in its security options. Its containers'
+// addresses are inside the user's network namespace: dropped, so only the
+// published port is routed to, from the listing and from an inspection
+// alike. A rootful daemon's addresses stay.
 func TestPodman_rootless_daemon_addresses_are_dropped(t *testing.T) {
 	list := readPodmanList(t)
 	for _, tc := range []struct {
 		name     string
-		security []string
+		rootless bool
 		address  string
 	}{
-		{"rootless", []string{"name=seccomp,profile=default", "name=rootless"}, ""},
-		{"rootful", []string{"name=seccomp,profile=default"}, "10.88.0.2"},
+		{"rootless", true, ""},
+		{"rootful", false, "10.88.0.2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fakePodman{version: podmanVersion, list: list, events: make(chan events.Message),
-				info:    system.Info{SecurityOptions: tc.security},
+			f := &fakePodman{version: podmanVersion, list: list, events: make(chan events.Message), rootless: tc.rootless,
 				inspect: func(string) container.InspectResponse { return inspectWithHealth(list[0], container.Healthy) }}
 			sink := runFake(t, f)
 			v := sink.WaitFor(t, waitTimeout, "the listed container", func(v followtest.View) bool { _, ok := v.Named("cdp-h"); return ok })
@@ -318,9 +316,28 @@ func TestPodman_rootless_daemon_addresses_are_dropped(t *testing.T) {
 			}
 		})
 	}
-	if !isRootless(system.Info{SecurityOptions: []string{"name=seccomp,profile=default", "name=rootless"}}) ||
-		isRootless(system.Info{SecurityOptions: []string{"name=rootlessish"}}) {
-		t.Error("isRootless reads the security options wrongly")
+}
+
+// The /info answers that say rootless, as Podman 4.3.1 and the rootless
+// Engine give them, and those that do not.
+func TestPodman_info_tells_rootless(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       bool
+	}{
+		{"Podman 4.3.1 rootless", `{"Rootless":true,"SecurityOptions":["name=seccomp,profile=default"]}`, true},
+		{"Podman 4.3.1 rootful", `{"Rootless":false,"SecurityOptions":["name=seccomp,profile=default"]}`, false},
+		{"rootless Docker Engine", `{"SecurityOptions":["name=seccomp,profile=builtin","name=rootless","name=cgroupns"]}`, true},
+		{"Docker Engine", `{"SecurityOptions":["name=apparmor","name=seccomp,profile=builtin","name=cgroupns"]}`, false},
+		{"a look-alike", `{"SecurityOptions":["name=rootlessish"]}`, false},
+	} {
+		got, err := readRootless([]byte(tc.body))
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := readRootless([]byte("<html>")); err == nil {
+		t.Error("a body that is not JSON read without an error")
 	}
 }
 

@@ -22,7 +22,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 	"go.uber.org/zap"
 
@@ -37,7 +36,8 @@ type engine interface {
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
 	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
 	ServerVersion(ctx context.Context) (types.Version, error)
-	Info(ctx context.Context) (system.Info, error)
+	// Rootless asks /info whether the daemon runs rootless (R11r).
+	Rootless(ctx context.Context) (bool, error)
 	ClientVersion() string
 	Close() error
 }
@@ -169,7 +169,7 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 	if err != nil {
 		return nil, err
 	}
-	var eng engine = cli
+	var eng engine = clientEngine{Client: cli, tls: a.tls != nil}
 	if a.wrap != nil {
 		eng = a.wrap(eng)
 	}
