@@ -111,6 +111,14 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 30s), one after the ot
 bench: ## run the benchmarks
 	go test -run='^$$' -bench=. -benchmem ./...
 
+# make bench-base compares with BASE (default: the commit before the
+# identity placeholders); BENCH is go test -bench's pattern.
+BASE ?= $(shell git log --format=%H -- identity.go | tail -1)^
+BENCH ?= ^(BenchmarkGetUpstreams|BenchmarkRequestPath)$$
+.PHONY: bench-base
+bench-base: ## the request path benchmarks here and at BASE=<commit>, alternately in one run (COUNT=6), as a benchstat table
+	./bench/sidebyside.sh '$(BASE)' '$(BENCH)'
+
 load: build ## load through bin/caddy with wrk: dicer routes vs a static upstream list
 	./bench/load.sh
 

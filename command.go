@@ -34,6 +34,7 @@ Reads a running Caddy's admin endpoint (/dicer/*) and prints, as tables:
                                        other instances get none, and whether a certificate would be
                                        issued for HOST
   caddy dicer explain HOST/PATH        the same for a request path (caddy.path, R2d)
+  caddy dicer dashboard [--listen A]   serves the dashboard on 127.0.0.1:2020 (or A) for a browser
   caddy dicer weight [S] N|clear       sets (or clears) the runtime weight of the instances the
                      [--instance NAME] selector S or --instance chooses (lb_policy dicer_weighted)
 
@@ -88,6 +89,7 @@ func dicerCommand(cmd *cobra.Command) {
 	}
 	cmd.AddCommand(daemons, instances, explain, weightCommand())
 	cmd.AddCommand(maintenanceCommand()) // command_maintenance.go
+	cmd.AddCommand(dashboardCommand())   // command_dashboard.go
 }
 
 // query GETs uri from the admin endpoint the flags name, and prints it as

@@ -7,10 +7,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,6 +124,97 @@ http://dash.test:%d {
 		t.Fatalf("screenshot %s: %v", path, err)
 	}
 	t.Logf("screenshot: %s", path)
+
+	// `caddy dicer dashboard`: the page at an address typed into the
+	// address bar (no Referer, no Origin), its reads relayed to the
+	// admin endpoint, shows the same.
+	typed := serveDashboardCommand(t, fmt.Sprintf("localhost:%d", adminPort))
+	if err := b.Navigate(typed, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Until(ctx, 20*time.Second, rowOf(c.Name), func(v json.RawMessage) bool {
+		return json.Unmarshal(v, &cells) == nil && len(cells) > 4 && cells[4] == "unhealthy"
+	}); !ok {
+		var page string
+		_ = b.Eval(`location.href + " " + document.getElementById("status").textContent`, &page)
+		t.Fatalf("the dashboard at the typed address %s does not show %s unhealthy: %q, page %q", typed, c.Name, cells, page)
+	}
+}
+
+// serveDashboardCommand serves what `caddy dicer dashboard` serves, for
+// the admin endpoint admin, on a free loopback port until t ends, and
+// returns its URL.
+func serveDashboardCommand(t *testing.T, admin string) string {
+	t.Helper()
+	reader, err := newAdminReader(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: dashboardHandler(reader), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + ln.Addr().String() + "/"
+}
+
+// R13d: `caddy dicer dashboard` serves the page, relays only the page's
+// three reads to the admin endpoint (with the admin endpoint's origin,
+// as the other commands ask it), and answers only to a loopback Host.
+func TestDashboardCommand_R13d_relays_the_page_reads_only(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		asked = append(asked, r.Method+" "+r.URL.Path+" origin="+r.Header.Get("Origin"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `[]`)
+	}))
+	defer admin.Close()
+	base := serveDashboardCommand(t, strings.TrimPrefix(admin.URL, "http://"))
+	get := func(path, host string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, base+strings.TrimPrefix(path, "/"), nil)
+		if host != "" {
+			req.Host = host
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		body, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(body)
+	}
+	if code, body := get("/", ""); code != http.StatusOK || !strings.Contains(body, "/dicer/instances") {
+		t.Errorf("GET /: %d, the page? %.80q", code, body)
+	}
+	for _, uri := range dashboardReads {
+		if code, body := get(uri, ""); code != http.StatusOK || body != "[]" {
+			t.Errorf("GET %s: %d %q", uri, code, body)
+		}
+	}
+	for _, uri := range []string{"/config/", "/load", "/dicer/weight", "/dicer/maintenance", "/metrics"} {
+		if code, _ := get(uri, ""); code != http.StatusNotFound && code != http.StatusMethodNotAllowed {
+			t.Errorf("GET %s: %d, want it not relayed", uri, code)
+		}
+	}
+	if code, _ := get("/dicer/instances", "evil.example:2020"); code != http.StatusForbidden {
+		t.Errorf("a foreign Host: %d, want 403", code)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := "origin=" + admin.URL
+	if len(asked) != len(dashboardReads) {
+		t.Fatalf("the admin endpoint was asked %q, want the three reads", asked)
+	}
+	for _, a := range asked {
+		if !strings.HasPrefix(a, "GET /dicer/") || !strings.HasSuffix(a, want) {
+			t.Errorf("the admin endpoint was asked %q, want GET /dicer/... with %s", a, want)
+		}
+	}
 }
 
 // repoRoot is the module's root: the root package's tests run there.

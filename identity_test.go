@@ -73,7 +73,7 @@ func TestPlaceholders_R13a_name_the_selected_instance(t *testing.T) {
 	}
 	cancel()
 	a, b := src.observed.stats("web-a"), src.observed.stats("web-b")
-	if !testkit.Until(5*time.Second, func() bool { return a.requests.Load() == 1 }) {
+	if !testkit.Until(5*time.Second, func() bool { instanceSeries.sweep(); return a.requests.Load() == 1 }) {
 		t.Fatal("the request was not counted at web-a")
 	}
 	if a.errors.Load() != 0 || a.count.Load() != 1 || b.requests.Load() != 1 || b.errors.Load() != 1 {

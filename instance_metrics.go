@@ -19,7 +19,13 @@ import (
 // request itself tells: GetUpstreams records what it returned
 // (identity.go), and when the request's context ends the record of the
 // upstream reverse_proxy selected gives the instance, with the status
-// and latency reverse_proxy left in its placeholders. In flight is
+// and latency reverse_proxy left in its placeholders. A request's record
+// waits among those of requests in flight (a lock-free stack: one
+// compare-and-swap per request, no allocation, no goroutine) and is
+// counted at the first sweep after its context ended: every scrape
+// sweeps first, so what it reports is exact, and every sweepEvery
+// requests a goroutine sweeps, so that the records kept stay bounded
+// without scrapes. In flight is
 // reverse_proxy's own count of requests at the instance's dial address
 // (one per instance: R1d), read at the scrape.
 //
@@ -106,6 +112,10 @@ type instanceCollector struct {
 	kept    atomic.Int64 // series kept at the last pruning
 	pruning sync.Mutex   // one pruning at a time; never taken by a request
 
+	pending  atomic.Pointer[served] // records of requests not yet counted, linked by next
+	pended   atomic.Uint64
+	sweeping sync.Mutex // one sweep at a time; a request only tries it, from a goroutine
+
 	requests, errors, inFlight, latency *prometheus.Desc
 }
 
@@ -135,6 +145,67 @@ func (c *instanceCollector) get(key instanceKey, conn *connection) *instanceStat
 		}
 	}
 	return v.(*instanceStats)
+}
+
+// sweepEvery is how many requests' records a sweep is started after,
+// besides the sweep of each scrape.
+const sweepEvery = 256
+
+// pend adds the record of a request to those counted when it ends.
+func (c *instanceCollector) pend(sv *served) {
+	c.push(sv, sv)
+	if c.pended.Add(1)%sweepEvery == 0 {
+		go c.trySweep()
+	}
+}
+
+// push adds the records first..last, linked by next, to the pending ones.
+func (c *instanceCollector) push(first, last *served) {
+	for {
+		old := c.pending.Load()
+		last.next = old
+		if c.pending.CompareAndSwap(old, first) {
+			return
+		}
+	}
+}
+
+// trySweep sweeps unless a sweep is under way.
+func (c *instanceCollector) trySweep() {
+	if c.sweeping.TryLock() {
+		defer c.sweeping.Unlock()
+		c.sweepLocked()
+	}
+}
+
+// sweep counts the records of the requests that ended since the last
+// sweep, waiting for one under way. A scrape sweeps first.
+func (c *instanceCollector) sweep() {
+	c.sweeping.Lock()
+	defer c.sweeping.Unlock()
+	c.sweepLocked()
+}
+
+// sweepLocked takes every pending record, counts those whose request
+// ended and puts the others back. c.sweeping is held.
+func (c *instanceCollector) sweepLocked() {
+	var first, last *served
+	for sv := c.pending.Swap(nil); sv != nil; {
+		next := sv.next
+		sv.next = nil
+		if sv.ctx.Err() != nil {
+			sv.done()
+		} else {
+			if first == nil {
+				last = sv
+			}
+			sv.next, first = first, sv
+		}
+		sv = next
+	}
+	if first != nil {
+		c.push(first, last)
+	}
 }
 
 // prune drops the series of instances no longer in their daemon's catalog,
@@ -180,11 +251,13 @@ func (c *instanceCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.latency
 }
 
-// Collect implements prometheus.Collector: it prunes, then reports every
-// series kept. Its cost is one pass over the instances of each daemon
-// with series (under that catalog's writers' lock, which no request
-// takes) and four metrics per series.
+// Collect implements prometheus.Collector: it counts the requests that
+// ended, prunes, then reports every series kept. Its cost is one pass
+// over the records of requests in flight, one over the instances of each
+// daemon with series (under that catalog's writers' lock, which no
+// request takes) and four metrics per series.
 func (c *instanceCollector) Collect(ch chan<- prometheus.Metric) {
+	c.sweep()
 	c.prune()
 	var buckets map[float64]uint64
 	c.series.Range(func(k, v any) bool {

@@ -87,3 +87,52 @@ func BenchmarkInstanceScrape(b *testing.B) {
 		}
 	}
 }
+
+// R13b: a scrape takes no lock a request needs. While a scrape is blocked
+// half-way (its reader stopped reading, as a slow scraper's connection
+// does), requests are routed, recorded and end; the next scrape counts
+// every one of them.
+func TestInstanceCollector_R13b_scrape_blocks_no_request(t *testing.T) {
+	conn := openTestConnection(t, benchCatalog(10)) // web-a..web-c serve shop.example.com
+	src := benchSource(conn)
+	src.observed = sourceObserved{conn: conn, route: "scrape-blocked"}
+	src.observed.stats("web-a") // the scrape has at least four metrics to send
+	ch := make(chan prometheus.Metric)
+	go func() { instanceSeries.Collect(ch); close(ch) }()
+	<-ch // the scrape is under way, blocked on its next metric
+	const n = 2 * sweepEvery
+	sent := map[string]int{}
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for range n {
+			r, repl, cancel := caddyRequest("shop.example.com")
+			ups, err := src.GetUpstreams(r)
+			if err != nil || len(ups) == 0 {
+				t.Errorf("GetUpstreams: %v, %d upstreams", err, len(ups))
+				cancel()
+				return
+			}
+			repl.Set("http.reverse_proxy.upstream.hostport", ups[0].Dial)
+			repl.Set("http.reverse_proxy.status_code", 200)
+			sent[repl.ReplaceAll("{dicer.upstream.name}", "")]++
+			cancel()
+		}
+	}()
+	select {
+	case <-finished:
+	case <-time.After(waitFor):
+		t.Fatalf("%d requests did not finish in %v while a scrape was blocked", n, waitFor)
+	}
+	for range ch { // the scrape goes on and ends
+	}
+	collect(instanceSeries)
+	for name, want := range sent {
+		if got := src.observed.stats(name).requests.Load(); got != uint64(want) {
+			t.Errorf("%s: %d requests counted, %d sent", name, got, want)
+		}
+	}
+	if len(sent) == 0 {
+		t.Error("no request named its instance")
+	}
+}

@@ -160,8 +160,11 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 // and, for the placeholders and metrics of who served the request, what
 // it returned (R13a, R13b, identity.go).
 func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host string, targets []catalog.Target) []*reverseproxy.Upstream {
-	block := make([]pickedUpstream, len(targets))
-	ups := make([]*reverseproxy.Upstream, len(targets))
+	sv := s.record(r)
+	block, ups := sv.buffers(len(targets))
+	if block == nil {
+		block, ups = make([]pickedUpstream, len(targets)), make([]*reverseproxy.Upstream, len(targets))
+	}
 	for i, t := range targets {
 		block[i].Dial, block[i].name = t.Dial, t.Instance
 		block[i].weight, block[i].identity = t.Weight, t.Identity
@@ -170,7 +173,9 @@ func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host
 			record(s.conn.standby, r, t.Activity, &block[i].Upstream)
 		}
 	}
-	s.observe(r, snap, host, block)
+	if sv != nil {
+		sv.observe(s, snap, host, block)
+	}
 	if s.readsPicks { // for our selection policies (R4c, R4d, weights.go)
 		recordPicks(r, block)
 	}
