@@ -61,6 +61,8 @@ func (w *Waker) Grow(snap *catalog.Snapshot, route catalog.Route, host string, t
 		}
 	}
 	if pick != nil {
+		w.logger.Info("every routable instance is past its caddy.soft_limit: waking the next one on standby",
+			zap.String("instance", pick.Name), zap.Int("routable", len(targets)))
 		w.startLocked(*pick, CauseLoad, nil)
 	}
 }
@@ -205,7 +207,7 @@ func (w *Waker) warnCycle(a, b string) {
 
 // dependedOn reports whether an instance up (not stopped, paused or
 // dead) depends on s through its caddy.depends_on (R5k): s stays up.
-func dependedOn(s catalog.Sleeper, dependents []catalog.Dependent) bool {
+func dependedOn(s catalog.Sleeper, dependents map[string]catalog.Dependent) bool {
 	for _, d := range dependents {
 		if d.ID == s.ID || !d.DependsOn.Matches(s.Labels) {
 			continue
