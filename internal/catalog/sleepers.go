@@ -89,6 +89,9 @@ func (c *Catalog) TakeSleeperChanges(dst []SleeperChange) []SleeperChange {
 		}
 		dst = append(dst, ch)
 	}
+	if len(dst) > 1024 {
+		c.feed.changed = map[string]struct{}{} // a Go map keeps its size: a re-listing's would stay
+	}
 	return dst
 }
 

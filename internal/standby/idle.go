@@ -215,6 +215,19 @@ func (e *Engine) catalogs() []*catalog.Catalog {
 	return cats
 }
 
+// maxStandbyCalls bounds the stop and pause calls a connection has in
+// flight (R5l): thousands of instances due at once are put on standby by
+// a few workers in turn, not by a goroutine each contending for the
+// catalogs and the Engine.
+const maxStandbyCalls = 16
+
+// standbyJob is an instance to put on standby: its view when it was due,
+// its last request then, and when it became idle.
+type standbyJob struct {
+	s               catalog.Sleeper
+	last, idleSince time.Time
+}
+
 // putOnStandby stops or pauses an idle instance, in the background, once
 // at a time per instance whatever the connection; a failure is logged and
 // retried at its next idle time only. idleSince is when its last request
@@ -229,50 +242,78 @@ func (w *Waker) putOnStandby(s catalog.Sleeper, idleSince time.Time) {
 	}
 	e.acting[s.ID] = true
 	e.mu.Unlock()
-	last := s.Activity.Last()
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		defer func() {
-			e.mu.Lock()
-			delete(e.acting, s.ID)
-			e.mu.Unlock()
-		}()
-		if !s.Activity.Last().Equal(last) || s.Activity.InFlight() > 0 {
-			return // a request came meanwhile
-		}
-		ctx, cancel := context.WithTimeout(w.ctx, actionTimeout)
-		defer cancel()
-		action, call := "stop", e.actions.Stop
-		if s.Policy.Pause {
-			action, call = "pause", e.actions.Pause
-		}
-		idle := w.now().Sub(idleSince).Round(time.Millisecond)
-		// Out of its rotations, in every connection's catalog, before the
-		// call: no request may reach a container being frozen or
-		// drained; one that comes meanwhile waits and wakes it once it is
-		// down.
-		cats := e.catalogs()
-		for _, c := range cats {
-			c.StoppingBecause(s.ID, "idle for "+idle.String()+": Caddy puts it on standby ("+action+")")
-		}
-		if err := call(ctx, s.ID, s.Labels); err != nil {
-			for _, c := range cats {
-				c.CancelStopping(s.ID) // still up: back in its rotations
-			}
-			if w.ctx.Err() == nil {
-				s.Activity.Touch(w.now()) // not again before standby_after
-				if e.actions.Denied(err) && !e.firstDenial() {
-					return // said once per Engine
-				}
-				w.logger.Warn("cannot put idle instance on standby", zap.String("instance", s.Name),
-					zap.String("action", action), zap.Error(err))
-			}
+	w.jobsMu.Lock()
+	defer w.jobsMu.Unlock()
+	w.jobs = append(w.jobs, standbyJob{s: s, last: s.Activity.Last(), idleSince: idleSince})
+	if w.jobWorkers < maxStandbyCalls {
+		w.jobWorkers++
+		w.wg.Add(1)
+		go w.standbyWorker()
+	}
+}
+
+// standbyWorker runs the jobs of putOnStandby, in order, until none is
+// left.
+func (w *Waker) standbyWorker() {
+	defer w.wg.Done()
+	for {
+		w.jobsMu.Lock()
+		if len(w.jobs) == 0 {
+			w.jobWorkers--
+			w.jobs = nil // its array may be large
+			w.jobsMu.Unlock()
 			return
 		}
-		w.logger.Info("instance on standby", zap.String("instance", s.Name), zap.String("action", action),
-			zap.Duration("idle", idle))
+		job := w.jobs[0]
+		w.jobs[0] = standbyJob{}
+		w.jobs = w.jobs[1:]
+		w.jobsMu.Unlock()
+		w.standby(job)
+	}
+}
+
+// standby is one job of putOnStandby: the call, unless a request came
+// since the instance was due.
+func (w *Waker) standby(job standbyJob) {
+	s, e := job.s, w.engine
+	defer func() {
+		e.mu.Lock()
+		delete(e.acting, s.ID)
+		e.mu.Unlock()
 	}()
+	if !s.Activity.Last().Equal(job.last) || s.Activity.InFlight() > 0 || w.ctx.Err() != nil {
+		return // a request came meanwhile, or the connection is closing
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, actionTimeout)
+	defer cancel()
+	action, call := "stop", e.actions.Stop
+	if s.Policy.Pause {
+		action, call = "pause", e.actions.Pause
+	}
+	idle := w.now().Sub(job.idleSince).Round(time.Millisecond)
+	// Out of its rotations, in every connection's catalog, before the
+	// call: no request may reach a container being frozen or drained;
+	// one that comes meanwhile waits and wakes it once it is down.
+	cats := e.catalogs()
+	for _, c := range cats {
+		c.StoppingBecause(s.ID, "idle for "+idle.String()+": Caddy puts it on standby ("+action+")")
+	}
+	if err := call(ctx, s.ID, s.Labels); err != nil {
+		for _, c := range cats {
+			c.CancelStopping(s.ID) // still up: back in its rotations
+		}
+		if w.ctx.Err() == nil {
+			s.Activity.Touch(w.now()) // not again before standby_after
+			if e.actions.Denied(err) && !e.firstDenial() {
+				return // said once per Engine
+			}
+			w.logger.Warn("cannot put idle instance on standby", zap.String("instance", s.Name),
+				zap.String("action", action), zap.Error(err))
+		}
+		return
+	}
+	w.logger.Info("instance on standby", zap.String("instance", s.Name), zap.String("action", action),
+		zap.Duration("idle", idle))
 }
 
 // firstDenial records that the daemon refused a write, and reports

@@ -43,6 +43,11 @@ type Waker struct {
 	// first time since they started, for idleLoop to look at (R5l).
 	touchMu sync.Mutex
 	touched []*catalog.Activity
+	// jobs are the instances waiting to be put on standby by one of
+	// jobWorkers (at most maxStandbyCalls), under jobsMu (R5l).
+	jobsMu     sync.Mutex
+	jobs       []standbyJob
+	jobWorkers int
 	// linked are the catalog's Activities linked to the engine's shared
 	// ones, by instance ID; idleLoop's alone.
 	linked map[string]*catalog.Activity
