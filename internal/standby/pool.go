@@ -74,6 +74,7 @@ func (w *Waker) startLocked(c catalog.WakeCandidate, cause WakeCause, chain []st
 	wk := &wake{id: c.ID, name: c.Name, activity: c.Activity, owner: w, done: make(chan struct{}), chain: chain}
 	c.Activity.Forget() // its addresses may change
 	e.wakes[c.ID] = wk
+	e.waking.Store(c.ID, wk)
 	w.running++
 	if w.started != nil {
 		w.started(cause)
@@ -84,6 +85,15 @@ func (w *Waker) startLocked(c catalog.WakeCandidate, cause WakeCause, chain []st
 		w.run(wk, c)
 	}()
 	return wk
+}
+
+// Waking reports whether a wake of the instance id is in progress (its
+// start call made or to be made, and not routable yet), whatever its
+// cause: its readiness probe may take the fast path (R5j). It takes no
+// lock: the catalog calls it with its own held.
+func (w *Waker) Waking(id string) bool {
+	_, ok := w.engine.waking.Load(id)
+	return ok
 }
 
 // wakeDependencies wakes, before wk's instance, every instance its

@@ -472,6 +472,7 @@ func (w *Waker) finish(wk *wake, result WakeResult, err error) {
 	e := w.engine
 	e.mu.Lock()
 	delete(e.wakes, wk.id)
+	e.waking.CompareAndDelete(wk.id, wk)
 	w.running--
 	close(w.freed)
 	w.freed = make(chan struct{})
