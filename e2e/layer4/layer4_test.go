@@ -281,14 +281,15 @@ func TestL4_R14_redis_benchmark_through_caddy_vs_direct(t *testing.T) {
 	// The baselines: caddy-l4's own static proxy in the same Caddy, and
 	// haproxy in TCP mode, both to the same container address.
 	r := startRoutesWith(t, 6379, []string{"proxy " + direct}, caseSelector("redis"))
+	caddyPID := r.caddy.cmd.Process.Pid
 	paths := []benchPath{
 		{name: "direct", addr: direct},
-		{name: "dicer_proxy", addr: r.plain[0]},
-		{name: "caddy-l4 proxy", addr: r.extra[0]},
+		{name: "dicer_proxy", addr: r.plain[0], pid: caddyPID},
+		{name: "caddy-l4 proxy", addr: r.extra[0], pid: caddyPID},
 	}
-	haproxy, haveHaproxy := startHaproxy(t, direct)
+	haproxy, haproxyPID, haveHaproxy := startHaproxy(t, direct)
 	if haveHaproxy {
-		paths = append(paths, benchPath{name: "haproxy", addr: haproxy})
+		paths = append(paths, benchPath{name: "haproxy", addr: haproxy, pid: haproxyPID})
 	}
 	for _, p := range paths {
 		testkit.Eventually(t, 30*time.Second, "Redis answers PING by "+p.name, func() bool {
@@ -299,20 +300,31 @@ func TestL4_R14_redis_benchmark_through_caddy_vs_direct(t *testing.T) {
 	// Without pipelining each client waits for each answer (latency-bound);
 	// with -P 16 the connections stay full (throughput-bound). Each round
 	// runs every path, in an order that turns each round, so that a busy
-	// moment of the machine hits all of them alike.
+	// moment of the machine hits all of them alike. The proxy's CPU time
+	// per request is the steadier figure on a loaded machine.
 	const rounds = 3
-	for _, bc := range []struct{ pipeline, requests string }{{"1", "20000"}, {"16", "200000"}} {
+	for _, bc := range []struct {
+		pipeline string
+		requests int
+	}{{"1", 20000}, {"16", 100000}} {
 		rps := make([]float64, len(paths))
+		ticks := make([]int64, len(paths))
 		for round := range rounds {
 			for k := range paths {
 				i := (round + k) % len(paths)
-				rps[i] += redisBenchmark(t, paths[i].addr, bc.pipeline, bc.requests) / rounds
+				before := cpuTicks(t, paths[i].pid)
+				rps[i] += redisBenchmark(t, paths[i].addr, bc.pipeline, strconv.Itoa(bc.requests)) / rounds
+				ticks[i] += cpuTicks(t, paths[i].pid) - before
 			}
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "redis-benchmark set+get -n %s -c 10 -P %s, %d rounds, mean req/s:", bc.requests, bc.pipeline, rounds)
+		fmt.Fprintf(&b, "redis-benchmark set+get -n %d -c 10 -P %s, %d rounds, mean req/s (proxy CPU µs per request):", bc.requests, bc.pipeline, rounds)
 		for i, p := range paths {
-			fmt.Fprintf(&b, " %s %.0f;", p.name, rps[i])
+			fmt.Fprintf(&b, " %s %.0f", p.name, rps[i])
+			if p.pid != 0 { // USER_HZ: 100 ticks a second
+				fmt.Fprintf(&b, " (%.1f)", float64(ticks[i])*1e4/float64(2*rounds*bc.requests))
+			}
+			b.WriteString(";")
 		}
 		fmt.Fprintf(&b, " ratios: dicer_proxy/direct %.2f (goal >= 0.9), caddy-l4 proxy/direct %.2f, dicer_proxy/caddy-l4 proxy %.2f",
 			rps[1]/rps[0], rps[2]/rps[0], rps[1]/rps[2])
@@ -330,6 +342,32 @@ func TestL4_R14_redis_benchmark_through_caddy_vs_direct(t *testing.T) {
 type benchPath struct {
 	name string
 	addr string // host:port
+	pid  int    // the proxy's process; 0: none
+}
+
+// cpuTicks returns the CPU time process pid has used so far, user and
+// system, in clock ticks (/proc/<pid>/stat); 0 for pid 0.
+func cpuTicks(t *testing.T, pid int) int64 {
+	t.Helper()
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After "pid (comm) ": state is field 3, utime 14, stime 15.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	return utime + stime
 }
 
 // redisBenchmark runs redis-benchmark's SET and GET against addr and
@@ -345,14 +383,14 @@ func redisBenchmark(t *testing.T, addr, pipeline, requests string) float64 {
 }
 
 // startHaproxy runs haproxy in TCP mode with its defaults, on a loopback
-// port, to upstream, until the test ends, and returns its address; false
-// when haproxy is not installed.
-func startHaproxy(t *testing.T, upstream string) (string, bool) {
+// port, to upstream, until the test ends, and returns its address and
+// process; false when haproxy is not installed.
+func startHaproxy(t *testing.T, upstream string) (string, int, bool) {
 	t.Helper()
 	bin, err := exec.LookPath("haproxy")
 	if err != nil {
 		t.Logf("haproxy is not installed (apt-get install haproxy): no haproxy baseline")
-		return "", false
+		return "", 0, false
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	dir := t.TempDir()
@@ -402,7 +440,7 @@ backend redis
 		}
 		return err == nil
 	})
-	return addr, true
+	return addr, cmd.Process.Pid, true
 }
 
 func host(addr string) string {
