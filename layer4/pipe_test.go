@@ -116,3 +116,62 @@ func commonPrefix(a, b []byte) int {
 	}
 	return n
 }
+
+func TestPipe_an_answer_and_close_together_end_the_client_s_read(t *testing.T) {
+	// An HTTP/1.0 server answers and closes at once: its data and its end
+	// of input reach the proxy together, and the client, which has not
+	// ended its side, must see both.
+	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upLn.Close()
+	go func() {
+		for {
+			c, err := upLn.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("answer"))
+			c.Close()
+		}
+	}()
+	proxyLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxyLn.Close()
+	go func() {
+		for {
+			down, err := proxyLn.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer down.Close()
+				up, err := net.Dial("tcp", upLn.Addr().String())
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				var b1, b2 [copyBufSize]byte
+				pipe(l4.WrapConnection(down, nil, zap.NewNop()), up, b1[:], b2[:])
+			}()
+		}
+	}()
+	for range 20 { // the data and the end arrive together in most tries
+		client, err := net.Dial("tcp", proxyLn.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = client.SetDeadline(time.Now().Add(10 * time.Second))
+		got, err := io.ReadAll(client)
+		client.Close()
+		if err != nil {
+			t.Fatalf("reading the answer: %v (the end of input was lost)", err)
+		}
+		if string(got) != "answer" {
+			t.Fatalf("got %q, want %q", got, "answer")
+		}
+	}
+}

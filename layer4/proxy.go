@@ -238,16 +238,16 @@ type closeWriter interface{ CloseWrite() error }
 // client that ends its requests still reads the answers. Between two TCP
 // connections (no TLS ended here, no wrapper of caddy-l4's such as
 // proxy_protocol; caddy-l4's buffer drained by sendPrefix) it copies
-// between the sockets themselves with copyTCP; caddy-l4's byte counts in
-// its debug log then miss what was copied so.
+// between the sockets themselves, which Go does with splice(2) on Linux;
+// caddy-l4's byte counts in its debug log then miss what was copied so.
 func pipe(down *l4.Connection, up net.Conn, bufDown, bufUp []byte) {
 	copyUp := func() { _, _ = io.CopyBuffer(up, down, bufUp) }
 	copyDown := func() { _, _ = io.CopyBuffer(down, up, bufDown) }
 	downTCP, ok1 := down.Conn.(*net.TCPConn)
 	upTCP, ok2 := up.(*net.TCPConn)
 	if ok1 && ok2 && len(down.MatchingBytes()) == 0 {
-		copyUp = func() { _, _ = copyTCP(upTCP, downTCP, bufUp) }
-		copyDown = func() { _, _ = copyTCP(downTCP, upTCP, bufDown) }
+		copyUp = func() { _, _ = io.Copy(upTCP, downTCP) }
+		copyDown = func() { _, _ = io.Copy(downTCP, upTCP) }
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
