@@ -237,27 +237,32 @@ type closeWriter interface{ CloseWrite() error }
 // input shuts down the other's writing side (a half-close), so that a
 // client that ends its requests still reads the answers. Between two TCP
 // connections (no TLS ended here, no wrapper of caddy-l4's such as
-// proxy_protocol; caddy-l4's buffer drained by sendPrefix) it copies
-// between the sockets themselves, which Go does with splice(2) on Linux;
-// caddy-l4's byte counts in its debug log then miss what was copied so.
+// proxy_protocol; caddy-l4's buffer drained by sendPrefix) it reads and
+// writes the sockets themselves; caddy-l4's byte counts in its debug log
+// then miss what was copied so. It copies through the pooled buffers, not
+// with splice(2) (Go's TCPConn.ReadFrom): for small messages such as
+// Redis's, splice measured no faster unpipelined and slower pipelined.
 func pipe(down *l4.Connection, up net.Conn, bufDown, bufUp []byte) {
-	copyUp := func() { _, _ = io.CopyBuffer(up, down, bufUp) }
-	copyDown := func() { _, _ = io.CopyBuffer(down, up, bufDown) }
-	downTCP, ok1 := down.Conn.(*net.TCPConn)
-	upTCP, ok2 := up.(*net.TCPConn)
-	if ok1 && ok2 && len(down.MatchingBytes()) == 0 {
-		copyUp = func() { _, _ = io.Copy(upTCP, downTCP) }
-		copyDown = func() { _, _ = io.Copy(downTCP, upTCP) }
+	var downRW, upRW net.Conn = down, up
+	if tcp, ok := down.Conn.(*net.TCPConn); ok && len(down.MatchingBytes()) == 0 {
+		downRW = tcp
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		copyUp()
+		_, _ = io.CopyBuffer(writerOnly{upRW}, readerOnly{downRW}, bufUp)
 		closeWrite(up)
 	})
-	copyDown()
+	_, _ = io.CopyBuffer(writerOnly{downRW}, readerOnly{upRW}, bufDown)
 	closeWrite(down.Conn)
 	wg.Wait()
 }
+
+// readerOnly and writerOnly hide a connection's ReadFrom and WriteTo, so
+// that io.CopyBuffer copies through its buffer.
+type (
+	readerOnly struct{ io.Reader }
+	writerOnly struct{ io.Writer }
+)
 
 // closeWrite shuts down c's writing side, or closes c if it cannot.
 func closeWrite(c net.Conn) {
