@@ -4,13 +4,17 @@ package layer4
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,6 +31,7 @@ type route struct {
 	caddy *caddyProc
 	plain []string // 127.0.0.1:port of each route
 	tls   string   // 127.0.0.1:port of the TLS route
+	extra []string // 127.0.0.1:port of each extra route (startRoutesWith)
 }
 
 // caseSelector is the selector of a test's own containers.
@@ -35,6 +40,14 @@ func caseSelector(name string) string {
 }
 
 func startRoutes(t *testing.T, port int, sels ...string) route {
+	t.Helper()
+	return startRoutesWith(t, port, nil, sels...)
+}
+
+// startRoutesWith is startRoutes plus one route per entry of extra, a
+// layer-4 handler line of caddy-l4's (such as `proxy 10.0.0.2:6379`), each
+// on a port of its own.
+func startRoutesWith(t *testing.T, port int, extra []string, sels ...string) route {
 	t.Helper()
 	admin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	r := route{tls: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
@@ -45,13 +58,18 @@ func startRoutes(t *testing.T, port int, sels ...string) route {
 		r.plain = append(r.plain, addr)
 		fmt.Fprintf(&b, "\t\t%s {\n\t\t\troute {\n\t\t\t\tdicer_proxy docker %s %d {\n\t\t\t\t\twake_timeout 30s\n\t\t\t\t}\n\t\t\t}\n\t\t}\n", addr, sel, port)
 	}
+	for _, handler := range extra {
+		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		r.extra = append(r.extra, addr)
+		fmt.Fprintf(&b, "\t\t%s {\n\t\t\troute {\n\t\t\t\t%s\n\t\t\t}\n\t\t}\n", addr, handler)
+	}
 	fmt.Fprintf(&b, "\t\t%s {\n\t\t\t@tls tls\n\t\t\troute @tls {\n\t\t\t\tdicer_proxy docker %s %d\n\t\t\t}\n\t\t}\n", r.tls, sels[0], port)
 	b.WriteString("\t}\n}\n")
 	r.caddy = startCaddy(t, admin, b.String())
 	// The layer4 app listens once its config runs, after the admin
 	// endpoint: wait for each listener (a connect and close wakes nothing,
 	// R14a).
-	for _, addr := range append([]string{r.tls}, r.plain...) {
+	for _, addr := range append(append([]string{r.tls}, r.plain...), r.extra...) {
 		testkit.Eventually(t, 30*time.Second, "Caddy's layer4 listener "+addr+" accepts", func() bool {
 			c, err := net.DialTimeout("tcp", addr, time.Second)
 			if err == nil {
@@ -259,30 +277,175 @@ func TestL4_R14_redis_benchmark_through_caddy_vs_direct(t *testing.T) {
 	c := dockertest.Start(t, cli, dockertest.Options{Name: "l4redis", Image: redisImage,
 		Labels: map[string]string{"cdl4.case": "redis"}})
 	ip := testkit.ContainerIP(t, cli, c.ID, "bridge")
-	r := startRoutes(t, 6379, caseSelector("redis"))
-	testkit.Eventually(t, 30*time.Second, "Redis answers PING through the route", func() bool {
-		out, err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", port(r.plain[0]), "PING").CombinedOutput()
-		return err == nil && strings.TrimSpace(string(out)) == "PONG"
+	direct := net.JoinHostPort(ip, "6379")
+	// The baselines: caddy-l4's own static proxy in the same Caddy, and
+	// haproxy in TCP mode, both to the same container address.
+	r := startRoutesWith(t, 6379, []string{"proxy " + direct}, caseSelector("redis"))
+	caddyPID := r.caddy.cmd.Process.Pid
+	paths := []benchPath{
+		{name: "direct", addr: direct},
+		{name: "dicer_proxy", addr: r.plain[0], pid: caddyPID},
+		{name: "caddy-l4 proxy", addr: r.extra[0], pid: caddyPID},
+	}
+	haproxy, haproxyPID, haveHaproxy := startHaproxy(t, direct)
+	if haveHaproxy {
+		paths = append(paths, benchPath{name: "haproxy", addr: haproxy, pid: haproxyPID})
+	}
+	for _, p := range paths {
+		testkit.Eventually(t, 30*time.Second, "Redis answers PING by "+p.name, func() bool {
+			out, err := exec.Command("redis-cli", "-h", host(p.addr), "-p", port(p.addr), "PING").CombinedOutput()
+			return err == nil && strings.TrimSpace(string(out)) == "PONG"
+		})
+	}
+	// Without pipelining each client waits for each answer (latency-bound);
+	// with -P 16 the connections stay full (throughput-bound). Each round
+	// runs every path, in an order that turns each round, so that a busy
+	// moment of the machine hits all of them alike. The proxy's CPU time
+	// per request is the steadier figure on a loaded machine.
+	const rounds = 3
+	for _, bc := range []struct {
+		pipeline string
+		requests int
+	}{{"1", 20000}, {"16", 100000}} {
+		rps := make([]float64, len(paths))
+		ticks := make([]int64, len(paths))
+		for round := range rounds {
+			for k := range paths {
+				i := (round + k) % len(paths)
+				before := cpuTicks(t, paths[i].pid)
+				rps[i] += redisBenchmark(t, paths[i].addr, bc.pipeline, strconv.Itoa(bc.requests)) / rounds
+				ticks[i] += cpuTicks(t, paths[i].pid) - before
+			}
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "redis-benchmark set+get -n %d -c 10 -P %s, %d rounds, mean req/s (proxy CPU µs per request):", bc.requests, bc.pipeline, rounds)
+		for i, p := range paths {
+			fmt.Fprintf(&b, " %s %.0f", p.name, rps[i])
+			if p.pid != 0 { // USER_HZ: 100 ticks a second
+				fmt.Fprintf(&b, " (%.1f)", float64(ticks[i])*1e4/float64(2*rounds*bc.requests))
+			}
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " ratios: dicer_proxy/direct %.2f (goal >= 0.9), caddy-l4 proxy/direct %.2f, dicer_proxy/caddy-l4 proxy %.2f",
+			rps[1]/rps[0], rps[2]/rps[0], rps[1]/rps[2])
+		if haveHaproxy {
+			fmt.Fprintf(&b, ", haproxy/direct %.2f, dicer_proxy/haproxy %.2f", rps[3]/rps[0], rps[1]/rps[3])
+		}
+		t.Log(b.String())
+	}
+	if !haveHaproxy {
+		t.Skip("haproxy is not installed (apt-get install haproxy): the ratios above lack its baseline")
+	}
+}
+
+// benchPath is a way to the Redis container: directly or through a proxy.
+type benchPath struct {
+	name string
+	addr string // host:port
+	pid  int    // the proxy's process; 0: none
+}
+
+// cpuTicks returns the CPU time process pid has used so far, user and
+// system, in clock ticks (/proc/<pid>/stat); 0 for pid 0.
+func cpuTicks(t *testing.T, pid int) int64 {
+	t.Helper()
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// After "pid (comm) ": state is field 3, utime 14, stime 15.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	return utime + stime
+}
+
+// redisBenchmark runs redis-benchmark's SET and GET against addr and
+// returns their requests per second, added.
+func redisBenchmark(t *testing.T, addr, pipeline, requests string) float64 {
+	t.Helper()
+	out, err := exec.Command("redis-benchmark", "-h", host(addr), "-p", port(addr), "-t", "set,get",
+		"-n", requests, "-c", "10", "-P", pipeline, "-q", "--csv").CombinedOutput()
+	if err != nil {
+		t.Fatalf("redis-benchmark: %v\n%s", err, out)
+	}
+	return sumRPS(t, string(out))
+}
+
+// startHaproxy runs haproxy in TCP mode with its defaults, on a loopback
+// port, to upstream, until the test ends, and returns its address and
+// process; false when haproxy is not installed.
+func startHaproxy(t *testing.T, upstream string) (string, int, bool) {
+	t.Helper()
+	bin, err := exec.LookPath("haproxy")
+	if err != nil {
+		t.Logf("haproxy is not installed (apt-get install haproxy): no haproxy baseline")
+		return "", 0, false
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "haproxy.cfg")
+	conf := fmt.Sprintf(`global
+	maxconn 1000
+defaults
+	mode tcp
+	timeout connect 10s
+	timeout client 1m
+	timeout server 1m
+frontend redis
+	bind %s
+	default_backend redis
+backend redis
+	server redis %s
+`, addr, upstream)
+	if err := os.WriteFile(cfg, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	cmd := exec.Command(bin, "-db", "-f", cfg) // -db: in the foreground
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting haproxy: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
 	})
-	bench := func(host, p, pipeline string) float64 {
-		out, err := exec.Command("redis-benchmark", "-h", host, "-p", p, "-t", "set,get", "-n", "20000", "-c", "10", "-P", pipeline, "-q", "--csv").CombinedOutput()
-		if err != nil {
-			t.Fatalf("redis-benchmark: %v\n%s", err, out)
+	testkit.Eventually(t, 30*time.Second, "haproxy listens on "+addr, func() bool {
+		select {
+		case <-done:
+			t.Fatalf("haproxy exited: %s", log.String())
+		default:
 		}
-		return sumRPS(t, string(out))
-	}
-	// Alternate, so that a busy moment of the machine hits both. Without
-	// pipelining each client waits for each answer (latency-bound); with
-	// -P 16 the connections stay full (throughput-bound).
-	for _, pipeline := range []string{"1", "16"} {
-		var direct, through float64
-		for range 2 {
-			direct += bench(ip, "6379", pipeline)
-			through += bench("127.0.0.1", port(r.plain[0]), pipeline)
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
 		}
-		t.Logf("redis-benchmark set+get -c 10 -P %s, 2 rounds: direct %.0f req/s, through Caddy %.0f req/s, ratio %.2f (goal >= 0.9)",
-			pipeline, direct/2, through/2, through/direct)
-	}
+		return err == nil
+	})
+	return addr, cmd.Process.Pid, true
+}
+
+func host(addr string) string {
+	h, _, _ := net.SplitHostPort(addr)
+	return h
 }
 
 func port(addr string) string {

@@ -80,16 +80,29 @@ func run(m *testing.M) int {
 }
 
 // buildCaddy builds Caddy with caddy-l4 and this checkout's plugin and
-// layer4 package, with the build line docs/layer4.md gives.
+// layer4 package, with the build line docs/layer4.md gives, into dir.
+//
+// CADDY_DICER_E2E_L4_CADDY=<path> reuses a build between runs: the Caddy
+// at path runs as it is; if there is none yet, it is built there and kept
+// (remove it after changing the code):
+//
+//	CADDY_DICER_E2E_L4_CADDY=/tmp/caddy-l4 go test -tags e2e -count=1 -run Redis ./e2e/layer4
 func buildCaddy(dir string) (string, error) {
-	if bin := os.Getenv("CADDY_DICER_E2E_L4_CADDY"); bin != "" {
-		return bin, nil
+	bin := filepath.Join(dir, "caddy")
+	if keep := os.Getenv("CADDY_DICER_E2E_L4_CADDY"); keep != "" {
+		keep, err := filepath.Abs(keep)
+		if err != nil {
+			return "", err
+		}
+		if _, err := os.Stat(keep); err == nil {
+			return keep, nil
+		}
+		bin = keep
 	}
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "caddy")
 	caddyVersion, xcaddyVersion := envOr("CADDY_VERSION", "v2.11.9"), envOr("XCADDY_VERSION", "v0.4.5")
 	cmd := exec.Command("go", "run", "github.com/caddyserver/xcaddy/cmd/xcaddy@"+xcaddyVersion,
 		"build", caddyVersion,
@@ -106,7 +119,7 @@ func buildCaddy(dir string) (string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("xcaddy build: %v\n%s", err, out)
 	}
-	fmt.Fprintf(os.Stderr, "e2e/layer4: built Caddy with caddy-l4 in %s\n", time.Since(start).Round(100*time.Millisecond))
+	fmt.Fprintf(os.Stderr, "e2e/layer4: built Caddy with caddy-l4 at %s in %s\n", bin, time.Since(start).Round(100*time.Millisecond))
 	return bin, nil
 }
 
