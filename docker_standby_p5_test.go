@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
@@ -54,7 +55,14 @@ func TestDocker_Standby_P5_wake_overhead(t *testing.T) {
 				own = append(own, time.Since(start))
 			}
 			down(t, cli, c, mode)
-			time.Sleep(200 * time.Millisecond) // the catalog follows the Engine's event
+			// The catalog has followed the daemon's event: else the
+			// request may go to the paused container and hang.
+			daemonState := map[string]string{"stop": "stopped", "pause": "paused"}[mode]
+			eventually(t, "Caddy's catalog shows "+c.Name+" "+daemonState, func() bool {
+				var list []InstanceStatus
+				adminJSON(t, "/dicer/instances?selector="+url.QueryEscape("app="+app), &list)
+				return len(list) == 1 && list[0].DaemonState == daemonState && list[0].State == "standby"
+			})
 			start := time.Now()
 			r, _ := getRetry(host, "/", 30*time.Second)
 			answered := time.Now()
