@@ -321,7 +321,7 @@ func (s *Snapshot) pathsOf(route Route, host string, listed bool) *pathNode {
 
 // PathPrefix is the longest prefix that an instance serving host on route,
 // in any state, claims of route.Path (R2d): "/" when none does. With
-// claimedElsewhere, as for Pick. A map lookup per segment of the path,
+// claimedElsewhere, as for Pick. A walk of the path through the trie,
 // after the host lookup; no allocation.
 func (s *Snapshot) PathPrefix(route Route, host string, claimedElsewhere bool) string {
 	_, exact, listed := s.claimants(route, host, claimedElsewhere)
