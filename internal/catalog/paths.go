@@ -253,8 +253,9 @@ func (n *pathNode) at(prefix string) *pathNode {
 // claimant that serves host (in any state: a prefix whose instances are
 // all down is still claimed, and its requests never fall to a shorter
 // one), else the root: one walk of p, comparing each segment with the
-// node's children.
-func (n *pathNode) longest(p, host string, exact bool) *pathNode {
+// node's children. With listed, n is the trie of host's exact listing,
+// every instance of which serves host: a node with a claimant is claimed.
+func (n *pathNode) longest(p, host string, exact, listed bool) *pathNode {
 	best := n
 	for rest := p; len(rest) > 1; {
 		rest = rest[1:]
@@ -267,7 +268,7 @@ func (n *pathNode) longest(p, host string, exact bool) *pathNode {
 		if n = n.child(seg); n == nil {
 			break
 		}
-		if n.serves || slices.ContainsFunc(n.claimants, func(e *entry) bool { return e.servesHost(host, exact) }) {
+		if len(n.claimants) > 0 && (listed || n.serves || slices.ContainsFunc(n.claimants, func(e *entry) bool { return e.servesHost(host, exact) })) {
 			best = n
 		}
 	}
@@ -276,10 +277,11 @@ func (n *pathNode) longest(p, host string, exact bool) *pathNode {
 
 // serving is the node whose claimants serve a request of route for host:
 // the longest claimed prefix of route.Path, or, with route.PathExact, the
-// node of route.Path itself (noPath when nobody claims it).
-func (n *pathNode) serving(route Route, host string, exact bool) *pathNode {
+// node of route.Path itself (noPath when nobody claims it). listed is as
+// for longest.
+func (n *pathNode) serving(route Route, host string, exact, listed bool) *pathNode {
 	if !route.PathExact {
-		return n.longest(RequestPath(route.Path), host, exact)
+		return n.longest(RequestPath(route.Path), host, exact, listed)
 	}
 	if route.Path == "" {
 		return n
@@ -330,7 +332,7 @@ func (s *Snapshot) PathPrefix(route Route, host string, claimedElsewhere bool) s
 		return "/"
 	}
 	route.PathExact = false
-	return paths.serving(route, host, exact).prefix
+	return paths.serving(route, host, exact, listed).prefix
 }
 
 // repath returns paths with the tries under the keys of old and e (either

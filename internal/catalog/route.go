@@ -163,7 +163,7 @@ func anyIn(list, sorted []*entry) bool {
 func (s *Snapshot) candidates(route Route, host string, claimedElsewhere bool) ([]*entry, bool) {
 	list, exact, listed := s.claimants(route, host, claimedElsewhere)
 	if paths := s.pathsOf(route, host, listed); paths != nil {
-		list = paths.serving(route, host, exact).claimants
+		list = paths.serving(route, host, exact, listed).claimants
 	}
 	return list, exact
 }
