@@ -6,8 +6,11 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
 // weightCommand is `caddy dicer weight`: POST /dicer/weight (R4c).
@@ -74,8 +77,26 @@ func printWeights(w io.Writer, list []WeightChange) error {
 	return t.Flush()
 }
 
-// weightCell is an instance's weight in `caddy dicer instances`.
-func weightCell(in InstanceStatus) string { return weightString(in.Weight, in.RuntimeWeight) }
+// weightCell is an instance's weight in `caddy dicer instances`: the one
+// in effect, and, while a runtime weight overrides it, its caddy.weight
+// label ("5 (runtime; label 90)"), which takes over again when the runtime
+// weight is cleared.
+func weightCell(in InstanceStatus) string {
+	s := weightString(in.Weight, in.RuntimeWeight)
+	if label := strings.TrimSpace(in.Labels[catalog.LabelWeight]); in.RuntimeWeight && label != "" {
+		s = strings.TrimSuffix(s, ")") + "; label " + cell(clipCell(label)) + ")"
+	}
+	return s
+}
+
+// clipCell is s cut to 16 bytes, with "…" when cut: a label in a table
+// cell.
+func clipCell(s string) string {
+	if len(s) <= 16 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:16], "") + "…"
+}
 
 func weightString(weight int, runtime bool) string {
 	s := strconv.Itoa(weight)

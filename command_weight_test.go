@@ -61,4 +61,22 @@ func TestWeightCommand_R4c_tables(t *testing.T) {
 	if !strings.Contains(out.String(), "WEIGHT") || !strings.Contains(out.String(), " 90 ") {
 		t.Errorf("printInstances:\n%s", out.String())
 	}
+	// A runtime weight shows the label it overrides, escaped and clipped.
+	for _, tc := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{"caddy.weight": "90"}, " 5 (runtime; label 90) "},
+		{nil, " 5 (runtime) "},
+		{map[string]string{"caddy.weight": "9\x1b[2J0123456789abcdef"}, ` 5 (runtime; label 9\x1b[2J0123456789a…) `},
+	} {
+		out.Reset()
+		if err := printInstances(&out, []InstanceStatus{{Kind: "dicer", Daemon: "unix:/d.sock", InstanceStatus: catalog.InstanceStatus{
+			Name: "web-2", Weight: 5, RuntimeWeight: true, Labels: tc.labels, Verdict: "routable"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("labels %q: printInstances:\n%s\nwant %q in it", tc.labels, out.String(), tc.want)
+		}
+	}
 }

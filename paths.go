@@ -16,24 +16,28 @@ import (
 )
 
 // requestPath is the path a request is routed by (R2d), in the form
-// catalog.RequestPath gives: the path the client sent (Caddy's original
+// catalog.RequestPath gives: see clientPath.
+func requestPath(r *http.Request) string { return catalog.RequestPath(clientPath(r)) }
+
+// clientPath is the decoded path the client sent (Caddy's original
 // request), not one that a handler before reverse_proxy rewrote or
 // stripped, so that `uri strip_prefix {dicer.path_prefix}` does not change
 // where the request goes.
-func requestPath(r *http.Request) string {
+func clientPath(r *http.Request) string {
 	if or, ok := r.Context().Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok && or.URL != nil {
-		return catalog.RequestPath(or.URL.Path)
+		return or.URL.Path
 	}
-	return catalog.RequestPath(r.URL.Path)
+	return r.URL.Path
 }
 
-// routeFor is the source's route for r: with its path when one of the
-// catalog's instances has a caddy.path label (R2d), else the route as it
-// is, and no path is read.
+// routeFor is the source's route for r: with the client's path when one
+// of the catalog's instances has a caddy.path label (R2d), which the
+// catalog reads only for a host whose instances have one; else the route
+// as it is.
 func (s *upstreamSource) routeFor(r *http.Request, snap *catalog.Snapshot) catalog.Route {
 	route := s.route
 	if snap.HasPaths() {
-		route.Path = requestPath(r)
+		route.Path = clientPath(r)
 	}
 	return route
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
@@ -64,5 +65,43 @@ func BenchmarkGetUpstreamsPaths(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkGetUpstreamsPathsRatio is BenchmarkGetUpstreamsPaths with the
+// two kinds of routing interleaved in batches of 16 requests, in turns,
+// so that the load of a shared machine weighs on both alike: it reports
+// the ns per call of each and their ratio, paths/host_only (R2d; goal:
+// at most 1.3 at 10 and at 10k hosts).
+func BenchmarkGetUpstreamsPathsRatio(b *testing.B) {
+	const batch = 16
+	for _, n := range []int{10, 10000} {
+		var sources [2]*DicerUpstreams // host only, paths
+		for i := range sources {
+			sources[i] = &DicerUpstreams{upstreamSource: benchSource(&connection{catalog: pathsCatalog(n, i == 1)})}
+		}
+		req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/api/v1/orders", nil)
+		req = req.WithContext(context.WithValue(req.Context(), caddyhttp.OriginalRequestCtxKey, *req))
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			var spent [2]time.Duration
+			calls := 0
+			for b.Loop() {
+				for turn := range 2 {
+					kind := (calls/batch + turn) % 2 // who goes first alternates
+					began := time.Now()
+					for range batch {
+						if ups, _ := sources[kind].GetUpstreams(req); len(ups) != 3 {
+							b.Fatalf("got %d upstreams, want 3", len(ups))
+						}
+					}
+					spent[kind] += time.Since(began)
+				}
+				calls += batch
+			}
+			b.ReportMetric(float64(spent[0].Nanoseconds())/float64(calls), "host_only-ns/call")
+			b.ReportMetric(float64(spent[1].Nanoseconds())/float64(calls), "paths-ns/call")
+			b.ReportMetric(float64(spent[1])/float64(spent[0]), "paths/host_only")
+			b.ReportMetric(0, "ns/op") // a batch of each: see the metrics above
+		})
 	}
 }

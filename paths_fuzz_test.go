@@ -28,6 +28,10 @@ func FuzzPathMatch(f *testing.F) {
 		{"/a/../b", "/", "", "//a//b/"},
 		{"/a", "/a", "/a/b,/c", "/a%2Fb"},
 		{"/x y", "/%41", "/ü", "/Ü/x"},
+		{"/api", "/api/v2", "", "/api/v2/"},
+		{"/a", "/a/b", "", "/a/b/.."},
+		{"/a", "", "", "/."},
+		{"/a/b", "/a", "", "/a/b/c/./d"},
 	} {
 		f.Add(seed[0], seed[1], seed[2], seed[3])
 	}
@@ -44,7 +48,10 @@ func FuzzPathMatch(f *testing.F) {
 		}
 		c := catalog.New(catalog.Options{})
 		c.Replace(list)
-		route := catalog.Route{Port: 80, Path: catalog.RequestPath(reqPath)}
+		if got, want := catalog.RequestPath(reqPath), naiveRequestPath(reqPath); got != want {
+			t.Fatalf("RequestPath(%q) = %q, want %q", reqPath, got, want)
+		}
+		route := catalog.Route{Port: 80, Path: reqPath} // as the client sent it: the catalog normalizes
 		var got []string
 		for _, tg := range c.Snapshot().Targets(nil, route, "h.test") {
 			got = append(got, tg.Instance)
@@ -72,10 +79,7 @@ func FuzzPathMatch(f *testing.F) {
 // pathOracle is R2d the slow way: the instances (by name) a request for
 // rawPath goes to, the prefix matched, and every prefix claimed.
 func pathOracle(labels map[string]string, rawPath string) (names []string, prefix string, claimed []string) {
-	p := "/"
-	if strings.HasPrefix(rawPath, "/") {
-		p = path.Clean(strings.ToLower(rawPath))
-	}
+	p := naiveRequestPath(rawPath)
 	prefixes := map[string][]string{} // name -> prefixes; nil: no label; empty: not valid
 	for name, raw := range labels {
 		if strings.TrimSpace(raw) == "" {
@@ -117,6 +121,15 @@ func pathOracle(labels map[string]string, rawPath string) (names []string, prefi
 		}
 	}
 	return names, prefix, claimed
+}
+
+// naiveRequestPath is catalog.RequestPath without its shortcut for a path
+// already in form.
+func naiveRequestPath(rawPath string) string {
+	if !strings.HasPrefix(rawPath, "/") {
+		return "/"
+	}
+	return path.Clean(strings.ToLower(rawPath))
 }
 
 // caddyMatches reports whether Caddy's `path prefix prefix/*` matches a

@@ -95,13 +95,47 @@ func NormalizePathPrefix(p string) (prefix, why string) {
 // Caddy's path matcher reads (`path /api /api/*`): the decoded path
 // (URL.Path) in lower case, with `.` and `..` segments resolved and
 // doubled slashes merged (path.Clean). A path that does not start with `/`
-// (`*`, an empty one) is the root. It does not allocate for a path already
-// in that form.
+// (`*`, an empty one) is the root. A path already in that form, the usual
+// case, costs one pass over its bytes and no allocation.
 func RequestPath(p string) string {
+	if isRequestPath(p) {
+		return p
+	}
 	if p == "" || p[0] != '/' {
 		return "/"
 	}
 	return path.Clean(strings.ToLower(p))
+}
+
+// isRequestPath reports whether p is in the form RequestPath gives, in one
+// pass: a leading `/`, no upper-case or non-ASCII byte (strings.ToLower
+// would change it), no empty, `.` or `..` segment, no trailing `/` but
+// the root's.
+func isRequestPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	if len(p) == 1 {
+		return true
+	}
+	start := 1 // of the current segment
+	for i := 1; i <= len(p); i++ {
+		if i < len(p) {
+			c := p[i]
+			if c != '/' {
+				if c >= 'A' && c <= 'Z' || c >= utf8.RuneSelf {
+					return false
+				}
+				continue
+			}
+		}
+		switch p[start:i] {
+		case "", ".", "..":
+			return false
+		}
+		start = i + 1
+	}
+	return true
 }
 
 // PathMatches reports whether prefix (from NormalizePathPrefix) matches the
@@ -113,14 +147,20 @@ func PathMatches(prefix, p string) bool {
 
 // pathNode is one node of the segment trie of the instances a route may
 // send a host's requests to (R2d): the instances that claim its prefix,
-// by name, and the nodes one segment deeper. The root holds the instances
-// without a caddy.path label and those that list `/`. A trie is built when
-// a snapshot is published, for a host, a wildcard suffix or a view with an
-// instance labelled caddy.path, and never changes after.
+// by name, and the nodes one segment deeper, sorted by segment. The root
+// holds the instances without a caddy.path label and those that list `/`.
+// A trie is built when a snapshot is published, for a host, a wildcard
+// suffix or a view with an instance labelled caddy.path, and never changes
+// after.
 type pathNode struct {
 	prefix    string
+	seg       string // the last segment of prefix
 	claimants []*entry
-	children  map[string]*pathNode
+	children  []*pathNode
+	// serves is whether one of claimants serves every host of the trie's
+	// key in any case (not restricted to other hosts): a request then
+	// stops at this node without asking each claimant (see longest).
+	serves bool
 }
 
 // buildPaths is the trie of list (sorted by name), or nil when no instance
@@ -130,22 +170,24 @@ func buildPaths(list []*entry) *pathNode {
 		return nil
 	}
 	root := &pathNode{prefix: "/"}
+	made := map[string]*pathNode{"/": root} // by prefix, while building
 	for _, e := range list {
 		if !e.pathed {
 			root.claimants = append(root.claimants, e)
 			continue
 		}
 		for _, p := range e.paths {
-			n := root.at(p, true)
+			n := root.grow(p, made)
 			n.claimants = append(n.claimants, e)
 		}
 	}
+	root.finish()
 	return root
 }
 
-// at is the node of prefix (from NormalizePathPrefix), made if create,
-// else nil when there is none.
-func (n *pathNode) at(prefix string, create bool) *pathNode {
+// grow is the node of prefix (from NormalizePathPrefix) under the root n,
+// with the nodes on its way, made where made (by prefix) has none.
+func (n *pathNode) grow(prefix string, made map[string]*pathNode) *pathNode {
 	for i := 1; i < len(prefix); {
 		j := strings.IndexByte(prefix[i:], '/')
 		if j < 0 {
@@ -153,19 +195,56 @@ func (n *pathNode) at(prefix string, create bool) *pathNode {
 		} else {
 			j += i
 		}
-		seg := prefix[i:j]
-		child := n.children[seg]
+		child := made[prefix[:j]]
 		if child == nil {
-			if !create {
-				return nil
-			}
-			if n.children == nil {
-				n.children = make(map[string]*pathNode)
-			}
-			child = &pathNode{prefix: prefix[:j]}
-			n.children[seg] = child
+			child = &pathNode{prefix: prefix[:j], seg: prefix[i:j]}
+			made[prefix[:j]] = child
+			n.children = append(n.children, child)
 		}
 		n, i = child, j+1
+	}
+	return n
+}
+
+// finish sorts the children of n and of the nodes below it by segment,
+// for child, and notes which nodes have an unrestricted claimant.
+func (n *pathNode) finish() {
+	slices.SortFunc(n.children, func(a, b *pathNode) int { return strings.Compare(a.seg, b.seg) })
+	n.serves = slices.ContainsFunc(n.claimants, func(e *entry) bool { return !e.restricted })
+	for _, c := range n.children {
+		c.finish()
+	}
+}
+
+// child is the node one segment seg deeper, nil if none: a comparison
+// per child for a few, a binary search for more; no hashing.
+func (n *pathNode) child(seg string) *pathNode {
+	if len(n.children) <= 8 {
+		for _, c := range n.children {
+			if c.seg == seg {
+				return c
+			}
+		}
+		return nil
+	}
+	i, ok := slices.BinarySearchFunc(n.children, seg, func(c *pathNode, seg string) int { return strings.Compare(c.seg, seg) })
+	if !ok {
+		return nil
+	}
+	return n.children[i]
+}
+
+// at is the node of prefix (from NormalizePathPrefix), nil when there is
+// none.
+func (n *pathNode) at(prefix string) *pathNode {
+	for i := 1; n != nil && i < len(prefix); {
+		j := strings.IndexByte(prefix[i:], '/')
+		if j < 0 {
+			j = len(prefix)
+		} else {
+			j += i
+		}
+		n, i = n.child(prefix[i:j]), j+1
 	}
 	return n
 }
@@ -173,8 +252,10 @@ func (n *pathNode) at(prefix string, create bool) *pathNode {
 // longest is the deepest node on the way of p (from RequestPath) with a
 // claimant that serves host (in any state: a prefix whose instances are
 // all down is still claimed, and its requests never fall to a shorter
-// one), else the root: one map lookup per segment of p.
-func (n *pathNode) longest(p, host string, exact bool) *pathNode {
+// one), else the root: one walk of p, comparing each segment with the
+// node's children. With listed, n is the trie of host's exact listing,
+// every instance of which serves host: a node with a claimant is claimed.
+func (n *pathNode) longest(p, host string, exact, listed bool) *pathNode {
 	best := n
 	for rest := p; len(rest) > 1; {
 		rest = rest[1:]
@@ -184,16 +265,11 @@ func (n *pathNode) longest(p, host string, exact bool) *pathNode {
 		} else {
 			rest = ""
 		}
-		child := n.children[seg]
-		if child == nil {
+		if n = n.child(seg); n == nil {
 			break
 		}
-		n = child
-		for _, e := range n.claimants {
-			if e.servesHost(host, exact) {
-				best = n
-				break
-			}
+		if len(n.claimants) > 0 && (listed || n.serves || slices.ContainsFunc(n.claimants, func(e *entry) bool { return e.servesHost(host, exact) })) {
+			best = n
 		}
 	}
 	return best
@@ -201,16 +277,16 @@ func (n *pathNode) longest(p, host string, exact bool) *pathNode {
 
 // serving is the node whose claimants serve a request of route for host:
 // the longest claimed prefix of route.Path, or, with route.PathExact, the
-// node of route.Path itself (noPath when nobody claims it).
-func (n *pathNode) serving(route Route, host string, exact bool) *pathNode {
-	p := route.Path
-	if p == "" {
-		p = "/"
-	}
+// node of route.Path itself (noPath when nobody claims it). listed is as
+// for longest.
+func (n *pathNode) serving(route Route, host string, exact, listed bool) *pathNode {
 	if !route.PathExact {
-		return n.longest(p, host, exact)
+		return n.longest(RequestPath(route.Path), host, exact, listed)
 	}
-	if node := n.at(p, false); node != nil {
+	if route.Path == "" {
+		return n
+	}
+	if node := n.at(route.Path); node != nil {
 		return node
 	}
 	return &noPath
@@ -247,7 +323,7 @@ func (s *Snapshot) pathsOf(route Route, host string, listed bool) *pathNode {
 
 // PathPrefix is the longest prefix that an instance serving host on route,
 // in any state, claims of route.Path (R2d): "/" when none does. With
-// claimedElsewhere, as for Pick. A map lookup per segment of the path,
+// claimedElsewhere, as for Pick. A walk of the path through the trie,
 // after the host lookup; no allocation.
 func (s *Snapshot) PathPrefix(route Route, host string, claimedElsewhere bool) string {
 	_, exact, listed := s.claimants(route, host, claimedElsewhere)
@@ -256,7 +332,7 @@ func (s *Snapshot) PathPrefix(route Route, host string, claimedElsewhere bool) s
 		return "/"
 	}
 	route.PathExact = false
-	return paths.serving(route, host, exact).prefix
+	return paths.serving(route, host, exact, listed).prefix
 }
 
 // repath returns paths with the tries under the keys of old and e (either

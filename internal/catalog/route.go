@@ -16,11 +16,12 @@ type Route struct {
 	// Network is the route's network setting: the network to reach
 	// instances on when they are on several (R11); "" when unset.
 	Network string
-	// Path is the request's path, from RequestPath ("" is "/"), set per
+	// Path is the request's decoded path (URL.Path; "" is "/"), set per
 	// request on a copy of the route (R2d): of the instances serving the
 	// host, only those claiming the longest prefix of it that one of them
 	// claims in caddy.path serve it, and those without caddy.path (or
-	// listing `/`) when none claims one.
+	// listing `/`) when none claims one. It is put in RequestPath's form
+	// only for a host whose candidates have a caddy.path label.
 	Path string
 	// PathExact makes Path the prefix served, as it is: a `dynamic multi`
 	// sets it to the longest prefix over all its daemons (PathPrefix).
@@ -162,7 +163,7 @@ func anyIn(list, sorted []*entry) bool {
 func (s *Snapshot) candidates(route Route, host string, claimedElsewhere bool) ([]*entry, bool) {
 	list, exact, listed := s.claimants(route, host, claimedElsewhere)
 	if paths := s.pathsOf(route, host, listed); paths != nil {
-		list = paths.serving(route, host, exact).claimants
+		list = paths.serving(route, host, exact, listed).claimants
 	}
 	return list, exact
 }
