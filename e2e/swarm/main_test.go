@@ -201,7 +201,8 @@ CMD ["run", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]
 // over plain HTTP (on :81 to their virtual IPs), and over HTTPS with on-demand certificates from Caddy's
 // internal CA that the swarm permission allows. The retry settings are
 // the README's for zero-downtime deploys. weightedHost is routed with
-// lb_policy dicer_weighted (R4c), and TCP connections to :82 go to the
+// lb_policy dicer_weighted (R4c), stickyHost with lb_policy dicer_sticky
+// (R4d), and TCP connections to :82 go to the
 // tasks of the services labelled l4=swarm (dicer_proxy, R14).
 const caddyfile = `{
 	local_certs
@@ -226,6 +227,15 @@ http://weighted.swarm.test {
 	reverse_proxy {
 		dynamic swarm
 		lb_policy dicer_weighted
+		lb_try_duration 5s
+		lb_try_interval 50ms
+	}
+}
+
+http://sticky.swarm.test {
+	reverse_proxy {
+		dynamic swarm
+		lb_policy dicer_sticky
 		lb_try_duration 5s
 		lb_try_interval 50ms
 	}
