@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/docker/docker/api/types/container"
 
@@ -150,4 +151,43 @@ func freshAnswered(t *testing.T, host string, n int) {
 		}
 		return len(seen) >= n
 	})
+}
+
+// Path prefixes (R2d) on the real Engine: three containers at no path,
+// /api and /api/v2 behind one route; each request goes to the instances
+// of the longest prefix that matches on segment boundaries, the rest to
+// the one without caddy.path; when /api/v2's container is removed, its
+// requests fall back to /api's.
+func TestDocker_R2d_path_prefixes(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("r2d")
+	dockertest.Start(t, cli, dockertest.Options{Name: "r2d-root", Labels: map[string]string{"app": app}})
+	dockertest.Start(t, cli, dockertest.Options{Name: "r2d-api", Labels: map[string]string{"app": app, "caddy.path": "/api"}})
+	v2 := dockertest.Start(t, cli, dockertest.Options{Name: "r2d-v2", Labels: map[string]string{"app": app, "caddy.path": "/api/v2"}})
+	tester, _ := dockerCaddy(t, "", fmt.Sprintf(`
+:%d {
+	reverse_proxy {
+		dynamic docker app=%s 8080
+	}
+}`, httpPort, app))
+	host := hostName("r2d")
+	answers(t, tester, host, http.StatusOK, hello("r2d-root"))
+	servedBy := func(path, want string) {
+		t.Helper()
+		testkit.Eventually(t, waitFor, path+" served by "+want, func() bool {
+			r, _ := getRetry(host, path, time.Second)
+			return r.err == nil && r.status == http.StatusOK && r.body == hello(want)
+		})
+	}
+	for _, c := range []struct{ path, want string }{
+		{"/", "r2d-root"}, {"/apix", "r2d-root"}, {"/x/api", "r2d-root"},
+		{"/api", "r2d-api"}, {"/api/", "r2d-api"}, {"/api/x", "r2d-api"}, {"/api/v2x", "r2d-api"},
+		{"/api/v2", "r2d-v2"}, {"/api/v2/users/1", "r2d-v2"}, {"/api/%76%32/y", "r2d-v2"}, {"/x/../api/v2/y", "r2d-v2"},
+	} {
+		servedBy(c.path, c.want)
+	}
+	if err := cli.ContainerRemove(t.Context(), v2.ID, container.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	servedBy("/api/v2/users/1", "r2d-api")
 }
