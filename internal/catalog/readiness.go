@@ -149,7 +149,6 @@ func (c *Catalog) probeWatched(sel selector.Selector) {
 		e := *old
 		if r := c.startProbe(&e); r.Gen != 0 {
 			c.byID[id] = &e
-			c.noteSleeper(old, &e) // R5l: not ready now
 			c.probe(r)
 		}
 	}
