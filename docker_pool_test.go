@@ -74,7 +74,7 @@ func TestDocker_R5j_pool_grows_under_load_and_shrinks(t *testing.T) {
 		cs = append(cs, dockertest.Start(t, cli, opts))
 	}
 	ev := testkit.WatchContainer(t, cli, cs[1].ID)
-	tester, _ := dockerCaddy(t, "", standbySite(app, ""))
+	tester, logFile := dockerCaddy(t, "", standbySite(app, ""))
 	awaitListed(t, app)
 	mustGet(t, tester, host, http.StatusOK, hello("pl-grow-1"))
 
@@ -143,6 +143,7 @@ func TestDocker_R5j_pool_grows_under_load_and_shrinks(t *testing.T) {
 	t.Logf("step to 300 clients -> start of pl-grow-2: %s; its start -> listening: %s; listening -> routed a request: between %s and %s (goal: 20 ms)",
 		started.Sub(step).Round(time.Millisecond), listening.Sub(started).Round(time.Millisecond),
 		from.Sub(listening).Round(time.Millisecond), routable.Sub(listening).Round(time.Millisecond))
+	logGrowth(t, logFile, cs[1].Name, started, listening)
 	if d := from.Sub(listening); !listening.IsZero() && d > 15*time.Second { // loose: a loaded 2-core machine
 		t.Errorf("no request to pl-grow-2 began within %s of its listening", d)
 	}
@@ -167,6 +168,40 @@ func TestDocker_R5j_pool_grows_under_load_and_shrinks(t *testing.T) {
 		t.Errorf("back to 1 running %s after the load stopped", d)
 	}
 	waitState(t, cli, cs[0], "running", time.Second)
+}
+
+// logGrowth logs, from Caddy's log, how the wake of the grown instance
+// went: the threshold crossing (Grow's line), the start call's event
+// (started), the container listening (its own clock), the readiness
+// probe's verdict and its joining the rotation, with the overhead
+// (routable less listening, the goal 20 ms). Timings are reported, not
+// asserted.
+func logGrowth(t *testing.T, logFile, name string, started, listening time.Time) {
+	t.Helper()
+	at := func(msg string) (time.Time, map[string]any) {
+		for _, e := range testkit.LogEntries(logFile) {
+			if e["instance"] == name && strings.HasPrefix(fmt.Sprint(e["msg"]), msg) {
+				ts, _ := e["ts"].(float64)
+				return time.Unix(0, int64(ts*1e9)), e
+			}
+		}
+		return time.Time{}, nil
+	}
+	crossed, _ := at("every routable instance is past its caddy.soft_limit")
+	probed, probe := at("instance accepts connections")
+	if t, e := at("woken instance accepts connections"); !t.IsZero() && (probed.IsZero() || t.Before(probed)) {
+		probed, probe = t, e // the fast path of a wake's probe decided
+	}
+	joined, _ := at("instance joins rotation")
+	since := func(a, b time.Time) string {
+		if a.IsZero() || b.IsZero() {
+			return "?"
+		}
+		return b.Sub(a).Round(100 * time.Microsecond).String()
+	}
+	t.Logf("growth of %s: threshold crossing -> start event %s -> listening %s -> probe accepted %s (%v: attempts %v, probing for %v s) -> routable %s; overhead routable - listening: %s (goal 20 ms)",
+		name, since(crossed, started), since(started, listening), since(listening, probed), probe["msg"], probe["attempts"], probe["after"],
+		since(probed, joined), since(listening, joined))
 }
 
 func mergeCounts(a, b map[string]int) map[string]int {

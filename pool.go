@@ -2,6 +2,7 @@ package caddydicer
 
 import (
 	"context"
+	"net"
 	"sync"
 	"time"
 
@@ -73,6 +74,8 @@ type connection struct {
 	settled chan struct{}
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// woken counts the fast-path probes of woken instances (probeWoken).
+	woken sync.WaitGroup
 }
 
 // Destruct stops following the daemon; the pool calls it when the last
@@ -85,6 +88,7 @@ func (c *connection) Destruct() error {
 	c.cancel()
 	<-c.done
 	c.prober.Wait()
+	c.woken.Wait()
 	if c.standby != nil {
 		c.standby.Close()
 		release(c.standbyKey)
@@ -107,8 +111,8 @@ func dial(spec connSpec) (*connection, error) {
 		}
 		c.metrics = newConnMetrics(c.kind, c.address)
 		opts := spec.opts
-		opts.Probe = func(r catalog.ProbeRequest) { c.prober.Probe(r) }
-		opts.Froze = func(string) { c.routes.closeIdle() } // R5a, idleconns.go
+		opts.Probe = func(r catalog.ProbeRequest) { c.probe(runCtx, r, spec.readinessTimeout, spec.opts.Logger) } // R1a, and its fast path for a wake
+		opts.Froze = func(string) { c.routes.closeIdle() }                                                        // R5a, idleconns.go
 		c.catalog = catalog.New(opts)
 		c.prober = readiness.New(runCtx, spec.readinessTimeout, 0, c.markReady, spec.opts.Logger)
 		if spec.actions != nil {
@@ -214,5 +218,75 @@ func (c *connection) settle(ctx context.Context, logger *zap.Logger, deadline ti
 func release(key string) {
 	if key != "" {
 		_, _ = connections.Delete(key)
+	}
+}
+
+// The readiness probe's fast path for an instance Caddy is waking (R5c,
+// R5j): the prober (R1a) paces its attempts on everything it probes, and
+// backs off to a fifth of the time waited after the first second, so an
+// instance woken under load (a pool growing) could wait hundreds of
+// milliseconds past its listening. A wake is rare and bounded
+// (max_wakes), so its instance is also probed by a goroutine of its own:
+// one attempt every wokenProbeEvery, from the catalog's request (the
+// description after the start event) until it accepts, the wake ends or
+// the readiness timeout passes. Its verdict goes to the catalog as the
+// prober's would; the later one is ignored there.
+
+const (
+	// wokenProbeEvery is the pause between two attempts on a woken
+	// instance.
+	wokenProbeEvery = 2 * time.Millisecond
+	// wokenAttemptTimeout bounds one attempt.
+	wokenAttemptTimeout = 250 * time.Millisecond
+)
+
+// probe sends r to the prober and, for an instance being woken, starts
+// its fast path. The catalog calls it with its lock held: it does not
+// block.
+func (c *connection) probe(ctx context.Context, r catalog.ProbeRequest, timeout time.Duration, logger *zap.Logger) {
+	c.prober.Probe(r)
+	if c.standby == nil || !c.standby.Waking(r.ID) {
+		return
+	}
+	c.woken.Add(1)
+	go func() {
+		defer c.woken.Done()
+		c.probeWoken(ctx, r, timeout, logger)
+	}()
+}
+
+// probeWoken tries r's dial addresses every wokenProbeEvery until one
+// accepts (the instance is ready), the wake ends, the catalog has a
+// verdict, or timeout (0: the prober's default) passes.
+func (c *connection) probeWoken(ctx context.Context, r catalog.ProbeRequest, timeout time.Duration, logger *zap.Logger) {
+	if timeout <= 0 {
+		timeout = readiness.DefaultTimeout
+	}
+	start := time.Now()
+	deadline := start.Add(timeout)
+	d := net.Dialer{Timeout: wokenAttemptTimeout}
+	pause := time.NewTimer(0)
+	defer pause.Stop()
+	for attempts := 1; ; attempts++ {
+		select {
+		case <-pause.C:
+		case <-ctx.Done():
+			return
+		}
+		for _, addr := range r.Dials {
+			if conn, err := d.DialContext(ctx, "tcp", addr); err == nil {
+				_ = conn.Close()
+				if !c.catalog.InstanceReady(r.ID) {
+					logger.Debug("woken instance accepts connections", zap.String("instance", r.Name), zap.String("dial", addr),
+						zap.Int("attempts", attempts), zap.Duration("after", time.Since(start)))
+					c.markReady(r.ID, r.Gen, true)
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) || !c.standby.Waking(r.ID) || c.catalog.InstanceReady(r.ID) {
+			return // the prober's verdict decides
+		}
+		pause.Reset(wokenProbeEvery)
 	}
 }

@@ -67,6 +67,9 @@ type Catalog struct {
 	// maintenanceKeys their texts in order (R5i, maintenance.go).
 	maintenance     map[string]maintenanceRule
 	maintenanceKeys []string
+	// feed records the sleepers that changed, for the idle loop (R5l,
+	// sleepers.go).
+	feed sleeperFeed
 }
 
 // Snapshot is the catalog at one moment: the index by exact host, the
@@ -326,6 +329,14 @@ func (c *Catalog) Replace(instances []Instance) {
 	}
 	prev := c.byID
 	c.byID = next
+	for id, old := range prev {
+		c.noteSleeper(old, next[id]) // R5l
+	}
+	for id, e := range next {
+		if prev[id] == nil {
+			c.noteSleeper(nil, e)
+		}
+	}
 
 	all := make([]*entry, 0, len(next))
 	for _, e := range next {
@@ -374,6 +385,7 @@ func (c *Catalog) Replace(instances []Instance) {
 // deleted). Only the hosts and wildcard suffixes the two claim and the
 // views they match change.
 func (c *Catalog) publish(snap *Snapshot, old, e *entry) {
+	c.noteSleeper(old, e) // R5l
 	byHost := func(e *entry) []string { return e.hosts }
 	byWildcard := func(e *entry) []string { return e.wildcards }
 	hosts := reindex(snap.hosts, old, e, byHost)

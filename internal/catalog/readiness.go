@@ -149,6 +149,7 @@ func (c *Catalog) probeWatched(sel selector.Selector) {
 		e := *old
 		if r := c.startProbe(&e); r.Gen != 0 {
 			c.byID[id] = &e
+			c.noteSleeper(old, &e) // R5l: not ready now
 			c.probe(r)
 		}
 	}

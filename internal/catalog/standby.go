@@ -365,11 +365,7 @@ func (c *Catalog) Sleepers(dst []Sleeper) []Sleeper {
 		if e.activity == nil {
 			continue
 		}
-		dst = append(dst, Sleeper{
-			ID: e.inst.ID, Name: e.inst.Name, Labels: e.inst.Labels, State: e.inst.State,
-			Policy: e.standby, Activity: e.activity, Seq: e.seq, StartEvent: e.startEvent, StopEvent: e.stopEvent,
-			Ready: e.ready(),
-		})
+		dst = append(dst, e.sleeper())
 	}
 	return dst
 }

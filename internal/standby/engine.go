@@ -101,6 +101,10 @@ type Engine struct {
 	members  map[*Waker]bool            // the connections' parts
 	denied   bool                       // a write was refused once (logged once)
 	cycles   map[string]bool            // pairs of instances warned of a caddy.depends_on cycle (R5k)
+
+	// waking holds the IDs of the wakes in progress, for Waking: read
+	// under the catalog's lock, where e.mu may not be taken.
+	waking sync.Map
 }
 
 // sharedActivity is the Activity every connection's catalog entry for one

@@ -11,9 +11,13 @@ import (
 
 // idleLoop puts labelled instances on standby once idle: no request
 // routed to them through this Caddy for their standby_after, and none in
-// flight. It wakes at the earliest time one may be due, at each catalog
-// change (an instance starts or stops), and when an instance is served
-// for the first time since it started; it never asks the daemon.
+// flight. Each instance has its own deadline, kept in a queue by time
+// (R5l): the loop wakes at the earliest one and looks at the instances
+// due then only; a change in the catalog makes it look at the instances
+// that changed only, as does an instance served for the first time since
+// it started. An instance's requests move its deadline lazily: when it
+// comes, the loop sees the later request and sets the next one. It never
+// asks the daemon, and thousands of instances asleep cost it nothing.
 //
 // Activities are linked to the Engine's shared ones first (R5f): the
 // idle time and requests in flight are those of every connection to the
@@ -25,67 +29,126 @@ import (
 // Caddy, or an operator, started and that this one never served is left
 // running.
 func (w *Waker) idleLoop() {
-	busy := map[string]time.Time{} // ID -> when this loop last saw requests in flight
+	q := newIdleQueue()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var sleepers []catalog.Sleeper
-	var dependents []catalog.Dependent
+	changes := w.catalog.SleeperChanges()
+	var batch []catalog.SleeperChange
+	var touched []*catalog.Activity
 	for {
-		changed := w.catalog.Snapshot().Changed()
 		now := w.now()
-		sleepers = w.catalog.Sleepers(sleepers[:0])
-		w.link(sleepers)
-		next := now.Add(time.Hour)
-		seen := make(map[string]bool, len(sleepers))
-		dependents = w.catalog.Dependents(dependents[:0]) // R5k
-		for _, s := range sleepers {
-			seen[s.ID] = true
-			if s.Policy.After == 0 {
-				continue // counted for its caddy.soft_limit only (R5j)
-			}
-			if s.State != catalog.StateRunning && s.State != catalog.StateStarting {
-				s.Activity.Reset()
-				delete(busy, s.ID)
-				continue
-			}
-			last := s.Activity.Last()
-			if !s.Ready || last.IsZero() {
-				continue // not up yet, or not served by this Caddy since it was down
-			}
-			if s.Activity.InFlight() > 0 {
-				busy[s.ID] = now
-				next = earliest(next, now.Add(busyRecheck(s.Policy.After)))
-				continue
-			}
-			idleSince := last
-			if b := busy[s.ID]; b.After(idleSince) {
-				idleSince = b
-			}
-			due := idleSince.Add(s.Policy.After)
-			if now.Before(due) {
-				next = earliest(next, due)
-				continue
-			}
-			if dependedOn(s, dependents) {
-				continue // looked at again when they change (R5k)
-			}
-			w.putOnStandby(s, idleSince)
+		batch = w.catalog.TakeSleeperChanges(batch[:0])
+		if len(batch) > 0 {
+			w.apply(q, batch, now)
 		}
-		for id := range busy {
-			if !seen[id] {
-				delete(busy, id)
+		touched = w.takeTouched(touched[:0])
+		for _, a := range touched {
+			if it := q.byAct[a]; it != nil {
+				w.consider(q, it, now)
 			}
 		}
-		w.forgetFailures()
-		timer.Reset(next.Sub(w.now()))
+		for it := q.peek(); it != nil && !now.Before(it.due); it = q.peek() {
+			q.unschedule(it)
+			w.consider(q, it, now)
+		}
+		next := time.Hour
+		if it := q.peek(); it != nil {
+			next = it.due.Sub(w.now())
+		}
+		timer.Reset(next)
 		select {
-		case <-changed:
+		case <-changes:
 		case <-w.kicks:
 		case <-timer.C:
 		case <-w.ctx.Done():
 			return
 		}
 	}
+}
+
+// apply takes the catalog's changes of instances into the queue: each
+// changed one is linked (or unlinked, gone) and looked at again; a change
+// of an instance that depends on others looks again at those held up by
+// their dependents (R5k).
+func (w *Waker) apply(q *idleQueue, batch []catalog.SleeperChange, now time.Time) {
+	dependents, gone := false, false
+	for _, ch := range batch {
+		if _, was := q.dependents[ch.ID]; was || ch.Dependent != nil {
+			dependents = true
+		}
+		if ch.Dependent != nil {
+			q.dependents[ch.ID] = *ch.Dependent
+		} else {
+			delete(q.dependents, ch.ID)
+		}
+		if !ch.IsSleeper {
+			if it := q.byID[ch.ID]; it != nil {
+				q.drop(it)
+				w.unlink(ch.ID)
+				gone = true
+			}
+			continue
+		}
+		it := q.byID[ch.ID]
+		if it == nil {
+			it = q.add(ch.Sleeper)
+		} else {
+			q.update(it, ch.Sleeper)
+		}
+		w.linkOne(ch.Sleeper)
+		w.consider(q, it, now)
+	}
+	if dependents {
+		for _, it := range q.held {
+			w.consider(q, it, now)
+		}
+	}
+	if gone {
+		w.forgetFailures()
+	}
+}
+
+// consider looks at one instance now and sets when to look again, if
+// ever: it is put on standby when due, idle and depended on by no
+// instance up.
+func (w *Waker) consider(q *idleQueue, it *idleItem, now time.Time) {
+	q.unschedule(it)
+	delete(q.held, it.s.ID)
+	s := it.s
+	if s.Policy.After == 0 {
+		return // counted for its caddy.soft_limit only (R5j)
+	}
+	if s.State != catalog.StateRunning && s.State != catalog.StateStarting {
+		s.Activity.Reset()
+		it.busy = time.Time{}
+		return
+	}
+	last := s.Activity.Last()
+	if !s.Ready || last.IsZero() {
+		return // not up yet, or not served by this Caddy since it was down: a change or its first request
+	}
+	if s.Activity.InFlight() > 0 {
+		it.busy = now
+		q.schedule(it, now.Add(busyRecheck(s.Policy.After)))
+		return
+	}
+	idleSince := last
+	if it.busy.After(idleSince) {
+		idleSince = it.busy
+	}
+	if due := idleSince.Add(s.Policy.After); now.Before(due) {
+		q.schedule(it, due)
+		return
+	}
+	if dependedOn(s, q.dependents) {
+		q.held[s.ID] = it // looked at again when a dependent changes (R5k)
+		return
+	}
+	w.putOnStandby(s, idleSince)
+	// Looked at again in a while, in case it is still up then (a request
+	// came meanwhile, or the call failed); the catalog's change of it
+	// comes first if it goes down.
+	q.schedule(it, now.Add(busyRecheck(s.Policy.After)))
 }
 
 // busyRecheck is how often an instance with requests in flight is looked
@@ -95,44 +158,38 @@ func busyRecheck(after time.Duration) time.Duration {
 	return min(max(after/4, 100*time.Millisecond), 10*time.Second)
 }
 
-func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
-// link links the Activity of each of the catalog's labelled instances to
-// the engine's shared one for its ID (made for the first connection that
-// sees it), and unlinks those of instances the catalog no longer has.
-func (w *Waker) link(sleepers []catalog.Sleeper) {
+// linkOne links the Activity of one of the catalog's labelled instances
+// to the engine's shared one for its ID (made for the first connection
+// that sees it).
+func (w *Waker) linkOne(s catalog.Sleeper) {
 	e := w.engine
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	seen := make(map[string]bool, len(sleepers))
-	for _, s := range sleepers {
-		seen[s.ID] = true
-		old := w.linked[s.ID]
-		if old == s.Activity {
-			continue
-		}
-		if old != nil {
-			e.unlinkLocked(s.ID, old)
-		}
-		sa := e.shared[s.ID]
-		if sa == nil {
-			sa = &sharedActivity{act: catalog.NewActivity()}
-			e.shared[s.ID] = sa
-		}
-		sa.refs++
-		s.Activity.Link(sa.act)
-		w.linked[s.ID] = s.Activity
+	old := w.linked[s.ID]
+	if old == s.Activity {
+		return
 	}
-	for id, a := range w.linked {
-		if !seen[id] {
-			e.unlinkLocked(id, a)
-			delete(w.linked, id)
-		}
+	if old != nil {
+		e.unlinkLocked(s.ID, old)
+	}
+	sa := e.shared[s.ID]
+	if sa == nil {
+		sa = &sharedActivity{act: catalog.NewActivity()}
+		e.shared[s.ID] = sa
+	}
+	sa.refs++
+	s.Activity.Link(sa.act)
+	w.linked[s.ID] = s.Activity
+}
+
+// unlink undoes linkOne for an instance the catalog no longer has.
+func (w *Waker) unlink(id string) {
+	e := w.engine
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if a := w.linked[id]; a != nil {
+		e.unlinkLocked(id, a)
+		delete(w.linked, id)
 	}
 }
 
@@ -158,6 +215,19 @@ func (e *Engine) catalogs() []*catalog.Catalog {
 	return cats
 }
 
+// maxStandbyCalls bounds the stop and pause calls a connection has in
+// flight (R5l): thousands of instances due at once are put on standby by
+// a few workers in turn, not by a goroutine each contending for the
+// catalogs and the Engine.
+const maxStandbyCalls = 16
+
+// standbyJob is an instance to put on standby: its view when it was due,
+// its last request then, and when it became idle.
+type standbyJob struct {
+	s               catalog.Sleeper
+	last, idleSince time.Time
+}
+
 // putOnStandby stops or pauses an idle instance, in the background, once
 // at a time per instance whatever the connection; a failure is logged and
 // retried at its next idle time only. idleSince is when its last request
@@ -172,50 +242,78 @@ func (w *Waker) putOnStandby(s catalog.Sleeper, idleSince time.Time) {
 	}
 	e.acting[s.ID] = true
 	e.mu.Unlock()
-	last := s.Activity.Last()
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		defer func() {
-			e.mu.Lock()
-			delete(e.acting, s.ID)
-			e.mu.Unlock()
-		}()
-		if !s.Activity.Last().Equal(last) || s.Activity.InFlight() > 0 {
-			return // a request came meanwhile
-		}
-		ctx, cancel := context.WithTimeout(w.ctx, actionTimeout)
-		defer cancel()
-		action, call := "stop", e.actions.Stop
-		if s.Policy.Pause {
-			action, call = "pause", e.actions.Pause
-		}
-		idle := w.now().Sub(idleSince).Round(time.Millisecond)
-		// Out of its rotations, in every connection's catalog, before the
-		// call: no request may reach a container being frozen or
-		// drained; one that comes meanwhile waits and wakes it once it is
-		// down.
-		cats := e.catalogs()
-		for _, c := range cats {
-			c.StoppingBecause(s.ID, "idle for "+idle.String()+": Caddy puts it on standby ("+action+")")
-		}
-		if err := call(ctx, s.ID, s.Labels); err != nil {
-			for _, c := range cats {
-				c.CancelStopping(s.ID) // still up: back in its rotations
-			}
-			if w.ctx.Err() == nil {
-				s.Activity.Touch(w.now()) // not again before standby_after
-				if e.actions.Denied(err) && !e.firstDenial() {
-					return // said once per Engine
-				}
-				w.logger.Warn("cannot put idle instance on standby", zap.String("instance", s.Name),
-					zap.String("action", action), zap.Error(err))
-			}
+	w.jobsMu.Lock()
+	defer w.jobsMu.Unlock()
+	w.jobs = append(w.jobs, standbyJob{s: s, last: s.Activity.Last(), idleSince: idleSince})
+	if w.jobWorkers < maxStandbyCalls {
+		w.jobWorkers++
+		w.wg.Add(1)
+		go w.standbyWorker()
+	}
+}
+
+// standbyWorker runs the jobs of putOnStandby, in order, until none is
+// left.
+func (w *Waker) standbyWorker() {
+	defer w.wg.Done()
+	for {
+		w.jobsMu.Lock()
+		if len(w.jobs) == 0 {
+			w.jobWorkers--
+			w.jobs = nil // its array may be large
+			w.jobsMu.Unlock()
 			return
 		}
-		w.logger.Info("instance on standby", zap.String("instance", s.Name), zap.String("action", action),
-			zap.Duration("idle", idle))
+		job := w.jobs[0]
+		w.jobs[0] = standbyJob{}
+		w.jobs = w.jobs[1:]
+		w.jobsMu.Unlock()
+		w.standby(job)
+	}
+}
+
+// standby is one job of putOnStandby: the call, unless a request came
+// since the instance was due.
+func (w *Waker) standby(job standbyJob) {
+	s, e := job.s, w.engine
+	defer func() {
+		e.mu.Lock()
+		delete(e.acting, s.ID)
+		e.mu.Unlock()
 	}()
+	if !s.Activity.Last().Equal(job.last) || s.Activity.InFlight() > 0 || w.ctx.Err() != nil {
+		return // a request came meanwhile, or the connection is closing
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, actionTimeout)
+	defer cancel()
+	action, call := "stop", e.actions.Stop
+	if s.Policy.Pause {
+		action, call = "pause", e.actions.Pause
+	}
+	idle := w.now().Sub(job.idleSince).Round(time.Millisecond)
+	// Out of its rotations, in every connection's catalog, before the
+	// call: no request may reach a container being frozen or drained;
+	// one that comes meanwhile waits and wakes it once it is down.
+	cats := e.catalogs()
+	for _, c := range cats {
+		c.StoppingBecause(s.ID, "idle for "+idle.String()+": Caddy puts it on standby ("+action+")")
+	}
+	if err := call(ctx, s.ID, s.Labels); err != nil {
+		for _, c := range cats {
+			c.CancelStopping(s.ID) // still up: back in its rotations
+		}
+		if w.ctx.Err() == nil {
+			s.Activity.Touch(w.now()) // not again before standby_after
+			if e.actions.Denied(err) && !e.firstDenial() {
+				return // said once per Engine
+			}
+			w.logger.Warn("cannot put idle instance on standby", zap.String("instance", s.Name),
+				zap.String("action", action), zap.Error(err))
+		}
+		return
+	}
+	w.logger.Info("instance on standby", zap.String("instance", s.Name), zap.String("action", action),
+		zap.Duration("idle", idle))
 }
 
 // firstDenial records that the daemon refused a write, and reports

@@ -61,6 +61,8 @@ func (w *Waker) Grow(snap *catalog.Snapshot, route catalog.Route, host string, t
 		}
 	}
 	if pick != nil {
+		w.logger.Info("every routable instance is past its caddy.soft_limit: waking the next one on standby",
+			zap.String("instance", pick.Name), zap.Int("routable", len(targets)))
 		w.startLocked(*pick, CauseLoad, nil)
 	}
 }
@@ -72,6 +74,7 @@ func (w *Waker) startLocked(c catalog.WakeCandidate, cause WakeCause, chain []st
 	wk := &wake{id: c.ID, name: c.Name, activity: c.Activity, owner: w, done: make(chan struct{}), chain: chain}
 	c.Activity.Forget() // its addresses may change
 	e.wakes[c.ID] = wk
+	e.waking.Store(c.ID, wk)
 	w.running++
 	if w.started != nil {
 		w.started(cause)
@@ -82,6 +85,15 @@ func (w *Waker) startLocked(c catalog.WakeCandidate, cause WakeCause, chain []st
 		w.run(wk, c)
 	}()
 	return wk
+}
+
+// Waking reports whether a wake of the instance id is in progress (its
+// start call made or to be made, and not routable yet), whatever its
+// cause: its readiness probe may take the fast path (R5j). It takes no
+// lock: the catalog calls it with its own held.
+func (w *Waker) Waking(id string) bool {
+	_, ok := w.engine.waking.Load(id)
+	return ok
 }
 
 // wakeDependencies wakes, before wk's instance, every instance its
@@ -205,7 +217,7 @@ func (w *Waker) warnCycle(a, b string) {
 
 // dependedOn reports whether an instance up (not stopped, paused or
 // dead) depends on s through its caddy.depends_on (R5k): s stays up.
-func dependedOn(s catalog.Sleeper, dependents []catalog.Dependent) bool {
+func dependedOn(s catalog.Sleeper, dependents map[string]catalog.Dependent) bool {
 	for _, d := range dependents {
 		if d.ID == s.ID || !d.DependsOn.Matches(s.Labels) {
 			continue

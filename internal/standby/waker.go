@@ -39,6 +39,15 @@ type Waker struct {
 	maxHeld  int // requests it may hold
 	held     atomic.Int64
 	kicks    chan struct{} // tells idleLoop of an instance served for the first time
+	// touchMu guards touched: the Activities of instances served for the
+	// first time since they started, for idleLoop to look at (R5l).
+	touchMu sync.Mutex
+	touched []*catalog.Activity
+	// jobs are the instances waiting to be put on standby by one of
+	// jobWorkers (at most maxStandbyCalls), under jobsMu (R5l).
+	jobsMu     sync.Mutex
+	jobs       []standbyJob
+	jobWorkers int
 	// linked are the catalog's Activities linked to the engine's shared
 	// ones, by instance ID; idleLoop's alone.
 	linked map[string]*catalog.Activity
@@ -52,12 +61,33 @@ type Waker struct {
 	heldFull atomic.Bool // max_held was reached (logged once, until half as many are held)
 }
 
-// kick tells idleLoop to look again, without waiting.
+// touch tells idleLoop, without waiting, of the instance of Activity a
+// served for the first time since it started: its idle time starts.
+func (w *Waker) touch(a *catalog.Activity) {
+	w.touchMu.Lock()
+	w.touched = append(w.touched, a)
+	w.touchMu.Unlock()
+	w.kick()
+}
+
+// kick tells idleLoop to look again, without waiting: at what is due by
+// its clock, and at the instances touch told it of.
 func (w *Waker) kick() {
 	select {
 	case w.kicks <- struct{}{}:
 	default:
 	}
+}
+
+// takeTouched appends to dst the Activities touch was told of since the
+// last call.
+func (w *Waker) takeTouched(dst []*catalog.Activity) []*catalog.Activity {
+	w.touchMu.Lock()
+	defer w.touchMu.Unlock()
+	dst = append(dst, w.touched...)
+	clear(w.touched)
+	w.touched = w.touched[:0]
+	return dst
 }
 
 // wake is one wake in progress: the start or unpause call, then the wait
@@ -165,7 +195,7 @@ func (w *Waker) Close() {
 func (w *Waker) Routed(a *catalog.Activity, dial string) (learn bool) {
 	now := w.now()
 	if a.Touch(now) {
-		w.kick() // served for the first time since it started: the idle timer starts
+		w.touch(a) // served for the first time since it started: the idle timer starts
 	}
 	return a.Learning(dial, now)
 }
@@ -430,12 +460,7 @@ func (w *Waker) settled(id string) catalog.State {
 
 // sleeper is the catalog's current view of one labelled instance.
 func (w *Waker) sleeper(id string) (catalog.Sleeper, bool) {
-	for _, s := range w.catalog.Sleepers(nil) {
-		if s.ID == id {
-			return s, true
-		}
-	}
-	return catalog.Sleeper{}, false
+	return w.catalog.Sleeper(id)
 }
 
 // finish is where a wake's result is known: it ends the wake, frees its
@@ -447,6 +472,7 @@ func (w *Waker) finish(wk *wake, result WakeResult, err error) {
 	e := w.engine
 	e.mu.Lock()
 	delete(e.wakes, wk.id)
+	e.waking.CompareAndDelete(wk.id, wk)
 	w.running--
 	close(w.freed)
 	w.freed = make(chan struct{})
@@ -456,7 +482,7 @@ func (w *Waker) finish(wk *wake, result WakeResult, err error) {
 	case WakeReady:
 		delete(e.failures, wk.id)
 		if wk.activity.Touch(w.now()) { // this Caddy woke it: its idle time counts
-			defer w.kick()
+			defer w.touch(wk.activity)
 		}
 	case WakeCanceled, WakeUnreachable:
 	default:
