@@ -185,6 +185,9 @@ func TestDocker_Standby_pause_mode_resumes(t *testing.T) {
 		start := time.Now()
 		mustGet(t, tester, host, http.StatusOK, hello("sb-pause"))
 		t.Logf("round %d: paused container answered in %s", round, time.Since(start).Round(time.Millisecond))
+		// The Engine's event of the unpause may reach the watcher a
+		// moment after the answer: wait for it, then count exactly.
+		testkit.Until(5*time.Second, func() bool { return ev.Count(events.ActionUnPause) >= round })
 		if got := ev.Count(events.ActionUnPause); got != round {
 			t.Fatalf("%d unpause events, want %d", got, round)
 		}

@@ -99,7 +99,13 @@ func (w *Waker) apply(q *idleQueue, batch []catalog.SleeperChange, now time.Time
 		w.consider(q, it, now)
 	}
 	if dependents {
+		// consider deletes from q.held and may add back: not while ranging
+		// over it.
+		held := make([]*idleItem, 0, len(q.held))
 		for _, it := range q.held {
+			held = append(held, it)
+		}
+		for _, it := range held {
 			w.consider(q, it, now)
 		}
 	}
