@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,16 +20,24 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
-// listeningSince asks the hello server at dial (as X-Upstream shows it)
-// when it began to listen, through Caddy: up to 200 requests, until one
-// goes there.
-func listeningSince(t *testing.T, caddy testkit.Caddy, host, dial string) time.Time {
+// listeningSince asks the hello server at ip (the address X-Upstream
+// shows, in any spelling) when it began to listen, through Caddy: requests
+// for up to 10 s, until one goes there.
+func listeningSince(t *testing.T, caddy testkit.Caddy, host, ip string) time.Time {
 	t.Helper()
-	for range 200 {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	want, err := netip.ParseAddr(ip)
+	if err != nil {
+		t.Fatalf("container address %q: %v", ip, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		r := caddy.Get(ctx, host, "/listening")
 		cancel()
-		if r.Err != nil || r.Status != http.StatusOK || r.Header.Get("X-Upstream") != dial {
+		// The dial address may be spelt apart from an earlier container's
+		// at the same IP (R1d): compare the address, not the text.
+		at, err := netip.ParseAddrPort(r.Header.Get("X-Upstream"))
+		if r.Err != nil || r.Status != http.StatusOK || err != nil || at.Addr().Unmap() != want {
 			continue
 		}
 		n, err := strconv.ParseInt(strings.TrimSpace(r.Body), 10, 64)
@@ -37,7 +46,7 @@ func listeningSince(t *testing.T, caddy testkit.Caddy, host, dial string) time.T
 		}
 		return time.Unix(0, n)
 	}
-	t.Logf("no GET /listening went to %s: the routing figure is not known", dial)
+	t.Logf("no GET /listening went to %s within 10 s: the routing figure is not known", ip)
 	return time.Time{}
 }
 
@@ -74,6 +83,10 @@ func TestDocker_R5j_pool_grows_under_load_and_shrinks(t *testing.T) {
 		cs = append(cs, dockertest.Start(t, cli, opts))
 	}
 	ev := testkit.WatchContainer(t, cli, cs[1].ID)
+	var extras []*testkit.Events // the Engine's events of the three on standby, for their stop times
+	for _, c := range cs[1:] {
+		extras = append(extras, testkit.WatchContainer(t, cli, c.ID))
+	}
 	tester, logFile := dockerCaddy(t, "", standbySite(app, ""))
 	awaitListed(t, app)
 	mustGet(t, tester, host, http.StatusOK, hello("pl-grow-1"))
@@ -125,7 +138,7 @@ func TestDocker_R5j_pool_grows_under_load_and_shrinks(t *testing.T) {
 	time.Sleep(2 * time.Second) // the pool under 300 clients
 	var listening time.Time
 	if grown {
-		listening = listeningSince(t, caddy, host, containerIP(t, cli, cs[1], "bridge")+":8080")
+		listening = listeningSince(t, caddy, host, containerIP(t, cli, cs[1], "bridge"))
 	}
 	high.Stop()
 	low.Stop()
@@ -157,17 +170,55 @@ func TestDocker_R5j_pool_grows_under_load_and_shrinks(t *testing.T) {
 		t.Errorf("caddy_dicer_wakes_started_total{cause=load} = %v, want at least 1", v)
 	}
 
-	// Back to one: each extra stopped by its own standby_after.
+	// Back to one: each extra stopped by its own standby_after, timed by
+	// the Engine's die events (not by when this test got round to look).
 	var last time.Time
-	for _, c := range cs[1:] {
+	for i, c := range cs[1:] {
 		waitState(t, cli, c, "exited", 20*time.Second)
-		last = time.Now()
+		died, ok := extras[i].First(events.ActionDie, func(m events.Message) bool { return !time.Unix(0, m.TimeNano).Before(stopped) })
+		if !ok {
+			testkit.Until(5*time.Second, func() bool {
+				died, ok = extras[i].First(events.ActionDie, func(m events.Message) bool { return !time.Unix(0, m.TimeNano).Before(stopped) })
+				return ok
+			})
+		}
+		if !ok {
+			t.Fatalf("%s exited with no die event after the load stopped", c.Name)
+		}
+		if died.After(last) {
+			last = died
+		}
+		afterStop := func(m events.Message) bool { return !time.Unix(0, m.TimeNano).Before(stopped) }
+		killed, _ := extras[i].First(events.ActionKill, afterStop)
+		t.Logf("%s: load stopped -> out of rotation (Caddy's stop call) %s -> signal (kill event) %s -> died %s",
+			c.Name, since(stopped, leftRotation(logFile, c.Name, stopped)), since(stopped, killed), since(stopped, died))
 	}
 	t.Logf("load stopped -> back to 1 running: %s (goal: standby_after 2s + 2s)", last.Sub(stopped).Round(time.Millisecond))
 	if d := last.Sub(stopped); d > 2*time.Second+8*time.Second {
 		t.Errorf("back to 1 running %s after the load stopped", d)
 	}
 	waitState(t, cli, cs[0], "running", time.Second)
+}
+
+// leftRotation is when Caddy's log says the instance name left its
+// rotation at or after from (zero if it does not).
+func leftRotation(logFile, name string, from time.Time) time.Time {
+	for _, e := range testkit.LogEntries(logFile) {
+		ts, _ := e["ts"].(float64)
+		at := time.Unix(0, int64(ts*1e9))
+		if e["instance"] == name && e["msg"] == "instance leaves rotation" && !at.Before(from) {
+			return at
+		}
+	}
+	return time.Time{}
+}
+
+// since is b - a, or "?" when either is unknown.
+func since(a, b time.Time) string {
+	if a.IsZero() || b.IsZero() {
+		return "?"
+	}
+	return b.Sub(a).Round(100 * time.Microsecond).String()
 }
 
 // logGrowth logs, from Caddy's log, how the wake of the grown instance
@@ -193,12 +244,6 @@ func logGrowth(t *testing.T, logFile, name string, started, listening time.Time)
 		probed, probe = t, e // the fast path of a wake's probe decided
 	}
 	joined, _ := at("instance joins rotation")
-	since := func(a, b time.Time) string {
-		if a.IsZero() || b.IsZero() {
-			return "?"
-		}
-		return b.Sub(a).Round(100 * time.Microsecond).String()
-	}
 	t.Logf("growth of %s: threshold crossing -> start event %s -> listening %s -> probe accepted %s (%v: attempts %v, probing for %v s) -> routable %s; overhead routable - listening: %s (goal 20 ms)",
 		name, since(crossed, started), since(started, listening), since(listening, probed), probe["msg"], probe["attempts"], probe["after"],
 		since(probed, joined), since(listening, joined))

@@ -32,8 +32,8 @@ type Options struct {
 	// not block, nor call the catalog. nil admits such instances at once.
 	Probe func(ProbeRequest)
 	// Froze, if set, is told each time an instance is seen frozen (on
-	// standby, or paused) where it was not: the proxy then drops the
-	// connections it keeps alive to it (R5a). It is called with the
+	// standby, or paused), or stopping, where it was not: the proxy then
+	// drops the connections it keeps alive to it (R5a). It is called with the
 	// catalog's lock held, before the change is published, so that no
 	// request is sent to the instance as one to wake (R5.2) before it
 	// returns. It must not call the catalog.
@@ -702,6 +702,7 @@ func (c *Catalog) amend(id string, log bool, change func(e *entry) bool) {
 		return
 	}
 	c.byID[id] = &e
+	c.tellFroze(old, &e) // a stop event (R5a)
 	c.publish(c.current.Load(), old, &e)
 	if log {
 		c.logChange(old, &e, "")

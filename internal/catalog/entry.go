@@ -147,10 +147,17 @@ func (e *entry) keepApart(old *entry) {
 }
 
 // froze reports whether e, replacing old (nil: none), shows the instance
-// frozen where old did not: the moment the connections kept alive to it
-// must be dropped (R5a, see Options.Froze).
+// frozen, or stopping, where old did not: the moment the connections kept
+// alive to it must be dropped (R5a, see Options.Froze). A stopping
+// instance gets no new request, and an app draining on its stop signal
+// waits for the connections it has (Go's http.Server.Shutdown, for one,
+// waits up to 5 s for a connection that never sent a request).
 func (e *entry) froze(old *entry) bool {
-	return old != nil && frozen(e.inst.State) && !frozen(old.inst.State)
+	if old == nil {
+		return false
+	}
+	return frozen(e.inst.State) && !frozen(old.inst.State) ||
+		e.inst.State == StateStopping && old.inst.State != StateStopping
 }
 
 // keepActivity carries the Activity of old, the entry e replaces (nil:

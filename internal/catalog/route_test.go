@@ -1012,6 +1012,26 @@ func TestTargets_R5a_a_freeze_is_told_and_keeps_the_address(t *testing.T) {
 	}
 }
 
+// R5a: an instance seen stopping (a stop event, or Caddy putting it on
+// standby) is told once, like a freeze: its idle keep-alive connections
+// must not hold up its drain.
+func TestTargets_R5a_a_stop_is_told_once(t *testing.T) {
+	var told []string
+	c := catalog.New(catalog.Options{Froze: func(id string) { told = append(told, id) }})
+	watch(c, "app=web")
+	c.Put(inst("web", label("app", "web")))
+	c.Stopping("id-web")
+	c.Stopping("id-web") // a second event of the same stop
+	if len(told) != 1 || told[0] != "id-web" {
+		t.Fatalf("told %q after two stop events, want id-web once", told)
+	}
+	c.CancelStopping("id-web")
+	c.StoppingBecause("id-web", "idle")
+	if len(told) != 2 {
+		t.Fatalf("told %q after a stop, its cancel and another stop, want twice", told)
+	}
+}
+
 // TestPick is what a route picks when it is one of several serving the
 // same requests (the sources of one `dynamic multi`): the kind of its
 // targets, for R5 to hold across them, and R2a across their catalogs.
