@@ -173,7 +173,8 @@ func measureSleepers(t *testing.T, b binary, n int, all bool) sleepersResult {
 	}
 }
 
-http://127.0.0.1:%d {
+http://:%d {
+	bind 127.0.0.1
 	reverse_proxy {
 		dynamic dicer {
 			address unix:%s
