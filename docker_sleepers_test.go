@@ -30,8 +30,7 @@ import (
 // through Caddy, then left to go on standby. A measurement, not run by
 // CI (no timing is asserted; that every container is stopped is):
 //
-//	CADDY_DICER_SLEEPERS=300 flock /tmp/caddy-dicer-engine.lock \
-//	    go test -count=1 -timeout 60m -run TestDocker_R5l_sleepers_on_the_Engine -v .
+//	CADDY_DICER_SLEEPERS=300 go test -count=1 -timeout 60m -run TestDocker_R5l_sleepers_on_the_Engine -v .
 //
 // It logs, for N containers: the lateness of each stop past
 // standby_after (the Engine's die event less the end of the container's
