@@ -143,8 +143,8 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		}
 		return ups, err
 	}
-	if pick == catalog.PickedRoutable && s.group == nil && s.conn.standby != nil {
-		s.conn.standby.Grow(snap, s.route, host, targets) // R5j: atomics unless every target is past its soft limit
+	if pick == catalog.PickedRoutable && s.group == nil {
+		s.conn.grow(snap, s.route, host, targets) // R5j: atomics unless every target is past its soft limit
 	}
 	if pick == catalog.PickedStandby {
 		if s.wakes != nil && s.group == nil { // as before: a multi's member counts none
@@ -169,8 +169,8 @@ func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host
 		block[i].Dial, block[i].name = t.Dial, t.Instance
 		block[i].weight, block[i].identity = t.Weight, t.Identity
 		ups[i] = &block[i].Upstream
-		if t.Activity != nil && s.conn.standby != nil {
-			record(s.conn.standby, r, t.Activity, &block[i].Upstream)
+		if t.Activity != nil {
+			s.conn.recordUse(r, t.Activity, &block[i].Upstream) // scale to zero, R5j (grow.go)
 		}
 	}
 	if sv != nil {
