@@ -111,7 +111,8 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 // GetUpstreams returns where the request may go: fresh values on every
 // call, since reverse_proxy writes into them. It costs one atomic load, the
 // route's precomputed candidates, and an allocation per upstream plus two;
-// an instance labelled caddy.standby_after adds an atomic store. Only a
+// an instance labelled caddy.standby_after adds an atomic store, one
+// labelled caddy.soft_limit atomic loads (R5j, grow.go). Only a
 // request that finds nothing routable and an instance to wake waits (see
 // wake). As a source of a `dynamic multi`, it answers with the multi's
 // other sources of this plugin (R5b, upstreams_multi.go): an index lookup
