@@ -146,11 +146,11 @@ func (e *entry) ready() bool {
 }
 
 // Loaded reports whether every target has a soft limit (caddy.soft_limit)
-// and more requests in flight than it (R5j): the route's pool is to grow.
-// It reads atomics only.
+// and more requests in flight than it (R5j, Activity.Load): the route's
+// pool is to grow. It reads atomics only.
 func Loaded(targets []Target) bool {
 	for _, t := range targets {
-		if t.SoftLimit <= 0 || t.Activity == nil || t.Activity.InFlight() <= int(t.SoftLimit) {
+		if t.SoftLimit <= 0 || t.Activity == nil || t.Activity.Load() <= int(t.SoftLimit) {
 			return false
 		}
 	}
