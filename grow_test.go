@@ -12,12 +12,19 @@ import (
 )
 
 // BenchmarkGetUpstreamsSoftLimit is GetUpstreams for a route of three
-// running instances, labelled caddy.soft_limit or not, on a Dicer-like
+// running instances, labelled caddy.soft_limit=10 or not, on a Dicer-like
 // connection (a connectwake.Grower, no scale to zero by Caddy), none past
 // its limit: the price of counting requests in flight (R5j), once
-// reverse_proxy's in-flight counters are known.
+// reverse_proxy's in-flight counters are known; loaded: every one past it
+// and none on standby, so that each request takes the Grower's lock and
+// finds nothing to wake.
 func BenchmarkGetUpstreamsSoftLimit(b *testing.B) {
-	for _, labelled := range []bool{false, true} {
+	for _, c := range []struct {
+		name     string
+		labelled bool
+		inFlight int
+	}{{"labelled=false", false, 1}, {"labelled=true", true, 1}, {"loaded", true, 20}} {
+		labelled := c.labelled
 		cat := catalog.New(catalog.Options{})
 		var all []catalog.Instance
 		for i := range 3 {
@@ -35,11 +42,11 @@ func BenchmarkGetUpstreamsSoftLimit(b *testing.B) {
 		for _, t := range cat.Snapshot().Targets(nil, u.route, "shop.example.com") {
 			if t.Activity != nil {
 				t.Activity.Begin()
-				t.Activity.Learn(t.Dial, fixedInFlight(1))
+				t.Activity.Learn(t.Dial, fixedInFlight(c.inFlight))
 			}
 		}
 		req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/", nil)
-		b.Run(fmt.Sprintf("labelled=%v", labelled), func(b *testing.B) {
+		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if ups, _ := u.GetUpstreams(req); len(ups) != 3 {
