@@ -26,7 +26,12 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
-func TestMain(m *testing.M) { os.Exit(runTests(m)) }
+func TestMain(m *testing.M) {
+	if code, ok := instanceProcess(); ok { // a dicertest.Host's instance (dicer_pool_test.go)
+		os.Exit(code)
+	}
+	os.Exit(runTests(m))
+}
 
 // runTests sets up what the in-process Caddy needs, runs the tests and
 // returns their exit code.

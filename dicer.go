@@ -185,7 +185,9 @@ func (d *Daemon) spec() (connSpec, error) {
 	if err != nil {
 		return connSpec{}, err
 	}
-	return newConnSpec("dicer", a.Address(), pph, dicer.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run), nil
+	spec := newConnSpec("dicer", a.Address(), pph, dicer.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run)
+	spec.wakesOnConnect = true // R5j grows a pool by a connection (grow.go)
+	return spec, nil
 }
 
 // validateStatic checks the settings that need no placeholder replacement,

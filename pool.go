@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connectwake"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/readiness"
 	"github.com/caddy-dicer/caddy-dicer/internal/standby"
@@ -60,6 +61,10 @@ type connection struct {
 	// standbyKey is the pool key of its Engine's shared state (R5f).
 	standby    *standby.Waker
 	standbyKey string
+	// grower wakes the next instance on standby of a loaded pool by a
+	// connection to its published port (R5j, grow.go) on a daemon that
+	// wakes on connect (Dicer); nil on the others.
+	grower *connectwake.Grower
 
 	// started guards the start of the adapter and of settle, at the first
 	// await (after the first module told the catalog its views and route
@@ -88,6 +93,9 @@ func (c *connection) Destruct() error {
 	<-c.done
 	c.prober.Wait()
 	c.woken.Wait()
+	if c.grower != nil {
+		c.grower.Close()
+	}
 	if c.standby != nil {
 		c.standby.Close()
 		release(c.standbyKey)
@@ -120,6 +128,9 @@ func dial(spec connSpec) (*connection, error) {
 				cancel()
 				return nil, err
 			}
+		}
+		if spec.wakesOnConnect {
+			c.grower = newGrower(runCtx, c, spec)
 		}
 		trace := c.trace()
 		c.start = func(deadline time.Time) {

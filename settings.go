@@ -124,6 +124,10 @@ type connSpec struct {
 	actions        standby.Actions
 	standbyEngine  string
 	standbyOptions standby.Options
+	// wakesOnConnect says the daemon wakes an instance on standby when a
+	// connection reaches a published port (Dicer): a loaded pool grows
+	// by such a connection (R5j, grow.go).
+	wakesOnConnect bool
 }
 
 // newConnSpec puts together what opens a shared connection to a backend's

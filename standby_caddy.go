@@ -55,9 +55,14 @@ func acquireStandbyEngine(key string, actions standby.Actions) (*standby.Engine,
 // when the request ends (see hostOf); until then that request counts as
 // in flight. Atomics only on the request path, no lock.
 func record(w *standby.Waker, r *http.Request, a *catalog.Activity, u *reverseproxy.Upstream) {
-	if !w.Routed(a, u.Dial) {
-		return
+	if w.Routed(a, u.Dial) {
+		learnInFlight(r, a, u)
 	}
+}
+
+// learnInFlight counts the request as in flight to a until it ends, and
+// then learns reverse_proxy's in-flight counter of u (see hostOf).
+func learnInFlight(r *http.Request, a *catalog.Activity, u *reverseproxy.Upstream) {
 	root := a.Begin()
 	ctx := r.Context()
 	context.AfterFunc(ctx, func() { root.Learn(u.Dial, hostOf(ctx, u)) })

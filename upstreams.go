@@ -111,7 +111,8 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 // GetUpstreams returns where the request may go: fresh values on every
 // call, since reverse_proxy writes into them. It costs one atomic load, the
 // route's precomputed candidates, and an allocation per upstream plus two;
-// an instance labelled caddy.standby_after adds an atomic store. Only a
+// an instance labelled caddy.standby_after adds an atomic store, one
+// labelled caddy.soft_limit atomic loads (R5j, grow.go). Only a
 // request that finds nothing routable and an instance to wake waits (see
 // wake). As a source of a `dynamic multi`, it answers with the multi's
 // other sources of this plugin (R5b, upstreams_multi.go): an index lookup
@@ -143,8 +144,8 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		}
 		return ups, err
 	}
-	if pick == catalog.PickedRoutable && s.group == nil && s.conn.standby != nil {
-		s.conn.standby.Grow(snap, s.route, host, targets) // R5j: atomics unless every target is past its soft limit
+	if pick == catalog.PickedRoutable && s.group == nil {
+		s.conn.grow(snap, s.route, host, targets) // R5j: atomics unless every target is past its soft limit
 	}
 	if pick == catalog.PickedStandby {
 		if s.wakes != nil && s.group == nil { // as before: a multi's member counts none
@@ -169,8 +170,8 @@ func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host
 		block[i].Dial, block[i].name = t.Dial, t.Instance
 		block[i].weight, block[i].identity = t.Weight, t.Identity
 		ups[i] = &block[i].Upstream
-		if t.Activity != nil && s.conn.standby != nil {
-			record(s.conn.standby, r, t.Activity, &block[i].Upstream)
+		if t.Activity != nil {
+			s.conn.recordUse(r, t.Activity, &block[i].Upstream) // scale to zero, R5j (grow.go)
 		}
 	}
 	if sv != nil {

@@ -35,7 +35,7 @@ const (
 // block.
 func (c *connection) probe(ctx context.Context, r catalog.ProbeRequest, timeout time.Duration, logger *zap.Logger) {
 	c.prober.Probe(r)
-	if c.standby == nil || !c.standby.Waking(r.ID) {
+	if !c.waking(r.ID) {
 		return
 	}
 	c.woken.Add(1)
@@ -74,7 +74,7 @@ func (c *connection) probeWoken(ctx context.Context, r catalog.ProbeRequest, tim
 				return
 			}
 		}
-		if time.Now().After(deadline) || !c.standby.Waking(r.ID) || c.catalog.InstanceReady(r.ID) {
+		if time.Now().After(deadline) || !c.waking(r.ID) || c.catalog.InstanceReady(r.ID) {
 			return // the prober's verdict decides
 		}
 		pause.Reset(wokenProbeEvery)

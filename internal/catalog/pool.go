@@ -146,11 +146,11 @@ func (e *entry) ready() bool {
 }
 
 // Loaded reports whether every target has a soft limit (caddy.soft_limit)
-// and more requests in flight than it (R5j): the route's pool is to grow.
-// It reads atomics only.
+// and more requests in flight than it (R5j, Activity.Load): the route's
+// pool is to grow. It reads atomics only.
 func Loaded(targets []Target) bool {
 	for _, t := range targets {
-		if t.SoftLimit <= 0 || t.Activity == nil || t.Activity.InFlight() <= int(t.SoftLimit) {
+		if t.SoftLimit <= 0 || t.Activity == nil || t.Activity.Load() <= int(t.SoftLimit) {
 			return false
 		}
 	}
@@ -183,4 +183,57 @@ func (c *Catalog) PoolCounts() (running, standby int) {
 		}
 	}
 	return running, standby
+}
+
+// Recent tells which instances a connection connected to lately, to wake
+// them (see NextToConnect).
+type Recent interface {
+	// Recent reports whether the instance id was connected to lately.
+	Recent(id string) bool
+}
+
+// ConnectWake is an instance on standby that a connection to Dial, one of
+// its published ports, wakes (Dicer's wake on connect).
+type ConnectWake struct {
+	ID, Name string
+	// Dial is host:port of the published port, as a request would dial it
+	// (R4).
+	Dial string
+}
+
+// NextToConnect returns the instance on standby that a pool of route for
+// host grows by on a daemon that wakes instances on connect (R5j on
+// Dicer): the first of the route's candidates for host in name order
+// (R5's order) whose daemon wakes it by a connection to a published port
+// Caddy reaches. There is none while one of those candidates is on its way
+// up (starting, or running and not ready yet), nor while the first on
+// standby was connected to lately (recent): that connection is the growth
+// under way. Instances in maintenance (R5i) and those the daemon does not
+// wake (no standby_after) are skipped. No allocation unless it finds one.
+func (s *Snapshot) NextToConnect(route Route, host string, recent Recent) (ConnectWake, bool) {
+	candidates, exact := s.candidates(route, host, false)
+	for _, e := range candidates {
+		if e.connectWakeable(host, exact) && e.awaitingVerdict() {
+			return ConnectWake{}, false
+		}
+	}
+	for _, e := range candidates {
+		if !e.connectWakeable(host, exact) || e.inst.State != StateStandby {
+			continue
+		}
+		if _, _, published := e.place(route, s.reach); !published {
+			continue
+		}
+		if recent.Recent(e.inst.ID) {
+			return ConnectWake{}, false
+		}
+		return ConnectWake{ID: e.inst.ID, Name: e.inst.Name, Dial: e.resolve(route, s.reach).dial}, true
+	}
+	return ConnectWake{}, false
+}
+
+// connectWakeable reports an instance that its daemon wakes on connect,
+// not in maintenance (R5i), that may serve host.
+func (e *entry) connectWakeable(host string, exact bool) bool {
+	return e.inst.WakeOnConnect && !e.maint && e.servesHost(host, exact)
 }

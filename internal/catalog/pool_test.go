@@ -52,3 +52,24 @@ func TestPool_Loaded(t *testing.T) {
 		t.Error("no soft limit, or no target: loaded")
 	}
 }
+
+// R5j: a request whose counter is being learnt counts once for the soft
+// limit, also once another request learnt the counter that holds it
+// (InFlight counts it twice then, as it should for the idle loop).
+func TestPool_Loaded_counts_a_request_being_learnt_once(t *testing.T) {
+	a := NewActivity()
+	for range 3 { // a woken instance's first requests, its counter not known yet
+		a.Begin()
+	}
+	loaded := []Target{{Activity: a, SoftLimit: 2}}
+	if !Loaded(loaded) || a.Load() != 3 {
+		t.Fatalf("3 requests being learnt: Load %d, loaded %v; want 3, true", a.Load(), Loaded(loaded))
+	}
+	a.Learn("a:1", count(2)) // the first ends; the counter holds the 2 others
+	if a.Load() != 2 || Loaded(loaded) {
+		t.Errorf("2 in flight once learnt: Load %d, loaded %v; want 2, false", a.Load(), Loaded(loaded))
+	}
+	if a.InFlight() != 4 {
+		t.Errorf("InFlight %d, want 4 (each request being learnt counts until it ends)", a.InFlight())
+	}
+}

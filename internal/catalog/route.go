@@ -34,8 +34,8 @@ type Target struct {
 	Instance string
 	// Dial is host:port, never localhost (R4).
 	Dial string
-	// Activity is set for an instance labelled caddy.standby_after: the
-	// request path records its use there.
+	// Activity is set for an instance labelled caddy.standby_after or
+	// caddy.soft_limit (R5j): the request path records its use there.
 	Activity *Activity
 	// Weight is the instance's share of the rotation under our selection
 	// policies (R4c): its runtime weight, else its caddy.weight, else 1.

@@ -325,15 +325,41 @@ func (a *Activity) InFlight() int {
 	return n
 }
 
-// own is a's own count, without the Activities linked to it.
-func (a *Activity) own() int {
-	n := int(a.pending.Load())
-	if p := a.counts.Load(); p != nil {
-		for _, c := range *p {
-			n += c.count.NumRequests()
+// Load is the number of requests in flight to the instance for deciding
+// whether it is past its caddy.soft_limit (R5j): those its known counters
+// count or, if more, those whose counter is still being learnt. A request
+// being learnt is also in its counter once another request learnt it, and
+// InFlight counts it twice until it ends: an instance just woken would
+// look busier than it is, and its pool grow again. Load may count fewer
+// than are in flight while the instance's address changes.
+func (a *Activity) Load() int {
+	r := a.root()
+	pending, counted := r.ownParts()
+	if p := r.linked.Load(); p != nil {
+		for _, l := range *p {
+			lp, lc := l.ownParts()
+			pending, counted = pending+lp, counted+lc
 		}
 	}
-	return n
+	return max(pending, counted)
+}
+
+// own is a's own count, without the Activities linked to it.
+func (a *Activity) own() int {
+	pending, counted := a.ownParts()
+	return pending + counted
+}
+
+// ownParts is a's own count of requests whose counter is being learnt,
+// and that of its known counters.
+func (a *Activity) ownParts() (pending, counted int) {
+	pending = int(a.pending.Load())
+	if p := a.counts.Load(); p != nil {
+		for _, c := range *p {
+			counted += c.count.NumRequests()
+		}
+	}
+	return pending, counted
 }
 
 // Sleeper is an instance labelled caddy.standby_after, as Catalog.Sleepers
