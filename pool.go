@@ -12,6 +12,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/readiness"
 	"github.com/caddy-dicer/caddy-dicer/internal/standby"
+	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
 )
 
 // open resolves daemon's settings and returns its shared connection (see
@@ -60,6 +61,9 @@ type connection struct {
 	// standbyKey is the pool key of its Engine's shared state (R5f).
 	standby    *standby.Waker
 	standbyKey string
+	// scaler grows and shrinks pools by their replica count (Swarm,
+	// R5j); nil for other daemons.
+	scaler *swarm.Scaler
 
 	// started guards the start of the adapter and of settle, at the first
 	// await (after the first module told the catalog its views and route
@@ -92,6 +96,9 @@ func (c *connection) Destruct() error {
 		c.standby.Close()
 		release(c.standbyKey)
 	}
+	if c.scaler != nil {
+		c.scaler.Close()
+	}
 	return nil
 }
 
@@ -117,6 +124,13 @@ func dial(spec connSpec) (*connection, error) {
 		if spec.actions != nil {
 			var err error
 			if c.standby, c.standbyKey, err = joinStandby(runCtx, c, spec); err != nil {
+				cancel()
+				return nil, err
+			}
+		}
+		if spec.scaler != nil {
+			var err error
+			if c.scaler, err = spec.scaler(c.catalog, func() { c.metrics.wakesStarted(standby.CauseLoad).Inc() }); err != nil {
 				cancel()
 				return nil, err
 			}

@@ -16,7 +16,7 @@ var poolMetrics = struct {
 }{
 	wakesStarted: counter("wakes_started_total",
 		"Wakes Caddy started (Docker scale to zero), by cause: request (a request found nothing routable, R5), "+
-			"load (every routable instance was past its caddy.soft_limit, R5j), dependency (an instance being woken "+
+			"load (every routable instance was past its caddy.soft_limit, R5j; on Swarm a replica added), dependency (an instance being woken "+
 			"depends on it, R5k).", "kind", "daemon", "cause"),
 	pool: &poolCollector{desc: prometheus.NewDesc(prometheus.BuildFQName("caddy", "dicer", "pool_instances"),
 		"Instances labelled caddy.soft_limit (pools that grow under load, R5j), by state: running (up, whether ready or "+

@@ -55,9 +55,22 @@ func acquireStandbyEngine(key string, actions standby.Actions) (*standby.Engine,
 // when the request ends (see hostOf); until then that request counts as
 // in flight. Atomics only on the request path, no lock.
 func record(w *standby.Waker, r *http.Request, a *catalog.Activity, u *reverseproxy.Upstream) {
-	if !w.Routed(a, u.Dial) {
-		return
+	if w.Routed(a, u.Dial) {
+		beginLearning(r, a, u)
 	}
+}
+
+// learnInFlight is record without scale to zero (Swarm's pools, R5j):
+// only reverse_proxy's in-flight counter is learnt, as record learns it.
+func learnInFlight(r *http.Request, a *catalog.Activity, u *reverseproxy.Upstream) {
+	if a.Learning(u.Dial, time.Now()) {
+		beginLearning(r, a, u)
+	}
+}
+
+// beginLearning counts the request as in flight to a until it ends, and
+// then learns reverse_proxy's in-flight counter of u from it.
+func beginLearning(r *http.Request, a *catalog.Activity, u *reverseproxy.Upstream) {
 	root := a.Begin()
 	ctx := r.Context()
 	context.AfterFunc(ctx, func() { root.Learn(u.Dial, hostOf(ctx, u)) })

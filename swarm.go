@@ -6,6 +6,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
 )
@@ -164,7 +165,12 @@ func (m *SwarmManager) spec() (connSpec, error) {
 	if err != nil {
 		return connSpec{}, err
 	}
-	return newConnSpec("swarm", a.Address(), "", docker.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run), nil
+	spec := newConnSpec("swarm", a.Address(), "", docker.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run)
+	logger := spec.opts.Logger
+	spec.scaler = func(cat *catalog.Catalog, grew func()) (*swarm.Scaler, error) {
+		return a.Scaler(cat, logger, swarm.ScaleOptions{Grew: grew}) // endpoint vip: none
+	}
+	return spec, nil
 }
 
 // validateStatic checks the settings that need no placeholder replacement.

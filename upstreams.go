@@ -143,8 +143,8 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		}
 		return ups, err
 	}
-	if pick == catalog.PickedRoutable && s.group == nil && s.conn.standby != nil {
-		s.conn.standby.Grow(snap, s.route, host, targets) // R5j: atomics unless every target is past its soft limit
+	if pick == catalog.PickedRoutable && s.group == nil {
+		s.grow(snap, host, targets) // R5j
 	}
 	if pick == catalog.PickedStandby {
 		if s.wakes != nil && s.group == nil { // as before: a multi's member counts none
@@ -153,6 +153,19 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		s.keepAlive.closeIdle() // none from before its freeze is reused (R5a, idleconns.go)
 	}
 	return s.upstreams(r, snap, host, targets), nil
+}
+
+// grow has the route's pool grow when every one of targets, its routable
+// instances for host, is past its soft limit (R5j): on Docker by waking
+// the next instance on standby, on Swarm by one replica more. Atomics
+// only unless every target is past its soft limit.
+func (s *upstreamSource) grow(snap *catalog.Snapshot, host string, targets []catalog.Target) {
+	switch {
+	case s.conn.standby != nil:
+		s.conn.standby.Grow(snap, s.route, host, targets)
+	case s.conn.scaler != nil:
+		s.conn.scaler.Grow(targets)
+	}
 }
 
 // upstreams turns targets, from snap for host, into fresh upstreams,
@@ -169,8 +182,12 @@ func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host
 		block[i].Dial, block[i].name = t.Dial, t.Instance
 		block[i].weight, block[i].identity = t.Weight, t.Identity
 		ups[i] = &block[i].Upstream
-		if t.Activity != nil && s.conn.standby != nil {
+		switch {
+		case t.Activity == nil:
+		case s.conn.standby != nil:
 			record(s.conn.standby, r, t.Activity, &block[i].Upstream)
+		case s.conn.scaler != nil:
+			learnInFlight(r, t.Activity, &block[i].Upstream) // R5j on Swarm
 		}
 	}
 	if sv != nil {
