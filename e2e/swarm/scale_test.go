@@ -106,7 +106,21 @@ func TestSwarmSoftLimitScales(t *testing.T) {
 	waitRunning(t, s, 1)
 	t.Logf("%d requests, %d failed; load step -> 2 replicas in the spec %s, -> the new task's first answer %s; load's end -> 1 replica %s (caddy.standby_after %s)",
 		l.Total(), failed, scaled.Round(time.Millisecond), second.Round(time.Millisecond), shrunk.Round(time.Millisecond), after)
-	if !strings.Contains(caddyLog(s.name), "one replica more") {
-		t.Errorf("no info line of the growth in Caddy's log")
+	for _, what := range []string{"one replica more", "one replica less"} {
+		if !caddyLogHas(s.name, what) {
+			t.Errorf("no info line %q about %s in Caddy's log", what, s.name)
+		}
 	}
+}
+
+// caddyLogHas reports whether a line of Caddy's log holds both about
+// and what.
+func caddyLogHas(about, what string) bool {
+	out, _ := docker(30*time.Second, "logs", caddyName)
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, about) && strings.Contains(l, what) {
+			return true
+		}
+	}
+	return false
 }

@@ -32,6 +32,9 @@ type fakeSwarm struct {
 	// beforeUpdate, if set, runs at each ServiceUpdate before the
 	// version is checked, f.mu held: another writer's update.
 	beforeUpdate func()
+	// updateErr, if set, is every ServiceUpdate's answer (a socket proxy
+	// that refuses the write).
+	updateErr error
 }
 
 // dial is the node watch's dialer: no connection is made; an address in
@@ -177,6 +180,10 @@ func (f *fakeSwarm) ServiceUpdate(_ context.Context, id string, v swarm.Version,
 	defer f.mu.Unlock()
 	if f.beforeUpdate != nil {
 		f.beforeUpdate()
+	}
+	if f.updateErr != nil {
+		f.calls["ServiceUpdate failed"]++
+		return swarm.ServiceUpdateResponse{}, f.updateErr
 	}
 	s, ok := f.services[id]
 	if !ok {

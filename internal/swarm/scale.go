@@ -81,6 +81,7 @@ type Scaler struct {
 // scaleState is the Scaler's own state of one service, under its mu.
 type scaleState struct {
 	busy     bool      // a look or write is under way
+	failing  bool      // its last write failed, and was warned about
 	next     time.Time // no look for growth before
 	fitSince time.Time // since when its load fits in one replica fewer; zero: it does not
 }
@@ -270,14 +271,30 @@ func (s *Scaler) update(svc swarm.Service, cur, n int, why string) bool {
 		s.log.Debug("scaling: another writer changed the service first", zap.String("service", svc.Spec.Name))
 		return false
 	case err != nil && s.ctx.Err() == nil:
-		s.log.Warn("scaling: the service could not be updated (the Engine API must allow POST /services/{id}/update)",
+		level := zap.DebugLevel
+		if s.failing(svc.ID, true) {
+			level = zap.WarnLevel // once until a write goes through: not one a look under load
+		}
+		s.log.Log(level, "scaling: the service could not be updated (the Engine API must allow POST /services/{id}/update)",
 			zap.String("service", svc.Spec.Name), zap.Int("replicas", cur), zap.Int("to", n), zap.Error(err))
 		return false
 	case err != nil:
 		return false
 	}
+	s.failing(svc.ID, false)
 	s.log.Info(why, zap.String("service", svc.Spec.Name), zap.Int("replicas", cur), zap.Int("to", n))
 	return true
+}
+
+// failing records whether the last write to the service id failed, and
+// reports whether that is news (to warn about).
+func (s *Scaler) failing(id string, failed bool) (news bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stateLocked(id)
+	news = failed && !st.failing
+	st.failing = failed
+	return news
 }
 
 // staleVersion reports Swarm's refusal of a write at a version that is

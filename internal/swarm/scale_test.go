@@ -2,6 +2,7 @@ package swarm
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -347,6 +348,26 @@ func TestScale_R5j_bad_labels_warned(t *testing.T) {
 	}
 	if n := f.Calls("ServiceUpdate"); n != 0 {
 		t.Errorf("%d updates of a service with a bad caddy.max_replicas", n)
+	}
+}
+
+// A write the Engine refuses (a socket proxy without POST
+// /services/{id}/update) is one warning, not one per look under load.
+func TestScale_R5j_refused_write_warned_once(t *testing.T) {
+	f := newFakeSwarm()
+	pool(f, 1, growing)
+	f.updateErr = errors.New("Error response from daemon: 403 Forbidden")
+	sc := startScaled(t, f)
+	ts := sc.targets(t, 1)
+	defer load(ts, 3)()
+	for range 3 {
+		sc.growOnce(t, ts)
+	}
+	if n := f.Calls("ServiceUpdate failed"); n != 3 {
+		t.Fatalf("%d writes tried, want 3", n)
+	}
+	if w := sc.warnings(); len(w) != 1 || !strings.Contains(w[0], "POST /services/{id}/update") {
+		t.Fatalf("warnings %q, want one naming the write", w)
 	}
 }
 
