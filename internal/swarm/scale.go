@@ -154,11 +154,13 @@ func (s *Scaler) Grow(targets []catalog.Target) {
 }
 
 // pickService returns the first service to scale among targets' (in
-// their order) and how many of targets are its tasks.
+// their order) that was below its caddy.max_replicas at its last listing
+// (one at its max is not inspected again and again under load), and how
+// many of targets are its tasks.
 func (s *Scaler) pickService(targets []catalog.Target) (id string, routable int) {
 	for _, t := range targets {
-		sid, scaled := s.index.serviceOf(t.Instance)
-		if !scaled {
+		sid, _, below := s.index.serviceOf(t.Instance)
+		if !below {
 			continue
 		}
 		if id == "" {
@@ -363,7 +365,7 @@ func (s *Scaler) loadByService() map[string]int {
 		if sl.Activity == nil {
 			continue
 		}
-		if id, scaled := s.index.serviceOf(sl.Name); scaled {
+		if id, scaled, _ := s.index.serviceOf(sl.Name); scaled {
 			load[id] += sl.Activity.InFlight()
 		}
 	}

@@ -134,6 +134,14 @@ func (sc *scaled) growOnce(t *testing.T, ts []catalog.Target) {
 	testkit.Eventually(t, wait, "a look at the service", func() bool { return sc.looks.Load() > before })
 }
 
+// looking reports a look at web under way.
+func (sc *scaled) looking() bool {
+	sc.s.mu.Lock()
+	defer sc.s.mu.Unlock()
+	st := sc.s.states["web"]
+	return st != nil && st.busy
+}
+
 // sync re-lists web as a service event would.
 func (sc *scaled) sync() { sc.f.events <- serviceEvent("web", "update") }
 
@@ -222,7 +230,13 @@ func TestScale_R5j_one_at_a_time_and_not_beyond_max(t *testing.T) {
 	sc.addTask(3)
 	ts3 := sc.targets(t, 3)
 	defer load(ts3[2:], 3)()
-	sc.growOnce(t, ts3)
+	testkit.Eventually(t, wait, "the index at 3", func() bool { return sc.s.index.scaledServices(nil)[0].replicas == 3 })
+	sc.clock.Add(time.Second)
+	looks := sc.looks.Load()
+	sc.s.Grow(ts3) // at its max: not even inspected
+	if sc.looking() || sc.looks.Load() != looks {
+		t.Fatal("a service at caddy.max_replicas looked at again")
+	}
 	if got, n := sc.replicas(), f.Calls("ServiceUpdate"); got != 3 || n != 2 {
 		t.Fatalf("replicas %d after %d updates, want 3 (caddy.max_replicas) after 2", got, n)
 	}

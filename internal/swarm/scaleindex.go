@@ -83,15 +83,17 @@ func (x *scaleIndex) remove(id string) {
 	delete(x.services, id)
 }
 
-// serviceOf returns the ID of the service of the instance named name, and
+// serviceOf returns the ID of the service of the instance named name,
 // whether that service is one to scale (a replicated service with a
-// caddy.max_replicas).
-func (x *scaleIndex) serviceOf(name string) (id string, scaled bool) {
+// caddy.max_replicas), and whether it was below its max at its last
+// listing.
+func (x *scaleIndex) serviceOf(name string) (id string, scaled, below bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	id = x.byName[name]
 	s := x.services[id]
-	return id, s != nil && s.scaled()
+	scaled = s != nil && s.scaled()
+	return id, scaled, scaled && s.replicas < s.policy.Max
 }
 
 // scaled says whether the service is one to scale.
