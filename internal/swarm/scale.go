@@ -72,6 +72,7 @@ type Scaler struct {
 
 	mu     sync.Mutex
 	states map[string]*scaleState // by service ID
+	closed bool                   // Close was called: no more looks
 
 	// afterLook and afterSample, if set, hear the end of each look at a
 	// service and of each sample (tests).
@@ -120,6 +121,9 @@ func (a *Adapter) Scaler(cat *catalog.Catalog, log *zap.Logger, opts ScaleOption
 
 // Close stops the Scaler, waits for its calls and closes its client.
 func (s *Scaler) Close() {
+	s.mu.Lock()
+	s.closed = true // a request still in GetUpstreams starts nothing
+	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
 	_ = s.eng.Close()
@@ -142,7 +146,7 @@ func (s *Scaler) Grow(targets []catalog.Target) {
 	defer s.mu.Unlock()
 	st := s.stateLocked(id)
 	now := s.now()
-	if st.busy || now.Before(st.next) {
+	if s.closed || st.busy || now.Before(st.next) {
 		return
 	}
 	st.busy, st.next = true, now.Add(growEvery)
@@ -332,6 +336,9 @@ func (s *Scaler) considerShrinking() {
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
 	for _, sv := range svcs {
 		st := s.stateLocked(sv.id)
 		fits := sv.policy.SoftLimit > 0 && sv.replicas > sv.policy.Min && load[sv.id] <= sv.policy.SoftLimit*(sv.replicas-1)

@@ -385,6 +385,21 @@ func TestScale_R5j_refused_write_warned_once(t *testing.T) {
 	}
 }
 
+// A request still routed while the connection closes starts no look.
+func TestScale_R5j_nothing_after_close(t *testing.T) {
+	f := newFakeSwarm()
+	pool(f, 1, growing)
+	sc := startScaled(t, f)
+	ts := sc.targets(t, 1)
+	defer load(ts, 3)()
+	sc.s.Close()
+	sc.clock.Add(time.Second)
+	sc.s.Grow(ts)
+	if sc.looking() || sc.looks.Load() != 0 {
+		t.Fatal("a look started after Close")
+	}
+}
+
 // With endpoint vip there is no Scaler: a VIP's load is no task's.
 func TestScale_R5j_none_with_vip(t *testing.T) {
 	a := newFakeSwarm().adapter(Config{Endpoint: EndpointVIP})
