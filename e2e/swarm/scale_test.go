@@ -4,6 +4,7 @@ package swarm
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -39,6 +40,7 @@ func TestSwarmSoftLimitScales(t *testing.T) {
 		"--label", "caddy.soft_limit=4", "--label", "caddy.max_replicas=2", "--label", "caddy.standby_after="+after.String())
 	first := waitRunning(t, s, 1)
 	waitServedBy(t, s, first, 30*time.Second)
+	grewBefore := loadWakes(t)
 
 	caddy := testkit.Caddy{Addr: caddyAddr, Client: httpClient}
 	var mu sync.Mutex
@@ -104,6 +106,9 @@ func TestSwarmSoftLimitScales(t *testing.T) {
 	}
 	shrunk := time.Since(stopped)
 	waitRunning(t, s, 1)
+	if grew := loadWakes(t) - grewBefore; grew != 1 {
+		t.Errorf("caddy_dicer_wakes_started_total{cause=\"load\",kind=\"swarm\"} rose by %v, want 1 (the replica added)", grew)
+	}
 	t.Logf("%d requests, %d failed; load step -> 2 replicas in the spec %s, -> the new task's first answer %s; load's end -> 1 replica %s (caddy.standby_after %s)",
 		l.Total(), failed, scaled.Round(time.Millisecond), second.Round(time.Millisecond), shrunk.Round(time.Millisecond), after)
 	for _, what := range []string{"one replica more", "one replica less"} {
@@ -111,6 +116,28 @@ func TestSwarmSoftLimitScales(t *testing.T) {
 			t.Errorf("no info line %q about %s in Caddy's log", what, s.name)
 		}
 	}
+}
+
+// metricsHost is the site of Caddy's metrics.
+const metricsHost = "metrics.swarm.test"
+
+// loadWakes is Caddy's count of growths under load on Swarm (R5j).
+func loadWakes(t *testing.T) float64 {
+	t.Helper()
+	status, body, err := get(context.Background(), metricsHost)
+	if err != nil || status != http.StatusOK {
+		t.Fatalf("GET metrics: %d %v", status, err)
+	}
+	sum := 0.0
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "caddy_dicer_wakes_started_total{") && strings.Contains(l, `cause="load"`) && strings.Contains(l, `kind="swarm"`) {
+			var v float64
+			if _, err := fmt.Sscan(l[strings.LastIndexByte(l, ' ')+1:], &v); err == nil {
+				sum += v
+			}
+		}
+	}
+	return sum
 }
 
 // caddyLogHas reports whether a line of Caddy's log holds both about
