@@ -13,6 +13,7 @@ import (
 
 	"github.com/docker/docker/api/types/swarm"
 
+	swarmadapter "github.com/caddy-dicer/caddy-dicer/internal/swarm"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
@@ -150,4 +151,32 @@ func caddyLogHas(about, what string) bool {
 		}
 	}
 	return false
+}
+
+// Swarm refuses a write at a version that is no longer the service's, in
+// the words the Scaler reads as "another Caddy was first" (R5j): two
+// writes at one inspected version make one change.
+func TestSwarmStaleVersionRefused(t *testing.T) {
+	s := createService(t, "stale", helloV1, 1, "--label", "caddy.max_replicas=2")
+	waitRunning(t, s, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	sv, _, err := cli.ServiceInspectWithRaw(ctx, s.name, swarm.ServiceInspectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []bool{false, true} {
+		spec := sv.Spec
+		rep := *spec.Mode.Replicated
+		n := uint64(1 + i)
+		rep.Replicas = &n
+		spec.Mode.Replicated = &rep
+		_, err := cli.ServiceUpdate(ctx, sv.ID, sv.Version, spec, swarm.ServiceUpdateOptions{})
+		if stale := err != nil && swarmadapter.StaleVersion(err); stale != want || err != nil && !stale {
+			t.Fatalf("write %d at version %d: %v; want stale %v", i+1, sv.Version.Index, err, want)
+		}
+	}
+	if n := specReplicas(t, s); n != 1 {
+		t.Errorf("%d replicas, want 1: the stale write made no change", n)
+	}
 }

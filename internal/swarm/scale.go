@@ -273,7 +273,7 @@ func (s *Scaler) update(svc swarm.Service, cur, n int, why string) bool {
 	spec.Mode.Replicated = &rep
 	_, err := s.eng.ServiceUpdate(ctx, svc.ID, svc.Version, spec, swarm.ServiceUpdateOptions{})
 	switch {
-	case err != nil && staleVersion(err):
+	case err != nil && StaleVersion(err):
 		s.log.Debug("scaling: another writer changed the service first", zap.String("service", svc.Spec.Name))
 		return false
 	case err != nil && s.ctx.Err() == nil:
@@ -303,9 +303,9 @@ func (s *Scaler) failing(id string, failed bool) (news bool) {
 	return news
 }
 
-// staleVersion reports Swarm's refusal of a write at a version that is
+// StaleVersion reports Swarm's refusal of a write at a version that is
 // not the service's latest.
-func staleVersion(err error) bool { return strings.Contains(err.Error(), "update out of sequence") }
+func StaleVersion(err error) bool { return strings.Contains(err.Error(), "update out of sequence") }
 
 // shrinkLoop reads every scaled service's load each sample, until Close.
 func (s *Scaler) shrinkLoop() {
