@@ -138,7 +138,7 @@ func (s *Scaler) Grow(targets []catalog.Target) {
 	if !catalog.Loaded(targets) {
 		return
 	}
-	id, routable := s.pickService(targets)
+	id, routable := s.index.pick(targets)
 	if id == "" {
 		return
 	}
@@ -155,26 +155,6 @@ func (s *Scaler) Grow(targets []catalog.Target) {
 		defer s.wg.Done()
 		s.grow(id, routable)
 	}()
-}
-
-// pickService returns the first service to scale among targets' (in
-// their order) that was below its caddy.max_replicas at its last listing
-// (one at its max is not inspected again and again under load), and how
-// many of targets are its tasks.
-func (s *Scaler) pickService(targets []catalog.Target) (id string, routable int) {
-	for _, t := range targets {
-		sid, _, below := s.index.serviceOf(t.Instance)
-		if !below {
-			continue
-		}
-		if id == "" {
-			id = sid
-		}
-		if sid == id {
-			routable++
-		}
-	}
-	return id, routable
 }
 
 // stateLocked returns the state of the service id; s.mu is held.
@@ -365,16 +345,8 @@ func (s *Scaler) considerShrinking() {
 	}
 }
 
-// loadByService sums the requests in flight to the tasks of each service.
+// loadByService sums the requests in flight to the tasks of each service
+// to scale.
 func (s *Scaler) loadByService() map[string]int {
-	load := map[string]int{}
-	for _, sl := range s.cat.Sleepers(nil) {
-		if sl.Activity == nil {
-			continue
-		}
-		if id, scaled, _ := s.index.serviceOf(sl.Name); scaled {
-			load[id] += sl.Activity.InFlight()
-		}
-	}
-	return load
+	return s.index.load(s.cat.Sleepers(nil))
 }

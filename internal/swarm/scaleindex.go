@@ -83,17 +83,42 @@ func (x *scaleIndex) remove(id string) {
 	delete(x.services, id)
 }
 
-// serviceOf returns the ID of the service of the instance named name,
-// whether that service is one to scale (a replicated service with a
-// caddy.max_replicas), and whether it was below its max at its last
-// listing.
-func (x *scaleIndex) serviceOf(name string) (id string, scaled, below bool) {
+// load sums the requests in flight to the instances of sleepers (those
+// with an Activity) by service to scale.
+func (x *scaleIndex) load(sleepers []catalog.Sleeper) map[string]int {
+	out := map[string]int{}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	id = x.byName[name]
-	s := x.services[id]
-	scaled = s != nil && s.scaled()
-	return id, scaled, scaled && s.replicas < s.policy.Max
+	for _, sl := range sleepers {
+		id := x.byName[sl.Name]
+		if s := x.services[id]; s != nil && s.scaled() && sl.Activity != nil {
+			out[id] += sl.Activity.InFlight()
+		}
+	}
+	return out
+}
+
+// pick returns the first service to scale among targets' (in their
+// order) that was below its caddy.max_replicas at its last listing (one
+// at its max is not inspected again and again under load), and how many
+// of targets are its tasks. One lock, whatever the number of targets.
+func (x *scaleIndex) pick(targets []catalog.Target) (id string, routable int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, t := range targets {
+		sid := x.byName[t.Instance]
+		s := x.services[sid]
+		if s == nil || !s.scaled() || s.replicas >= s.policy.Max {
+			continue
+		}
+		if id == "" {
+			id = sid
+		}
+		if sid == id {
+			routable++
+		}
+	}
+	return id, routable
 }
 
 // scaled says whether the service is one to scale.
