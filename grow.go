@@ -16,7 +16,8 @@ import (
 // path's share of it. On Docker the connection's standby.Waker starts the
 // next instance; on Dicer, which wakes an instance on standby when a
 // connection reaches its published port, the connection's
-// connectwake.Grower makes that connection. Either learns the requests in
+// connectwake.Grower makes that connection; on Swarm the connection's
+// swarm.Scaler adds a replica to the service. Either learns the requests in
 // flight from reverse_proxy's own counters (record, countInFlight).
 
 // newGrower returns the Grower of a connection to a daemon that wakes on
@@ -35,6 +36,8 @@ func (c *connection) grow(snap *catalog.Snapshot, route catalog.Route, host stri
 		c.standby.Grow(snap, route, host, targets)
 	case c.grower != nil:
 		c.grower.Grow(snap, route, host, targets)
+	case c.scaler != nil:
+		c.scaler.Grow(targets)
 	}
 }
 
@@ -45,7 +48,7 @@ func (c *connection) recordUse(r *http.Request, a *catalog.Activity, u *reversep
 	switch {
 	case c.standby != nil:
 		record(c.standby, r, a, u)
-	case c.grower != nil:
+	case c.grower != nil, c.scaler != nil:
 		countInFlight(r, a, u)
 	}
 }

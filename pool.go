@@ -13,6 +13,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/readiness"
 	"github.com/caddy-dicer/caddy-dicer/internal/standby"
+	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
 )
 
 // open resolves daemon's settings and returns its shared connection (see
@@ -65,6 +66,9 @@ type connection struct {
 	// connection to its published port (R5j, grow.go) on a daemon that
 	// wakes on connect (Dicer); nil on the others.
 	grower *connectwake.Grower
+	// scaler grows and shrinks pools by their replica count (Swarm,
+	// R5j); nil for other daemons.
+	scaler *swarm.Scaler
 
 	// started guards the start of the adapter and of settle, at the first
 	// await (after the first module told the catalog its views and route
@@ -100,6 +104,9 @@ func (c *connection) Destruct() error {
 		c.standby.Close()
 		release(c.standbyKey)
 	}
+	if c.scaler != nil {
+		c.scaler.Close()
+	}
 	return nil
 }
 
@@ -131,6 +138,13 @@ func dial(spec connSpec) (*connection, error) {
 		}
 		if spec.wakesOnConnect {
 			c.grower = newGrower(runCtx, c, spec)
+		}
+		if spec.scaler != nil {
+			var err error
+			if c.scaler, err = spec.scaler(c.catalog, func() { c.metrics.wakesStarted(standby.CauseLoad).Inc() }); err != nil {
+				cancel()
+				return nil, err
+			}
 		}
 		trace := c.trace()
 		c.start = func(deadline time.Time) {

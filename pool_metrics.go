@@ -17,7 +17,7 @@ var poolMetrics = struct {
 	wakesStarted: counter("wakes_started_total",
 		"Wakes Caddy started, by cause: request (a request found nothing routable, Docker scale to zero, R5), "+
 			"load (every routable instance was past its caddy.soft_limit, R5j; on Dicer, the connection to the published "+
-			"port of the instance on standby, which its daemon wakes), dependency (an instance being woken "+
+			"port of the instance on standby, which its daemon wakes; on Swarm, a replica added), dependency (an instance being woken "+
 			"depends on it, R5k).", "kind", "daemon", "cause"),
 	pool: &poolCollector{desc: prometheus.NewDesc(prometheus.BuildFQName("caddy", "dicer", "pool_instances"),
 		"Instances labelled caddy.soft_limit (pools that grow under load, R5j), by state: running (up, whether ready or "+

@@ -14,6 +14,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 	"github.com/caddy-dicer/caddy-dicer/internal/standby"
+	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
 )
 
 // daemonSettings are a daemon's connection settings, as each backend
@@ -128,6 +129,13 @@ type connSpec struct {
 	// connection reaches a published port (Dicer): a loaded pool grows
 	// by such a connection (R5j, grow.go).
 	wakesOnConnect bool
+	// scaler, if set, makes the connection's scaler of pools that grow
+	// under load by a service's replicas (Swarm, R5j) for its catalog;
+	// grew hears each replica added.
+	// (A concrete type: through an interface, the targets that the
+	// request path passes to Grow would escape, an allocation per
+	// request.)
+	scaler func(cat *catalog.Catalog, grew func()) (*swarm.Scaler, error)
 }
 
 // newConnSpec puts together what opens a shared connection to a backend's

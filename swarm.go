@@ -6,6 +6,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
 )
@@ -16,7 +17,8 @@ func init() {
 }
 
 // SwarmManager is how a module reaches a Docker Swarm: through the Engine
-// API of one of its manager nodes, read-only. Every module that names the
+// API of one of its manager nodes, read-only but for the replica count of
+// a service labelled `caddy.max_replicas` (R5j). Every module that names the
 // same manager with the same settings shares one connection and one
 // catalog, which outlive config reloads.
 //
@@ -57,6 +59,16 @@ type SwarmManager struct {
 //
 // Upstreams are the routable tasks (running, healthy if they have a
 // health check, not being shut down) in name order; none means 503.
+//
+// A replicated service labelled `caddy.soft_limit=<n>` and
+// `caddy.max_replicas=<m>` grows under load (R5j): while every routable
+// task of a route for the host has more than n requests in flight through
+// this Caddy, Caddy adds one replica (none while the service converges or
+// a task is not ready, never beyond m), and takes one away once the load
+// has fitted in one replica fewer for the service's
+// `caddy.standby_after` (default 5m), down to `caddy.min_replicas`
+// (default 1). The manager's API must then allow
+// `POST /services/{id}/update`. Endpoint `vip` scales nothing.
 type SwarmUpstreams struct {
 	SwarmManager
 	upstreamSource
@@ -164,7 +176,12 @@ func (m *SwarmManager) spec() (connSpec, error) {
 	if err != nil {
 		return connSpec{}, err
 	}
-	return newConnSpec("swarm", a.Address(), "", docker.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run), nil
+	spec := newConnSpec("swarm", a.Address(), "", docker.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run)
+	logger := spec.opts.Logger
+	spec.scaler = func(cat *catalog.Catalog, grew func()) (*swarm.Scaler, error) {
+		return a.Scaler(cat, logger, swarm.ScaleOptions{Grew: grew}) // endpoint vip: none
+	}
+	return spec, nil
 }
 
 // validateStatic checks the settings that need no placeholder replacement.

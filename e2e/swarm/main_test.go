@@ -202,7 +202,7 @@ CMD ["run", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]
 // internal CA that the swarm permission allows. The retry settings are
 // the README's for zero-downtime deploys. weightedHost is routed with
 // lb_policy dicer_weighted (R4c), stickyHost with lb_policy dicer_sticky
-// (R4d), and TCP connections to :82 go to the
+// (R4d), metricsHost serves Caddy's metrics, and TCP connections to :82 go to the
 // tasks of the services labelled l4=swarm (dicer_proxy, R14).
 const caddyfile = `{
 	local_certs
@@ -221,6 +221,10 @@ const caddyfile = `{
 			}
 		}
 	}
+}
+
+http://metrics.swarm.test {
+	metrics
 }
 
 http://weighted.swarm.test {

@@ -44,6 +44,13 @@ const (
 	// wait for, before this one is woken; they go on standby only once
 	// every instance depending on them is (R5k).
 	LabelDependsOn = "caddy.depends_on"
+	// LabelMaxReplicas opts a replicated Swarm service into growing under
+	// load (R5j): while every routable task of a route is past its
+	// caddy.soft_limit, Caddy adds one replica, up to this many.
+	LabelMaxReplicas = "caddy.max_replicas"
+	// LabelMinReplicas is the fewest replicas Caddy scales such a service
+	// back down to once its load fits in fewer (R5j); default 1.
+	LabelMinReplicas = "caddy.min_replicas"
 )
 
 // KnownLabels is every label key caddy-dicer gives a meaning to, the one
@@ -53,6 +60,7 @@ var KnownLabels = []string{
 	LabelHost, LabelPort, LabelNetwork, LabelStandbyAfter, LabelStandby,
 	LabelWeight, LabelSessionKey, LabelMaintenance,
 	LabelPath, LabelSoftLimit, LabelDependsOn,
+	LabelMaxReplicas, LabelMinReplicas,
 }
 
 // State is an instance's lifecycle state, as its daemon reports it.

@@ -69,8 +69,9 @@ func (c *Catalog) warnPool(old, e *entry) {
 }
 
 // wakeable reports an instance Caddy wakes and puts on standby (a valid
-// caddy.standby_after).
-func (e *entry) wakeable() bool { return e.activity != nil && e.standby.After > 0 }
+// caddy.standby_after). A group (a Swarm service with endpoint tasks) is
+// never routed to, so never woken.
+func (e *entry) wakeable() bool { return e.activity != nil && e.standby.After > 0 && !e.inst.Group }
 
 // Dependent is an instance labelled caddy.depends_on, as Catalog.Dependents
 // reports it.

@@ -73,3 +73,48 @@ func TestPool_Loaded_counts_a_request_being_learnt_once(t *testing.T) {
 		t.Errorf("InFlight %d, want 4 (each request being learnt counts until it ends)", a.InFlight())
 	}
 }
+
+// R5j on Swarm: caddy.max_replicas and caddy.min_replicas are whole
+// numbers from 1 to MaxReplicas, the min no more than the max; a bad max
+// leaves the service unscaled, a bad min counts as 1.
+func TestPool_replica_labels(t *testing.T) {
+	for _, c := range []struct {
+		labels   map[string]string
+		min, max int
+		bad      string
+	}{
+		{map[string]string{}, 1, 0, ""},
+		{map[string]string{LabelMinReplicas: "3"}, 1, 0, ""}, // no max: not scaled, nothing to warn
+		{map[string]string{LabelMaxReplicas: " 4 "}, 1, 4, ""},
+		{map[string]string{LabelMaxReplicas: "4", LabelMinReplicas: "2"}, 2, 4, ""},
+		{map[string]string{LabelMaxReplicas: "4", LabelMinReplicas: "4"}, 4, 4, ""},
+		{map[string]string{LabelMaxReplicas: "4", LabelMinReplicas: "5"}, 1, 4, LabelMinReplicas},
+		{map[string]string{LabelMaxReplicas: "4", LabelMinReplicas: "0"}, 1, 4, LabelMinReplicas},
+		{map[string]string{LabelMaxReplicas: "0"}, 1, 0, LabelMaxReplicas},
+		{map[string]string{LabelMaxReplicas: "101"}, 1, 0, LabelMaxReplicas},
+		{map[string]string{LabelMaxReplicas: "many"}, 1, 0, LabelMaxReplicas},
+	} {
+		r, bad := ParseReplicas(c.labels)
+		if r.Min != c.min || r.Max != c.max || bad != c.bad {
+			t.Errorf("%v: min %d max %d bad %q; want %d %d %q", c.labels, r.Min, r.Max, bad, c.min, c.max, c.bad)
+		}
+	}
+}
+
+// A group (a Swarm service with endpoint tasks) labelled
+// caddy.standby_after is never a candidate to wake: it is never routed to.
+func TestPool_group_is_never_woken(t *testing.T) {
+	c := New(Options{})
+	c.Replace([]Instance{{ID: "svc", Name: "web", Group: true, State: StateStopped,
+		Labels: map[string]string{LabelHost: "web.test", LabelStandbyAfter: "2s", LabelSoftLimit: "2"}}})
+	snap := c.Snapshot()
+	if ts, pick := snap.Pick(nil, Route{}, "web.test", false); len(ts) != 0 || pick != PickedNone {
+		t.Errorf("Pick: %v %v, want nothing", ts, pick)
+	}
+	if cands := snap.WakeCandidates(nil, Route{}, "web.test"); len(cands) != 0 {
+		t.Errorf("WakeCandidates: %v, want none", cands)
+	}
+	if running, standby := c.PoolCounts(); running+standby != 0 {
+		t.Errorf("PoolCounts: %d running, %d on standby; want none", running, standby)
+	}
+}

@@ -29,6 +29,12 @@ type fakeSwarm struct {
 	// silent are the addresses the node watch's probes get no answer
 	// from; every other is refused (no test dials out).
 	silent map[string]bool
+	// beforeUpdate, if set, runs at each ServiceUpdate before the
+	// version is checked, f.mu held: another writer's update.
+	beforeUpdate func()
+	// updateErr, if set, is every ServiceUpdate's answer (a socket proxy
+	// that refuses the write).
+	updateErr error
 }
 
 // dial is the node watch's dialer: no connection is made; an address in
@@ -165,6 +171,32 @@ func (f *fakeSwarm) ContainerList(_ context.Context, o container.ListOptions) ([
 		}
 	}
 	return out, nil
+}
+
+// ServiceUpdate takes the spec at the service's current version and
+// refuses any other, as Swarm does ("update out of sequence").
+func (f *fakeSwarm) ServiceUpdate(_ context.Context, id string, v swarm.Version, spec swarm.ServiceSpec, _ swarm.ServiceUpdateOptions) (swarm.ServiceUpdateResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.beforeUpdate != nil {
+		f.beforeUpdate()
+	}
+	if f.updateErr != nil {
+		f.calls["ServiceUpdate failed"]++
+		return swarm.ServiceUpdateResponse{}, f.updateErr
+	}
+	s, ok := f.services[id]
+	if !ok {
+		return swarm.ServiceUpdateResponse{}, fmt.Errorf("service %s: %w", id, cerrdefs.ErrNotFound)
+	}
+	if s.Version.Index != v.Index {
+		f.calls["ServiceUpdate refused"]++
+		return swarm.ServiceUpdateResponse{}, fmt.Errorf("Error response from daemon: rpc error: code = Unknown desc = update out of sequence")
+	}
+	f.calls["ServiceUpdate"]++
+	s.Spec, s.Version.Index = spec, s.Version.Index+1
+	f.services[id] = s
+	return swarm.ServiceUpdateResponse{}, nil
 }
 
 func (f *fakeSwarm) ClientVersion() string { return "fake" }

@@ -3,7 +3,8 @@
 // services and their tasks into catalog.Instance values fed to a
 // catalog.Sink. It shares the Docker adapter's connection settings and
 // translation of containers, knows nothing of routing rules or of Caddy,
-// and only reads from the Engine.
+// and only reads from the Engine, but for the replica counts of the
+// services labelled caddy.max_replicas (the Scaler, R5j).
 package swarm
 
 import (
@@ -12,6 +13,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +53,8 @@ type Adapter struct {
 	resync     time.Duration
 	nodeProbe  time.Duration // negative: no node watch
 	key        string
+	// index is what the sessions tell the Scaler of the services (R5j).
+	index *scaleIndex
 	// wrap, if set, wraps each session's client (tests).
 	wrap func(engine) engine
 	// dial opens the node watch's probe connections (tests replace it).
@@ -68,7 +72,7 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, err
 	}
 	a := &Adapter{docker: d, endpoint: cfg.Endpoint, converging: cfg.Converging, resync: cfg.Resync,
-		nodeProbe: cfg.NodeProbe, dial: (&net.Dialer{}).DialContext}
+		nodeProbe: cfg.NodeProbe, dial: (&net.Dialer{}).DialContext, index: newScaleIndex()}
 	if a.endpoint == "" {
 		a.endpoint = EndpointTasks
 	}
@@ -124,7 +128,7 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 		eng: eng, log: log, endpoint: a.endpoint, converging: a.converging, resync: a.resync,
 		services: map[string]*service{}, members: map[string]map[string]struct{}{},
 		taskService: map[string]string{}, taskNode: map[string]string{},
-		due: newSchedule(),
+		due: newSchedule(), index: a.index,
 	}
 	if a.endpoint == EndpointTasks && a.nodeProbe > 0 {
 		c.watch = newNodeWatch(a.nodeProbe, a.dial)
@@ -158,6 +162,7 @@ type conn struct {
 	taskNode    map[string]string              // task ID -> node ID
 	due         *schedule
 	watch       *nodeWatch // nil: no node watch (R11t)
+	index       *scaleIndex
 }
 
 func (c *conn) Close() error { return c.eng.Close() }
@@ -323,6 +328,12 @@ func (c *conn) keep(svc *service, tasks []swarm.Task, locals map[string]local) (
 		}
 	}
 	c.members[svc.id] = members
+	if bad := c.index.set(svc, insts); bad != "" {
+		c.log.Warn("label "+bad+" is not valid and is ignored (caddy.max_replicas: a whole number from 1 to "+
+			strconv.Itoa(catalog.MaxReplicas)+", without which the service is never scaled; caddy.min_replicas: "+
+			"from 1 to caddy.max_replicas, else 1)",
+			zap.String("service", svc.name), zap.String(bad, clipLabel(svc.labels[bad])))
+	}
 	return insts, converging
 }
 
@@ -433,6 +444,7 @@ func (c *conn) forget(id string) []string {
 	}
 	delete(c.services, id)
 	delete(c.members, id)
+	c.index.remove(id)
 	c.due.remove(id)
 	if c.watch != nil {
 		c.watch.setService(id, nil)
@@ -510,6 +522,7 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 	}
 	c.members[svc.id][id] = struct{}{}
 	c.taskService[id], c.taskNode[id] = svc.id, t.NodeID
+	c.index.add(svc.id, in.Name)
 	return in, nil
 }
 
@@ -563,3 +576,12 @@ var (
 	_ follow.Daemon    = (*Adapter)(nil)
 	_ follow.GroupConn = (*conn)(nil)
 )
+
+// clipLabel shortens a label's value for a log line: a tenant's label
+// costs a bounded line.
+func clipLabel(v string) string {
+	if len(v) > 64 {
+		return v[:64] + "..."
+	}
+	return v
+}
