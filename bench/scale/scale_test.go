@@ -175,24 +175,8 @@ http://127.0.0.1:%d {
 	}
 }
 `, adminPort, logFile, httpPort, sock, port))
-	cmd := exec.Command(b.path, "run", "--config", config, "--adapter", "caddyfile")
-	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir)
-	cmd.Stdout, cmd.Stderr = nil, nil
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}()
+	start, pid, stop := startCaddy(t, b.path, config, dir)
+	defer stop()
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	defer client.CloseIdleConnections()
 	url := fmt.Sprintf("http://127.0.0.1:%d/", httpPort)
@@ -224,7 +208,7 @@ http://127.0.0.1:%d {
 		r.early = append(r.early, event(fmt.Sprintf("early-%02d", i), fmt.Sprintf("127.77.1.%d", i+1)))
 		r.goroutines = max(r.goroutines, goroutines(client, adminPort))
 	}
-	r.rssKB, r.hwmKB = memory(t, cmd.Process.Pid)
+	r.rssKB, r.hwmKB = memory(t, pid)
 	// Every never-accepting instance gets its verdict after
 	// readiness_timeout (5 s): wait for them all to be routable.
 	deadline := time.Now().Add(verdictWindow)
@@ -234,10 +218,10 @@ http://127.0.0.1:%d {
 	for i := range steadyEvents {
 		r.steady = append(r.steady, event(fmt.Sprintf("steady-%02d", i), fmt.Sprintf("127.77.2.%d", i+1)))
 	}
-	if rss, hwm := memory(t, cmd.Process.Pid); hwm > r.hwmKB {
+	if rss, hwm := memory(t, pid); hwm > r.hwmKB {
 		r.rssKB, r.hwmKB = max(r.rssKB, rss), hwm
 	}
-	r.cpu = cpuTime(t, cmd.Process.Pid)
+	r.cpu = cpuTime(t, pid)
 	r.warnings = count(logFile, warningText)
 	if keep := os.Getenv("CADDY_DICER_SCALE_LOGS"); keep != "" {
 		data, _ := os.ReadFile(logFile)
@@ -408,3 +392,27 @@ func pct(ds []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+// startCaddy runs binary on the Caddyfile config with its home in dir,
+// and returns when it started, its process ID, and stop, which ends it
+// (SIGTERM, then a kill after 30 s) and waits for it.
+func startCaddy(t *testing.T, binary, config, dir string) (start time.Time, pid int, stop func()) {
+	t.Helper()
+	cmd := exec.Command(binary, "run", "--config", config, "--adapter", "caddyfile")
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir)
+	start = time.Now()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return start, cmd.Process.Pid, func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+}

@@ -183,23 +183,8 @@ http://:%d {
 	}
 }
 `, adminPort, logFile, httpPort, sock, sleeperPort))
-	cmd := exec.Command(b.path, "run", "--config", config, "--adapter", "caddyfile")
-	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir)
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}()
+	start, pid, stop := startCaddy(t, b.path, config, dir)
+	defer stop()
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	defer client.CloseIdleConnections()
 
@@ -219,7 +204,7 @@ http://:%d {
 	time.Sleep(2 * time.Second)     // let the listing's garbage go before the figures
 	heapAlloc(t, client, adminPort) // a first collection
 	r.heap = heapAlloc(t, client, adminPort)
-	r.rssKB, _ = memory(t, cmd.Process.Pid)
+	r.rssKB, _ = memory(t, pid)
 	t.Logf("%s, %d instances: all listed %s after Caddy's start; heap %d KB, RSS %d KB", b.label, want,
 		r.listed.Round(time.Millisecond), r.heap/1024, r.rssKB)
 	if !all {
