@@ -27,6 +27,7 @@ package scale
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -166,7 +167,8 @@ func measure(t *testing.T, b binary, n int) result {
 	}
 }
 
-http://127.0.0.1:%d {
+http://:%d {
+	bind 127.0.0.1
 	reverse_proxy {
 		dynamic dicer {
 			address unix:%s
@@ -257,17 +259,20 @@ func serve(t *testing.T, d *dicertest.Daemon, name, ip string, port int) {
 	}
 }
 
-// untilRouted asks Caddy for host until it answers 200, and returns the
-// time from since until then.
+// untilRouted asks Caddy for host, name.scale.test, until the instance
+// name answers (200 with its hello: a route that matched nothing answers
+// an empty 200), and returns the time from since until then.
 func untilRouted(client *http.Client, url, host string, since time.Time, limit time.Duration) (time.Duration, bool) {
+	want := "hello from " + strings.TrimSuffix(host, ".scale.test") + "\n"
 	deadline := since.Add(limit)
 	for time.Now().Before(deadline) {
 		req, _ := http.NewRequest(http.MethodGet, url, nil)
 		req.Host = host
 		res, err := client.Do(req)
 		if err == nil {
+			body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<10))
 			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
+			if res.StatusCode == http.StatusOK && string(body) == want {
 				return time.Since(since), true
 			}
 		}
