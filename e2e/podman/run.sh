@@ -14,10 +14,7 @@ MODES=${MODES:-rootful rootless}
 # The Engine tests that run against Podman: routing, readiness, health,
 # leave on stop, scale to zero (stop and pause), permission, and the
 # measurements (start event to first 200, stop to out of rotation, wake).
-# Standby_pause_mode_resumes is left out: it counts unpause events, and on
-# Podman one of two wakes came with no unpause event recorded (CI run of
-# 2026-12-02); pause mode is still covered by Standby_P5_wake_overhead.
-ROOT_TESTS=${ROOT_TESTS:-'^TestDocker_(R2_three_containers_share_a_site_evenly|R2_host_label_routing_without_selector|R3_caddy_port_overrides_the_route_port|R1_health_gating|R1a_no_request_before_the_port_accepts|R6_lifecycle_events_within_a_second|Standby_idle_stop_and_in_flight|R7_permission_allows_only_claimed_hosts|Readiness_P5_start_event_to_first_200|Standby_P5_wake_overhead|Standby_permission_allows_a_stopped_container)$'}
+ROOT_TESTS=${ROOT_TESTS:-'^TestDocker_(R2_three_containers_share_a_site_evenly|R2_host_label_routing_without_selector|R3_caddy_port_overrides_the_route_port|R1_health_gating|R1a_no_request_before_the_port_accepts|R6_lifecycle_events_within_a_second|Standby_idle_stop_and_in_flight|R7_permission_allows_only_claimed_hosts|Readiness_P5_start_event_to_first_200|Standby_P5_wake_overhead|Standby_pause_mode_resumes|Standby_permission_allows_a_stopped_container)$'}
 ADAPTER_TESTS=${ADAPTER_TESTS:-'^TestPodman'}
 ROOTLESS_USER=${ROOTLESS_USER:-caddy-dicer-podman}
 
