@@ -570,11 +570,11 @@ func (c *Catalog) warnNoRequests(old, e *entry) {
 		label := e.inst.Labels[LabelHost]
 		c.logger.Warn("instance claims no host: its caddy.host label is over the cap of "+
 			strconv.Itoa(MaxHostNames)+" names and "+strconv.Itoa(MaxHostLabelBytes)+" bytes (R2c); it gets no requests",
-			name, zap.Int("bytes", len(label)), zap.String("caddy.host", clip(label)))
+			name, zap.Int("bytes", len(label)), zap.String("caddy.host", ClipLabel(label)))
 	}
 	if e.badPath != "" && (old == nil || old.inst.Labels[LabelPath] != e.inst.Labels[LabelPath]) {
 		c.logger.Warn("instance serves no path: its caddy.path label is not valid (R2d): "+e.badPath+"; it gets no requests",
-			name, zap.String("caddy.path", clip(e.inst.Labels[LabelPath])))
+			name, zap.String("caddy.path", ClipLabel(e.inst.Labels[LabelPath])))
 	}
 	if e.port < 0 && (old == nil || old.inst.Labels[LabelPort] != e.inst.Labels[LabelPort]) {
 		c.logger.Warn("instance gets no requests: label caddy.port is not a port number (1-65535)",
@@ -608,7 +608,7 @@ func (c *Catalog) warnHostOnSelector(v *View, old, e *entry) {
 	}
 	c.logger.Warn("instance has a caddy.host label: on a selector route it gets requests only for the hosts it lists",
 		zap.String("instance", e.inst.Name), zap.String("selector", v.sel.String()),
-		zap.String("caddy.host", clip(e.inst.Labels[LabelHost])))
+		zap.String("caddy.host", ClipLabel(e.inst.Labels[LabelHost])))
 }
 
 // relevant reports whether a route or the permission could ever use e: it

@@ -199,7 +199,7 @@ func (e *entry) network(routeNetwork string) *Attachment {
 func (e *entry) notRoutable(routeNetwork string) string {
 	switch net := e.network(routeNetwork); {
 	case e.maint:
-		return "in maintenance: " + clip(e.maintMsg) // R5i
+		return "in maintenance: " + ClipLabel(e.maintMsg) // R5i
 	case e.inst.State == StateStandby:
 		return "on standby"
 	case e.inst.State != StateRunning:
@@ -485,10 +485,10 @@ func parseHosts(raw string) (hosts, wildcards []string, restricted, overCap bool
 	return hosts, wildcards, true, false
 }
 
-// clip is a label value for a log line or the admin API: at most
+// ClipLabel is a label value for a log line or the admin API: at most
 // maxLoggedLabel bytes of it (never half a character), then how long it
 // is: a tenant's label costs a log line no more than that.
-func clip(label string) string {
+func ClipLabel(label string) string {
 	if len(label) <= maxLoggedLabel {
 		return label
 	}

@@ -23,11 +23,11 @@ func logHostsChange(log func(string, ...zap.Field), old, e *entry) {
 	switch {
 	case !isSet:
 		log("instance no longer lists hosts: its caddy.host label was removed (it serves any host on a selector route, none on a route by host)",
-			name, zap.String("was", clip(was)))
+			name, zap.String("was", ClipLabel(was)))
 	case !wasSet:
-		log("instance lists hosts now: caddy.host label added", name, zap.String("caddy.host", clip(now)))
+		log("instance lists hosts now: caddy.host label added", name, zap.String("caddy.host", ClipLabel(now)))
 	default:
 		log("instance's hosts change: caddy.host label changed", name,
-			zap.String("was", clip(was)), zap.String("caddy.host", clip(now)))
+			zap.String("was", ClipLabel(was)), zap.String("caddy.host", ClipLabel(now)))
 	}
 }

@@ -40,7 +40,7 @@ func parsePaths(raw string) (prefixes []string, restricted bool, bad string) {
 		}
 		p, why := NormalizePathPrefix(item)
 		if why != "" {
-			return nil, true, strconv.Quote(clip(item)) + " " + why
+			return nil, true, strconv.Quote(ClipLabel(item)) + " " + why
 		}
 		if contains(prefixes, p) {
 			continue
@@ -405,9 +405,9 @@ func (e *entry) pathVerdict(prefix string) string {
 	case !e.pathed:
 		return "has no caddy.path, and the request's path is under " + prefix + ", which another instance claims"
 	case prefix == "/":
-		return "caddy.path lists only other prefixes: " + clip(strings.TrimSpace(e.inst.Labels[LabelPath]))
+		return "caddy.path lists only other prefixes: " + ClipLabel(strings.TrimSpace(e.inst.Labels[LabelPath]))
 	}
-	return "caddy.path lists only other prefixes: " + clip(strings.TrimSpace(e.inst.Labels[LabelPath])) +
+	return "caddy.path lists only other prefixes: " + ClipLabel(strings.TrimSpace(e.inst.Labels[LabelPath])) +
 		"; the request's path is under " + prefix
 }
 

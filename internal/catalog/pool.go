@@ -65,7 +65,7 @@ func (c *Catalog) warnPool(old, e *entry) {
 	c.logger.Warn("label "+bad+" is not valid and is ignored (caddy.soft_limit: a whole number from 1 to "+
 		strconv.Itoa(MaxSoftLimit)+"; caddy.depends_on: a label selector of at most "+
 		strconv.Itoa(MaxDependsOnBytes)+" bytes, not empty)",
-		zap.String("instance", e.inst.Name), zap.String(bad, clip(e.inst.Labels[bad])))
+		zap.String("instance", e.inst.Name), zap.String(bad, ClipLabel(e.inst.Labels[bad])))
 }
 
 // wakeable reports an instance Caddy wakes and puts on standby (a valid

@@ -228,7 +228,7 @@ func (s *Snapshot) Explain(route Route, host string) []Candidate {
 				}
 			}
 		} else if !e.servesHost(host, exact) {
-			c.Why = "caddy.host lists only other hosts: " + clip(strings.TrimSpace(e.inst.Labels[LabelHost]))
+			c.Why = "caddy.host lists only other hosts: " + ClipLabel(strings.TrimSpace(e.inst.Labels[LabelHost]))
 			if e.overCap {
 				c.Why = "caddy.host is over the cap of " + strconv.Itoa(MaxHostNames) + " names and " +
 					strconv.Itoa(MaxHostLabelBytes) + " bytes (R2c): it claims no host"

@@ -98,7 +98,7 @@ func (c *Catalog) warnWeighting(old, e *entry) {
 	if e.badWeight && (old == nil || old.inst.Labels[LabelWeight] != e.inst.Labels[LabelWeight]) {
 		c.logger.Warn("label caddy.weight is not an integer from 0 to "+strconv.Itoa(MaxWeight)+
 			": the instance has the default weight, 1 (R4c)",
-			name, zap.String(LabelWeight, clip(e.inst.Labels[LabelWeight])))
+			name, zap.String(LabelWeight, ClipLabel(e.inst.Labels[LabelWeight])))
 	}
 	if e.badKey && (old == nil || old.inst.Labels[LabelSessionKey] != e.inst.Labels[LabelSessionKey]) {
 		c.logger.Warn("label caddy.session_key is empty or over "+strconv.Itoa(MaxSessionKeyBytes)+

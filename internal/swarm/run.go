@@ -332,7 +332,7 @@ func (c *conn) keep(svc *service, tasks []swarm.Task, locals map[string]local) (
 		c.log.Warn("label "+bad+" is not valid and is ignored (caddy.max_replicas: a whole number from 1 to "+
 			strconv.Itoa(catalog.MaxReplicas)+", without which the service is never scaled; caddy.min_replicas: "+
 			"from 1 to caddy.max_replicas, else 1)",
-			zap.String("service", svc.name), zap.String(bad, clipLabel(svc.labels[bad])))
+			zap.String("service", svc.name), zap.String(bad, catalog.ClipLabel(svc.labels[bad])))
 	}
 	return insts, converging
 }
@@ -576,12 +576,3 @@ var (
 	_ follow.Daemon    = (*Adapter)(nil)
 	_ follow.GroupConn = (*conn)(nil)
 )
-
-// clipLabel shortens a label's value for a log line: a tenant's label
-// costs a bounded line.
-func clipLabel(v string) string {
-	if len(v) > 64 {
-		return v[:64] + "..."
-	}
-	return v
-}
