@@ -499,7 +499,11 @@ func TestDocker_R7_permission_allows_only_claimed_hosts(t *testing.T) {
 		t.Errorf("claimed host %s in upper case: handshake failed: %v", strings.ToUpper(shop), err)
 	}
 	// A stopped container's host gets its certificate; requests then find
-	// no routable container.
+	// no routable container, once Caddy's catalog has the stop: the Engine
+	// sends its die event before `docker stop` returns, Podman up to a few
+	// hundred ms after (its events come from a file it polls), and a
+	// connection shared with earlier tests follows those events.
+	awaitStopped(t, dockertest.Name("r7-old"))
 	if err := tlsHandshake(old); err != nil {
 		t.Errorf("host %s of a stopped container: handshake failed: %v", old, err)
 	}
@@ -514,6 +518,20 @@ func TestDocker_R7_permission_allows_only_claimed_hosts(t *testing.T) {
 	if lines := testkit.LogLines(t, logFile, evil, "no instance lists"); len(lines) == 0 {
 		t.Errorf("Caddy's log does not say why %s was refused", evil)
 	}
+}
+
+// awaitStopped waits until Caddy's catalog, as the admin API shows it,
+// has the named container stopped and not routable.
+func awaitStopped(t *testing.T, name string) {
+	t.Helper()
+	eventually(t, "Caddy's catalog has "+name+" stopped", func() bool {
+		for _, in := range adminInstances(t) {
+			if in.Name == name {
+				return !in.Routable && in.State == "stopped"
+			}
+		}
+		return false
+	})
 }
 
 // R11 network rule: a container on two networks is reached on the route's
