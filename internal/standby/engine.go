@@ -97,6 +97,10 @@ type Engine struct {
 	wakes    map[string]*wake           // by instance ID, in progress
 	failures map[string]*failure        // by instance ID, the last wakes failed
 	acting   map[string]bool            // IDs being put on standby
+	// actingPeak is acting's largest size since it was last made: a Go
+	// map keeps its size, so one that held thousands (all due together)
+	// is made anew once empty (releaseActing).
+	actingPeak int
 	shared   map[string]*sharedActivity // by instance ID
 	members  map[*Waker]bool            // the connections' parts
 	denied   bool                       // a write was refused once (logged once)

@@ -41,11 +41,17 @@ func (w *Waker) idleLoop() {
 		if len(batch) > 0 {
 			w.apply(q, batch, now)
 		}
+		if cap(batch) > bigBuffer {
+			batch = nil // a re-listing's would stay
+		}
 		touched = w.takeTouched(touched[:0])
 		for _, a := range touched {
 			if it := q.byAct[a]; it != nil {
 				w.consider(q, it, now)
 			}
+		}
+		if cap(touched) > bigBuffer {
+			touched = nil
 		}
 		for it := q.peek(); it != nil && !now.Before(it.due); it = q.peek() {
 			q.unschedule(it)
@@ -247,6 +253,7 @@ func (w *Waker) putOnStandby(s catalog.Sleeper, idleSince time.Time) {
 		return
 	}
 	e.acting[s.ID] = true
+	e.actingPeak = max(e.actingPeak, len(e.acting))
 	e.mu.Unlock()
 	w.jobsMu.Lock()
 	defer w.jobsMu.Unlock()
@@ -278,6 +285,19 @@ func (w *Waker) standbyWorker() {
 	}
 }
 
+// bigBuffer is the size above which the idle machinery lets go of a
+// buffer or map once done with it (many instances due together): kept,
+// it would hold its largest size for good, per instance of a burst.
+const bigBuffer = 1024
+
+// releaseActing makes acting anew once it is empty after holding more
+// than bigBuffer IDs; e.mu is held.
+func (e *Engine) releaseActing() {
+	if len(e.acting) == 0 && e.actingPeak > bigBuffer {
+		e.acting, e.actingPeak = map[string]bool{}, 0
+	}
+}
+
 // standby is one job of putOnStandby: the call, unless a request came
 // since the instance was due.
 func (w *Waker) standby(job standbyJob) {
@@ -285,6 +305,7 @@ func (w *Waker) standby(job standbyJob) {
 	defer func() {
 		e.mu.Lock()
 		delete(e.acting, s.ID)
+		e.releaseActing()
 		e.mu.Unlock()
 	}()
 	if !s.Activity.Last().Equal(job.last) || s.Activity.InFlight() > 0 || w.ctx.Err() != nil {

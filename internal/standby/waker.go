@@ -87,6 +87,9 @@ func (w *Waker) takeTouched(dst []*catalog.Activity) []*catalog.Activity {
 	dst = append(dst, w.touched...)
 	clear(w.touched)
 	w.touched = w.touched[:0]
+	if cap(w.touched) > bigBuffer {
+		w.touched = nil // 10,000 served at once would stay
+	}
 	return dst
 }
 
