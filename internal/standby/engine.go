@@ -94,17 +94,17 @@ type Engine struct {
 	actions Actions
 
 	mu       sync.Mutex
-	wakes    map[string]*wake           // by instance ID, in progress
-	failures map[string]*failure        // by instance ID, the last wakes failed
-	acting   map[string]bool            // IDs being put on standby
+	wakes    map[string]*wake    // by instance ID, in progress
+	failures map[string]*failure // by instance ID, the last wakes failed
+	acting   map[string]bool     // IDs being put on standby
 	// actingPeak is acting's largest size since it was last made: a Go
 	// map keeps its size, so one that held thousands (all due together)
 	// is made anew once empty (releaseActing).
 	actingPeak int
-	shared   map[string]*sharedActivity // by instance ID
-	members  map[*Waker]bool            // the connections' parts
-	denied   bool                       // a write was refused once (logged once)
-	cycles   map[string]bool            // pairs of instances warned of a caddy.depends_on cycle (R5k)
+	shared     map[string]*sharedActivity // by instance ID
+	members    map[*Waker]bool            // the connections' parts
+	denied     bool                       // a write was refused once (logged once)
+	cycles     map[string]bool            // pairs of instances warned of a caddy.depends_on cycle (R5k)
 
 	// waking holds the IDs of the wakes in progress, for Waking: read
 	// under the catalog's lock, where e.mu may not be taken.

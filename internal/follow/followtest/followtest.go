@@ -7,6 +7,7 @@ package followtest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,7 @@ type Sink struct {
 	byID     map[string]catalog.Instance
 	replaces int
 	puts     int
+	history  []catalog.Instance // every Put's instance, in order
 	stopping map[string]bool
 	changed  chan struct{} // closed and replaced on every call
 
@@ -75,6 +77,7 @@ func (s *Sink) Put(in catalog.Instance) {
 	defer s.mu.Unlock()
 	s.byID[in.ID] = in
 	s.puts++
+	s.history = append(s.history, in)
 	s.bumpLocked()
 }
 
@@ -84,6 +87,17 @@ func (s *Sink) Puts() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.puts
+}
+
+// PutsSince is what the Put calls after the first n of them wrote, in
+// order.
+func (s *Sink) PutsSince(n int) []catalog.Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n >= len(s.history) {
+		return nil
+	}
+	return slices.Clone(s.history[n:])
 }
 
 // Delete implements catalog.Sink.
