@@ -110,17 +110,6 @@ func testHost(t *testing.T, wakeDelay time.Duration) (*dicertest.Host, string) {
 	return h, sock
 }
 
-// freePortOn is a TCP port free on ip right now.
-func freePortOn(t *testing.T, ip string) int {
-	t.Helper()
-	l, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // wokenByConnect is the published ports whose connections woke the
 // instance name from standby, as the Host's events record them.
 func wokenByConnect(h *dicertest.Host, name string) []string {
@@ -146,7 +135,7 @@ func TestCaddy_R5j_dicer_pool_grows_under_load(t *testing.T) {
 	names := []string{"pool-a", "pool-b", "pool-c"}
 	for i, name := range names {
 		ip := "127.0.0." + strconv.Itoa(161+i)
-		port := freePortOn(t, ip)
+		port := testkit.FreePort(t, ip)
 		if _, err := h.Run(dicertest.InstanceSpec{Name: name, IP: ip, Port: port, StandbyAfter: time.Minute,
 			Labels:  map[string]string{"caddy.host": host, "caddy.soft_limit": "3"},
 			Publish: []*dicerpb.PortMapping{{GuestPort: uint32(port), Protocol: dicerpb.Protocol_PROTOCOL_TCP}}}); err != nil {

@@ -2,7 +2,6 @@ package caddydicer
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"testing"
@@ -20,7 +19,7 @@ import (
 func TestDocker_R11h_network_modes(t *testing.T) {
 	cli := engine(t)
 	app := dockertest.Name("r11h")
-	port := freePort(t)
+	port := testkit.FreePort(t, "0.0.0.0")
 	hostHost := hostName("r11h-host")
 	tester, logFile := dockerCaddy(t, "", fmt.Sprintf(`
 :%d {
@@ -57,15 +56,4 @@ func TestDocker_R11h_network_modes(t *testing.T) {
 			t.Fatalf("no warning %q for %s; its log lines: %q", why, c, testkit.LogLines(t, logFile, c))
 		}
 	}
-}
-
-// freePort is a TCP port free on the host right now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -42,6 +42,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 const (
@@ -140,7 +141,7 @@ func catalogSizes(t *testing.T) []int {
 func measure(t *testing.T, b binary, n int) result {
 	t.Helper()
 	dir := t.TempDir()
-	port := freePort(t, "127.77.0.1")
+	port := testkit.FreePort(t, "127.77.0.1")
 	d := dicertest.New()
 	defer d.Close()
 	for i := range n {
@@ -156,7 +157,7 @@ func measure(t *testing.T, b binary, n int) result {
 		t.Fatal(err)
 	}
 
-	httpPort, adminPort := freePort(t, "127.0.0.1"), freePort(t, "127.0.0.1")
+	httpPort, adminPort := testkit.FreePort(t, "127.0.0.1"), testkit.FreePort(t, "127.0.0.1")
 	config := filepath.Join(dir, "Caddyfile")
 	logFile := filepath.Join(dir, "caddy.log")
 	writeFile(t, config, fmt.Sprintf(`{
@@ -366,16 +367,6 @@ func tail(file string) string {
 		data = data[len(data)-4000:]
 	}
 	return string(data)
-}
-
-func freePort(t *testing.T, ip string) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func writeFile(t *testing.T, path, content string) {

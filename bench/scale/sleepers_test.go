@@ -22,6 +22,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // R5l on Dicer's API, through a real Caddy: N wakeable instances on
@@ -162,7 +163,7 @@ func measureSleepers(t *testing.T, b binary, n int, all bool) sleepersResult {
 		t.Fatal(err)
 	}
 
-	httpPort, adminPort := freePort(t, "127.0.0.1"), freePort(t, "127.0.0.1")
+	httpPort, adminPort := testkit.FreePort(t, "127.0.0.1"), testkit.FreePort(t, "127.0.0.1")
 	config := filepath.Join(dir, "Caddyfile")
 	logFile := filepath.Join(dir, "caddy.log")
 	writeFile(t, config, fmt.Sprintf(`{

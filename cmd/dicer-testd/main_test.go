@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // asProgramEnv makes this test binary run as dicer-testd itself: the
@@ -63,17 +64,6 @@ func mustRunCLI(t *testing.T, wantPrefix string, args ...string) string {
 	return out
 }
 
-// freePort returns a TCP port that was free on 127.0.0.1 a moment ago.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // get GETs http://addr/ on a new connection.
 func get(addr string, timeout time.Duration) (string, error) {
 	c := http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -100,7 +90,7 @@ func mustAnswer(t *testing.T, addr, name string) {
 // started, it serves again; removed, it is gone from ls.
 func TestCLI_RunStandbyStopStartRm(t *testing.T) {
 	dm, sock := startTestDaemon(t, "")
-	port := freePort(t)
+	port := testkit.FreePort(t, "127.0.0.1")
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 
 	mustRunCLI(t, "api: running at 127.0.0.1, port "+strconv.Itoa(port)+" published on host port ",
@@ -154,7 +144,7 @@ func TestCLI_RunStandbyStopStartRm(t *testing.T) {
 // What the CLI refuses, with the exit code and the words a user sees.
 func TestCLI_Refusals(t *testing.T) {
 	dm, sock := startTestDaemon(t, "")
-	port := strconv.Itoa(freePort(t))
+	port := strconv.Itoa(testkit.FreePort(t, "127.0.0.1"))
 	mustRunCLI(t, "web: running", "run", "--socket", sock, "--name", "web", "--ip", "127.0.0.1", "--port", port)
 	mustRunCLI(t, "web: stopped", "stop", "--socket", sock, "web")
 	missing := filepath.Join(t.TempDir(), "none.sock")
@@ -193,7 +183,7 @@ func TestCLI_Refusals(t *testing.T) {
 // The -instances file runs its instances as processes too, so that the
 // commands work on them; one with "health" is reported healthy.
 func TestDaemon_InstancesFile(t *testing.T) {
-	port := freePort(t)
+	port := testkit.FreePort(t, "127.0.0.1")
 	file := filepath.Join(t.TempDir(), "instances.json")
 	spec := `[{"name":"web-1","labels":{"app":"web"},"ip":"127.0.0.1","port":` + strconv.Itoa(port) + `,"health":true}]`
 	if err := os.WriteFile(file, []byte(spec), 0o600); err != nil {

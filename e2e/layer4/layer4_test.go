@@ -49,17 +49,17 @@ func startRoutes(t *testing.T, port int, sels ...string) route {
 // on a port of its own.
 func startRoutesWith(t *testing.T, port int, extra []string, sels ...string) route {
 	t.Helper()
-	admin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	r := route{tls: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	admin := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "127.0.0.1"))
+	r := route{tls: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "127.0.0.1"))}
 	var b strings.Builder
 	fmt.Fprintf(&b, "{\n\tadmin %s\n\tlayer4 {\n", admin)
 	for _, sel := range sels {
-		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "127.0.0.1"))
 		r.plain = append(r.plain, addr)
 		fmt.Fprintf(&b, "\t\t%s {\n\t\t\troute {\n\t\t\t\tdicer_proxy docker %s %d {\n\t\t\t\t\twake_timeout 30s\n\t\t\t\t}\n\t\t\t}\n\t\t}\n", addr, sel, port)
 	}
 	for _, handler := range extra {
-		addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "127.0.0.1"))
 		r.extra = append(r.extra, addr)
 		fmt.Fprintf(&b, "\t\t%s {\n\t\t\troute {\n\t\t\t\t%s\n\t\t\t}\n\t\t}\n", addr, handler)
 	}
@@ -392,7 +392,7 @@ func startHaproxy(t *testing.T, upstream string) (string, int, bool) {
 		t.Logf("haproxy is not installed (apt-get install haproxy): no haproxy baseline")
 		return "", 0, false
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t, "127.0.0.1"))
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "haproxy.cfg")
 	conf := fmt.Sprintf(`global

@@ -193,17 +193,6 @@ func buildRedisImage() (string, error) {
 	return ref, nil
 }
 
-// freePort returns a TCP port on 127.0.0.1 that nothing listens on now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // caddyProc is a running Caddy.
 type caddyProc struct {
 	cmd     *exec.Cmd

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // The Host tests run instances as this test binary in the helper mode
@@ -69,17 +70,6 @@ func newTestHost(t *testing.T, wake time.Duration) *Host {
 	return h
 }
 
-// freePort returns a TCP port that was free on ip a moment ago.
-func freePort(t *testing.T, ip string) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // fetch GETs http://addr/ with a short timeout.
 func fetch(addr string, timeout time.Duration) (string, error) {
 	c := http.Client{Timeout: timeout, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -121,7 +111,7 @@ func lastEvent(t *testing.T, d *Daemon, name string) *dicerpb.Event {
 
 func TestHostRunServesAndRecords(t *testing.T) {
 	h := newTestHost(t, 0)
-	port := freePort(t, "127.0.0.1")
+	port := testkit.FreePort(t, "127.0.0.1")
 	inst, err := h.Run(InstanceSpec{
 		Name: "web-1", IP: "127.0.0.1", Port: port, Labels: map[string]string{"app": "web"},
 		Publish: []*dicerpb.PortMapping{{GuestPort: uint32(port)}},
@@ -151,7 +141,7 @@ func TestHostRunServesAndRecords(t *testing.T) {
 
 func TestHostLifecycleDrivesTheProcess(t *testing.T) {
 	h := newTestHost(t, 0)
-	port := freePort(t, "127.0.0.2")
+	port := testkit.FreePort(t, "127.0.0.2")
 	addr := net.JoinHostPort("127.0.0.2", strconv.Itoa(port))
 	if _, err := h.Run(InstanceSpec{Name: "w", IP: "127.0.0.2", Port: port}); err != nil {
 		t.Fatal(err)
@@ -207,7 +197,7 @@ func TestHostLifecycleDrivesTheProcess(t *testing.T) {
 func TestHostStandbyWokenByConnectionOnce(t *testing.T) {
 	const wake = 200 * time.Millisecond
 	h := newTestHost(t, wake)
-	port := freePort(t, "127.0.0.3")
+	port := testkit.FreePort(t, "127.0.0.3")
 	inst, err := h.Run(InstanceSpec{
 		Name: "sleepy", IP: "127.0.0.3", Port: port, StandbyAfter: 5 * time.Minute,
 		Publish: []*dicerpb.PortMapping{{GuestPort: uint32(port)}},
@@ -272,7 +262,7 @@ func TestHostStandbyWokenByConnectionOnce(t *testing.T) {
 
 func TestHostStandbyByHandIsNotWoken(t *testing.T) {
 	h := newTestHost(t, 0)
-	port := freePort(t, "127.0.0.4")
+	port := testkit.FreePort(t, "127.0.0.4")
 	inst, err := h.Run(InstanceSpec{
 		Name: "manual", IP: "127.0.0.4", Port: port,
 		Publish: []*dicerpb.PortMapping{{GuestPort: uint32(port)}},
@@ -299,7 +289,7 @@ func TestHostStandbyByHandIsNotWoken(t *testing.T) {
 
 func TestHostProcessDeathFailsTheInstance(t *testing.T) {
 	h := newTestHost(t, 0)
-	port := freePort(t, "127.0.0.5")
+	port := testkit.FreePort(t, "127.0.0.5")
 	if _, err := h.Run(InstanceSpec{Name: "fragile", IP: "127.0.0.5", Port: port}); err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +333,7 @@ func TestHostCloseKillsEverything(t *testing.T) {
 	var pids []int
 	for i := range 3 {
 		ip := "127.0.0." + strconv.Itoa(6+i)
-		if _, err := h.Run(InstanceSpec{Name: "c" + strconv.Itoa(i), IP: ip, Port: freePort(t, ip)}); err != nil {
+		if _, err := h.Run(InstanceSpec{Name: "c" + strconv.Itoa(i), IP: ip, Port: testkit.FreePort(t, ip)}); err != nil {
 			t.Fatal(err)
 		}
 		pids = append(pids, h.Pid("c"+strconv.Itoa(i)))
