@@ -2,7 +2,6 @@ package caddydicer
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -28,36 +27,15 @@ func BenchmarkGetUpstreamsSoftLimit(b *testing.B) {
 		labelled bool
 		inFlight int
 	}{{"labelled=false", false, 1}, {"labelled=true", true, 1}, {"loaded", true, 20}} {
-		labelled := c.labelled
-		cat := catalog.New(catalog.Options{})
-		var all []catalog.Instance
-		for i := range 3 {
-			labels := map[string]string{"caddy.host": "shop.example.com"}
-			if labelled {
-				labels[catalog.LabelSoftLimit] = "10"
-			}
-			all = append(all, catalog.Instance{ID: fmt.Sprint(i), Name: fmt.Sprint("web-", i), Labels: labels, State: catalog.StateRunning,
-				Networks: []catalog.Attachment{{Network: "n", Address: fmt.Sprintf("10.0.0.%d", i+2)}}})
+		key := ""
+		if c.labelled {
+			key = catalog.LabelSoftLimit
 		}
-		cat.Replace(all)
+		cat := shopOfThree(key, "10")
 		g := connectwake.New(context.Background(), connectwake.Options{})
 		conn := &connection{catalog: cat, grower: g}
 		u := &DicerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}, keepAlive: &keepAlive{}}}
-		for _, t := range cat.Snapshot().Targets(nil, u.route, "shop.example.com") {
-			if t.Activity != nil {
-				t.Activity.Begin()
-				t.Activity.Learn(t.Dial, fixedInFlight(c.inFlight))
-			}
-		}
-		req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/", nil)
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if ups, _ := u.GetUpstreams(req); len(ups) != 3 {
-					b.Fatalf("got %d upstreams, want 3", len(ups))
-				}
-			}
-		})
+		benchShopUpstreams(b, c.name, &u.upstreamSource, u.GetUpstreams, c.inFlight)
 		g.Close()
 	}
 }

@@ -116,42 +116,62 @@ func TestStandby_wake_timeout_setting(t *testing.T) {
 	}
 }
 
+// shopOfThree is a catalog of three running instances for the host
+// shop.example.com, each with the label key=value (none if key is empty),
+// for the GetUpstreams benchmarks.
+func shopOfThree(key, value string) *catalog.Catalog {
+	cat := catalog.New(catalog.Options{})
+	var all []catalog.Instance
+	for i := range 3 {
+		labels := map[string]string{"caddy.host": "shop.example.com"}
+		if key != "" {
+			labels[key] = value
+		}
+		all = append(all, catalog.Instance{ID: fmt.Sprint(i), Name: fmt.Sprint("web-", i), Labels: labels, State: catalog.StateRunning,
+			Networks: []catalog.Attachment{{Network: "n", Address: fmt.Sprintf("10.0.0.%d", i+2)}}})
+	}
+	cat.Replace(all)
+	return cat
+}
+
+// benchShopUpstreams runs, as sub-benchmark name, u's GetUpstreams for
+// shop.example.com, once reverse_proxy's in-flight counters of its
+// targets are known (inFlight requests at each), and checks each answer
+// has the three instances of shopOfThree.
+func benchShopUpstreams(b *testing.B, name string, u *upstreamSource, get func(*http.Request) ([]*reverseproxy.Upstream, error), inFlight int) {
+	for _, t := range u.conn.catalog.Snapshot().Targets(nil, u.route, "shop.example.com") {
+		if t.Activity != nil {
+			t.Activity.Begin()
+			t.Activity.Learn(t.Dial, fixedInFlight(inFlight))
+		}
+	}
+	req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/", nil)
+	b.Run(name, func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if ups, _ := get(req); len(ups) != 3 {
+				b.Fatalf("got %d upstreams, want 3", len(ups))
+			}
+		}
+	})
+}
+
 // BenchmarkGetUpstreamsStandby is GetUpstreams for a route of three
 // running containers, labelled caddy.standby_after or not, on a Docker-like
 // connection (with scale to zero): the price of recording activity, once
 // reverse_proxy's in-flight counters are known.
 func BenchmarkGetUpstreamsStandby(b *testing.B) {
 	for _, labelled := range []bool{false, true} {
-		cat := catalog.New(catalog.Options{})
-		var all []catalog.Instance
-		for i := range 3 {
-			labels := map[string]string{"caddy.host": "shop.example.com"}
-			if labelled {
-				labels[catalog.LabelStandbyAfter] = "15m"
-			}
-			all = append(all, catalog.Instance{ID: fmt.Sprint(i), Name: fmt.Sprint("web-", i), Labels: labels, State: catalog.StateRunning,
-				Networks: []catalog.Attachment{{Network: "n", Address: fmt.Sprintf("10.0.0.%d", i+2)}}})
+		key := ""
+		if labelled {
+			key = catalog.LabelStandbyAfter
 		}
-		cat.Replace(all)
+		cat := shopOfThree(key, "15m")
 		ctx, cancel := context.WithCancel(context.Background())
 		w := standby.New(ctx, &fakeActions{}, cat, zap.NewNop(), standby.Options{})
 		conn := &connection{catalog: cat, standby: w}
 		u := &DockerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
-		for _, t := range cat.Snapshot().Targets(nil, u.route, "shop.example.com") {
-			if t.Activity != nil {
-				t.Activity.Begin()
-				t.Activity.Learn(t.Dial, fixedInFlight(0))
-			}
-		}
-		req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/", nil)
-		b.Run(fmt.Sprintf("labelled=%v", labelled), func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if ups, _ := u.GetUpstreams(req); len(ups) != 3 {
-					b.Fatalf("got %d upstreams, want 3", len(ups))
-				}
-			}
-		})
+		benchShopUpstreams(b, fmt.Sprintf("labelled=%v", labelled), &u.upstreamSource, u.GetUpstreams, 0)
 		cancel()
 		w.Close()
 	}
