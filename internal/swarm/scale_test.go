@@ -164,13 +164,20 @@ func (sc *scaled) warnings() []string {
 
 var growing = map[string]string{catalog.LabelSoftLimit: "2", catalog.LabelMaxReplicas: "3", catalog.LabelStandbyAfter: "2s"}
 
-// Every routable task past its soft limit: one replica more, at the
-// version inspected; a load at the limit grows nothing.
-func TestScale_R5j_grows_by_one_on_load(t *testing.T) {
+// growingPool is the pool most tests start from: the service web, 1
+// replica, labelled growing, under a Scaler, and the route's 1 target.
+func growingPool(t *testing.T) (*fakeSwarm, *scaled, []catalog.Target) {
+	t.Helper()
 	f := newFakeSwarm()
 	pool(f, 1, growing)
 	sc := startScaled(t, f)
-	ts := sc.targets(t, 1)
+	return f, sc, sc.targets(t, 1)
+}
+
+// Every routable task past its soft limit: one replica more, at the
+// version inspected; a load at the limit grows nothing.
+func TestScale_R5j_grows_by_one_on_load(t *testing.T) {
+	f, sc, ts := growingPool(t)
 	end := load(ts, 2) // at the limit, not past it
 	sc.s.Grow(ts)
 	end()
@@ -192,10 +199,7 @@ func TestScale_R5j_grows_by_one_on_load(t *testing.T) {
 // task, nor while a task is not routable yet (the route sees fewer
 // targets than replicas); never beyond caddy.max_replicas.
 func TestScale_R5j_one_at_a_time_and_not_beyond_max(t *testing.T) {
-	f := newFakeSwarm()
-	pool(f, 1, growing)
-	sc := startScaled(t, f)
-	ts := sc.targets(t, 1)
+	f, sc, ts := growingPool(t)
 	defer load(ts, 3)()
 	sc.growOnce(t, ts)
 	sc.growOnce(t, ts) // the second task is not there yet: converging
@@ -246,10 +250,7 @@ func TestScale_R5j_one_at_a_time_and_not_beyond_max(t *testing.T) {
 // Swarm refuses the stale version, the replica is added once, and the
 // refusal is no warning.
 func TestScale_R5j_stale_version_refused(t *testing.T) {
-	f := newFakeSwarm()
-	pool(f, 1, growing)
-	sc := startScaled(t, f)
-	ts := sc.targets(t, 1)
+	f, sc, ts := growingPool(t)
 	defer load(ts, 3)()
 	f.update(func() {
 		f.beforeUpdate = func() { // under f.mu
@@ -387,10 +388,7 @@ func TestScale_R5j_refused_write_warned_once(t *testing.T) {
 
 // A request still routed while the connection closes starts no look.
 func TestScale_R5j_nothing_after_close(t *testing.T) {
-	f := newFakeSwarm()
-	pool(f, 1, growing)
-	sc := startScaled(t, f)
-	ts := sc.targets(t, 1)
+	_, sc, ts := growingPool(t)
 	defer load(ts, 3)()
 	sc.s.Close()
 	sc.clock.Add(time.Second)
