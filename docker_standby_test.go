@@ -295,9 +295,14 @@ http://unused.invalid:%d {
 func TestDocker_Standby_permission_allows_a_stopped_container(t *testing.T) {
 	cli := engine(t)
 	host := hostName("sb-tls")
-	dockertest.Start(t, cli, dockertest.Options{Name: "sb-tls", NoStart: true,
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-tls", NoStart: true,
 		Labels: map[string]string{"caddy.host": host, "caddy.standby_after": "1h"}})
 	dockerCaddy(t, onDemandDockerGlobal, onDemandDockerSite)
+	// Caddy's connection may outlive this test's config (the tests of a
+	// run share it) and have the container from its create event, which
+	// Podman sends late; and a handshake served from the certificate cache
+	// of an earlier run (go test -count) asks no permission to wait on.
+	awaitState(t, c.Name, "standby")
 	// The first handshake may find Caddy's internal issuer still starting.
 	for deadline := time.Now().Add(waitFor); ; {
 		err := tlsHandshake(host)

@@ -524,10 +524,20 @@ func TestDocker_R7_permission_allows_only_claimed_hosts(t *testing.T) {
 // has the named container stopped and not routable.
 func awaitStopped(t *testing.T, name string) {
 	t.Helper()
-	eventually(t, "Caddy's catalog has "+name+" stopped", func() bool {
+	awaitState(t, name, "stopped")
+}
+
+// awaitState waits until Caddy's catalog, as the admin API shows it, has
+// the named container in state (as InstanceStatus spells it: "stopped",
+// "standby"...) and not routable. Podman delivers its events 50 to 100 ms
+// late (docs/podman.md): a test asking for a container it has just
+// created or stopped waits for the catalog to know first.
+func awaitState(t *testing.T, name, state string) {
+	t.Helper()
+	eventually(t, "Caddy's catalog has "+name+" "+state, func() bool {
 		for _, in := range adminInstances(t) {
 			if in.Name == name {
-				return !in.Routable && in.State == "stopped"
+				return !in.Routable && in.State == state
 			}
 		}
 		return false

@@ -42,14 +42,18 @@ trap cleanup EXIT INT TERM
 # machine does not hold back the others' verdicts). A container labelled
 # caddy-dicer.test.checks=manual is left to its test, which runs its checks
 # itself (TestPodman_engine_side_by_side asserts it is starting until then).
+# One listing gives each container with its label: two listings, one of the
+# manual containers and one of those with a check, let a container started
+# between them be checked by the loop (CI, stop 29: its test timed out
+# waiting for "starting", the loop had made it healthy).
 drive_checks() { # podman command...
-	local manual
+	local id mode
 	while sleep 1; do
-		manual=" $("$@" ps -q --filter label=caddy-dicer.test.checks=manual 2>/dev/null | tr '\n' ' ') "
-		for id in $("$@" ps -q --filter health=starting --filter health=healthy --filter health=unhealthy 2>/dev/null); do
-			case $manual in *" $id "*) continue ;; esac
+		while read -r id mode; do
+			[ "$mode" = manual ] && continue
 			"$@" healthcheck run "$id" >/dev/null 2>&1 &
-		done
+		done < <("$@" ps --filter health=starting --filter health=healthy --filter health=unhealthy \
+			--format '{{.ID}} {{index .Labels "caddy-dicer.test.checks"}}' 2>/dev/null)
 		wait
 	done
 }
@@ -69,16 +73,25 @@ wait_socket() { # socket
 	return 1
 }
 
+# failures prints what each failed test logged (its last 60 lines since
+# it started or resumed): the filtered output above shows only the verdicts,
+# and CI shows only this script's output, not its logs in bin/test-podman.
+failures() { # log
+	awk '/^=== (RUN|CONT|PAUSE|NAME)/ { n = 0; next }
+		/--- FAIL/ { for (i = (n > 60 ? n - 60 : 0); i < n; i++) print buf[i % 60]; n = 0; print; next }
+		{ buf[n % 60] = $0; n++ }' "$1" >&2
+}
+
 run_tests() { # mode socket
 	local mode=$1 sock=$2
 	echo "== $mode Podman ($(podman --version)) at unix://$sock"
 	# The adapter's tests: the Engine (its default socket) and Podman side
 	# by side, then the recorded and written Podman payloads.
 	CADDY_DICER_PODMAN_HOST=unix://$sock CADDY_DICER_PODMAN=$mode go test -race -count=1 -p 1 -v -timeout 20m -run "$ADAPTER_TESTS" ./internal/docker/ 2>&1 | tee "$T/$mode-adapter.log" | grep -E '^(--- |ok|FAIL|PASS|panic)|measured|catalog writes' || true
-	grep -q '^ok' "$T/$mode-adapter.log" || { echo "FAIL: $mode: internal/docker" >&2; return 1; }
+	grep -q '^ok' "$T/$mode-adapter.log" || { failures "$T/$mode-adapter.log"; echo "FAIL: $mode: internal/docker" >&2; return 1; }
 	[ -n "$ROOT_TESTS" ] || return 0
 	DOCKER_HOST=unix://$sock CADDY_DICER_PODMAN=$mode CADDY_DICER_P5=1 go test -race -count=1 -p 1 -v -timeout 25m -run "$ROOT_TESTS" . 2>&1 | tee "$T/$mode-root.log" | grep -E '^(--- |ok|FAIL|PASS|panic)|P5|measured|podman' || true
-	grep -q '^ok' "$T/$mode-root.log" || { echo "FAIL: $mode: root package" >&2; return 1; }
+	grep -q '^ok' "$T/$mode-root.log" || { failures "$T/$mode-root.log"; echo "FAIL: $mode: root package" >&2; return 1; }
 }
 
 rootful() {
