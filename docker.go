@@ -287,6 +287,7 @@ func positiveInt(disp *caddyfile.Dispenser, name string, into *int) error {
 type dockerActions struct{ *docker.Actions }
 
 func (dockerActions) Denied(err error) bool { return docker.Denied(err) }
+func (dockerActions) Gone(err error) bool   { return docker.Gone(err) }
 
 // Interface guards
 var (

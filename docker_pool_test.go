@@ -175,13 +175,7 @@ func TestDocker_R5j_pool_grows_under_load_and_shrinks(t *testing.T) {
 	var last time.Time
 	for i, c := range cs[1:] {
 		waitState(t, cli, c, "exited", 20*time.Second)
-		died, ok := extras[i].First(events.ActionDie, func(m events.Message) bool { return !time.Unix(0, m.TimeNano).Before(stopped) })
-		if !ok {
-			testkit.Until(5*time.Second, func() bool {
-				died, ok = extras[i].First(events.ActionDie, func(m events.Message) bool { return !time.Unix(0, m.TimeNano).Before(stopped) })
-				return ok
-			})
-		}
+		died, ok := extras[i].Await(events.ActionDie, func(m events.Message) bool { return !time.Unix(0, m.TimeNano).Before(stopped) }, 5*time.Second)
 		if !ok {
 			t.Fatalf("%s exited with no die event after the load stopped", c.Name)
 		}

@@ -147,7 +147,10 @@ func TestDocker_Standby_idle_stop_and_in_flight(t *testing.T) {
 	if os.Getenv("CADDY_DICER_PODMAN") != "" {
 		stop = events.ActionDie
 	}
-	stopped, _ := ev.First(stop, nil)
+	stopped, ok := ev.Await(stop, nil, 5*time.Second)
+	if !ok {
+		t.Fatalf("%s exited with no %s event within 5 s", c.Name, stop)
+	}
 	// Caddy's idle clock starts when it routes the request, a moment
 	// before this test has the answer.
 	if idle := stopped.Sub(last); idle < 1900*time.Millisecond || idle > 5*time.Second {

@@ -57,6 +57,7 @@ func (f *fakeActions) Unpause(_ context.Context, id string, _ map[string]string)
 	return f.do("unpause", id)
 }
 func (f *fakeActions) Denied(error) bool { return false }
+func (f *fakeActions) Gone(error) bool   { return false }
 func (f *fakeActions) Close() error      { return nil }
 
 // sleeper is a container labelled caddy.standby_after=1h serving host h.

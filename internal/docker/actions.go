@@ -101,6 +101,13 @@ func Denied(err error) bool {
 	return cerrdefs.IsPermissionDenied(err) || cerrdefs.IsUnauthorized(err) || errors.Is(err, syscall.EACCES)
 }
 
+// Gone reports an Engine's answer that the container does not exist (a
+// 404, or Podman's "no such container" in whatever status): it was
+// removed, and its removal has not reached the catalog yet.
+func Gone(err error) bool {
+	return cerrdefs.IsNotFound(err) || podmanGone(err)
+}
+
 func shortID(id string) string {
 	if len(id) > 12 {
 		return id[:12]

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -169,4 +170,45 @@ func podmanChecks(t *testing.T, cli *client.Client, host string, sink *followtes
 		t.Errorf("%d health checks that changed nothing: %d catalog writes of the container still running, want 0", checks, byChecks)
 	}
 	t.Logf("%d unchanged health checks on Podman: %d catalog writes; then a kill: %d", checks, byChecks, byKill)
+}
+
+// A wake of a container removed before Caddy heard so (Podman's events
+// come late) is told apart from a failed one (R5c): the Engine's and
+// Podman's answers to a start of a removed container are Gone, not
+// Denied, so the waker wakes another instead of backing off.
+func TestPodman_start_of_a_removed_container_is_gone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Docker Engine and, for its Podman half, make test-podman")
+	}
+	hosts := map[string]string{"docker": dockertest.DefaultEngineHost}
+	if h := os.Getenv(EnvPodmanHost); h != "" {
+		hosts["podman-"+os.Getenv(EnvPodmanMode)] = h
+	}
+	for name, host := range hosts {
+		t.Run(name, func(t *testing.T) {
+			cli, err := client.NewClientWithOpts(client.WithHost(host), client.WithAPIVersionNegotiation())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cli.Close() })
+			labels := newCase(t).labels(catalog.LabelStandbyAfter, "1h")
+			c := dockertest.Start(t, cli, dockertest.Options{Name: "gone", Labels: labels, NoStart: true})
+			if err := cli.ContainerRemove(ctx(t), c.ID, container.RemoveOptions{Force: true}); err != nil {
+				t.Fatal(err)
+			}
+			a, err := New(Config{Host: host})
+			if err != nil {
+				t.Fatal(err)
+			}
+			x := a.Actions()
+			defer x.Close()
+			err = x.Start(ctx(t), c.ID, labels)
+			if err == nil || !Gone(err) || Denied(err) {
+				t.Errorf("start of a removed container: %v (gone %v, denied %v), want gone", err, Gone(err), Denied(err))
+			}
+			if Gone(errors.New("connection refused")) || Gone(nil) {
+				t.Error("Gone reads other errors as gone")
+			}
+		})
+	}
 }

@@ -33,6 +33,10 @@ type Actions interface {
 	// Denied reports an error that says the daemon refuses this client the
 	// write (a read-only socket): retrying cannot help.
 	Denied(err error) bool
+	// Gone reports an error that says the instance does not exist: it was
+	// removed, and the catalog has not followed its removal yet (Podman
+	// sends its events 50 to 100 ms late). Another instance may serve.
+	Gone(err error) bool
 	// Close closes the client; the Engine calls it once its last
 	// connection is gone.
 	Close() error
@@ -67,6 +71,10 @@ const (
 	// retryAfterUnreachable is the Retry-After of a request whose hold
 	// ended while the Engine could not be reached.
 	retryAfterUnreachable = time.Second
+	// goneGrace is how long a request whose wake found its container gone
+	// waits for the catalog to follow the Engine (the removal, and the
+	// create of a container replacing it) when nothing else can be woken.
+	goneGrace = time.Second
 )
 
 // WakeResult is how a wake ended, as the caddy_dicer_wakes_total metric
@@ -84,6 +92,10 @@ const (
 	// connection refused or reset, a timeout): no failure of the
 	// container's, so no backoff (R5g).
 	WakeUnreachable WakeResult = "unreachable"
+	// WakeGone: the Engine has no such container (removed, its removal
+	// not followed yet): the request held on it wakes another, or waits
+	// up to goneGrace for the catalog to catch up (R5c).
+	WakeGone WakeResult = "gone"
 )
 
 // Engine is the scale-to-zero state of one Docker Engine, shared by every

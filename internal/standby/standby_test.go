@@ -51,9 +51,13 @@ func (f *fakeActions) Unpause(_ context.Context, id string, _ map[string]string)
 	return f.do("unpause", id)
 }
 func (f *fakeActions) Denied(err error) bool { return errors.Is(err, errDenied) }
+func (f *fakeActions) Gone(err error) bool   { return errors.Is(err, errGone) }
 func (f *fakeActions) Close() error          { return nil }
 
-var errDenied = errors.New("denied")
+var (
+	errDenied = errors.New("denied")
+	errGone   = errors.New("no such container")
+)
 
 // sleeper is a container labelled caddy.standby_after=1h serving host h.
 func sleeper(state catalog.State) catalog.Instance {

@@ -108,6 +108,7 @@ type wake struct {
 type failure struct {
 	count int
 	after time.Time
+	gone  bool // the Engine had no such container: never woken again, no Retry-After of its own
 }
 
 // Options are one connection's settings of scale to zero.
@@ -229,6 +230,13 @@ func (w *Waker) Hold(ctx context.Context, route catalog.Route, host string, time
 		}
 	}()
 	var paused <-chan time.Time // set while waiting to retry an unreachable Engine
+	var grace *time.Timer
+	var catchUp <-chan time.Time // set while waiting for the catalog to follow a removal
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
 	for {
 		snap := w.catalog.Snapshot()
 		if targets := snap.Targets(dst[:0], route, host); len(targets) > 0 {
@@ -238,7 +246,7 @@ func (w *Waker) Hold(ctx context.Context, route catalog.Route, host string, time
 		if wk == nil && paused == nil {
 			var retry time.Duration
 			wk, retry, slot = w.wakeFor(snap, route, host)
-			if wk == nil && slot == nil {
+			if wk == nil && slot == nil && catchUp == nil {
 				return nil, retry
 			}
 			if !holding {
@@ -260,9 +268,18 @@ func (w *Waker) Hold(ctx context.Context, route catalog.Route, host string, time
 		case <-slot:
 		case <-paused:
 			paused = nil
+		case <-catchUp:
+			catchUp = nil // the next look answers, woken or not
 		case <-done:
 			switch wk.result {
 			case WakeReady:
+			case WakeGone:
+				// Removed: wake another, or wait a moment for the catalog
+				// to have the removal and any container replacing it.
+				if grace == nil {
+					grace = time.NewTimer(goneGrace)
+					catchUp = grace.C
+				}
 			case WakeUnreachable:
 				if pause == nil {
 					pause = time.NewTimer(unreachableRetry)
@@ -335,7 +352,7 @@ func (w *Waker) wakeFor(snap *catalog.Snapshot, route catalog.Route, host string
 	now := w.now()
 	for _, c := range cands {
 		if f := e.failures[c.ID]; f != nil && now.Before(f.after) {
-			if retry == 0 || f.after.Sub(now) < retry {
+			if !f.gone && (retry == 0 || f.after.Sub(now) < retry) {
 				retry = f.after.Sub(now)
 			}
 			continue
@@ -388,6 +405,9 @@ func (w *Waker) run(wk *wake, c catalog.WakeCandidate) {
 	switch {
 	case err != nil && w.engine.actions.Denied(err):
 		w.finish(wk, WakeDenied, err)
+		return
+	case err != nil && w.engine.actions.Gone(err):
+		w.finish(wk, WakeGone, err)
 		return
 	case err != nil && w.ctx.Err() != nil:
 		w.finish(wk, WakeCanceled, err)
@@ -488,6 +508,10 @@ func (w *Waker) finish(wk *wake, result WakeResult, err error) {
 			defer w.touch(wk.activity)
 		}
 	case WakeCanceled, WakeUnreachable:
+	case WakeGone:
+		// Not woken again, and no failure of a container's to back off
+		// from: forgetFailures drops it once the catalog has the removal.
+		e.failures[wk.id] = &failure{after: w.now().Add(maxBackoff), gone: true}
 	default:
 		f := e.failures[wk.id]
 		if f == nil {
@@ -522,6 +546,9 @@ func (w *Waker) finish(wk *wake, result WakeResult, err error) {
 			"(a read-only socket or a socket proxy that denies POST /containers/{id}/start, /stop, /pause, /unpause); "+
 			"requests for instances on standby get 503", append(fields, zap.Duration("retry_after", backoff), zap.Error(err))...)
 	case result == WakeCanceled:
+	case result == WakeGone:
+		w.logger.Info("instance to wake is gone: the Engine removed it before Caddy heard so; waking another, if one is on standby",
+			append(fields, zap.Error(err))...)
 	case result == WakeUnreachable:
 		w.logger.Warn("cannot wake instance: the Engine could not be reached; the next request tries again",
 			append(fields, zap.Error(err))...)
@@ -551,7 +578,7 @@ func (w *Waker) WakeBackoff(id string) (after time.Time, failures int, waking bo
 	e := w.engine
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if f := e.failures[id]; f != nil && w.now().Before(f.after) {
+	if f := e.failures[id]; f != nil && !f.gone && w.now().Before(f.after) {
 		after, failures = f.after, f.count
 	}
 	return after, failures, e.wakes[id] != nil

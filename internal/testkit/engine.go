@@ -81,6 +81,18 @@ func (e *Events) First(action events.Action, match func(events.Message) bool) (t
 	return at, found
 }
 
+// Await is the time of the first event with this action for which match
+// (if not nil) holds, waiting for it up to timeout; ok is false if none
+// came. An event may arrive after the state it reports can be inspected:
+// Podman sends its events 50 to 100 ms late (docs/podman.md).
+func (e *Events) Await(action events.Action, match func(events.Message) bool, timeout time.Duration) (at time.Time, ok bool) {
+	Until(timeout, func() bool {
+		at, ok = e.First(action, match)
+		return ok
+	})
+	return at, ok
+}
+
 // All is the events seen so far, in order.
 func (e *Events) All() []events.Message {
 	e.mu.Lock()
