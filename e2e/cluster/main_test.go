@@ -384,7 +384,7 @@ func cleanupDocker() {
 
 // docker runs the docker CLI against this machine's Engine.
 func docker(timeout time.Duration, args ...string) (string, error) {
-	return command(timeout, "docker", args...)
+	return dockertest.Docker(timeout, args...)
 }
 
 // nodeHost is worker i's Engine endpoint.

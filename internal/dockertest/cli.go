@@ -3,6 +3,7 @@ package dockertest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,12 +36,31 @@ const EnvStaticCaddy = "CADDY_DICER_E2E_STATIC_CADDY"
 
 // Docker runs the docker CLI with args, against the Engine DOCKER_HOST
 // names (the machine's by default), and returns its combined output.
+// A service write Swarm refused as "update out of sequence" is made again,
+// up to staleTries times: the CLI reads the service's version and writes
+// at it, and Swarm's own bookkeeping (the update status of a rolling
+// update just ended) may have moved the version in between. The refused
+// write changed nothing.
 func Docker(timeout time.Duration, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
-	return string(out), err
+	for try := 1; ; try++ {
+		out, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+		if ctx.Err() != nil {
+			err = errors.Join(err, ctx.Err())
+		}
+		if err == nil || try == staleTries || ctx.Err() != nil || !strings.Contains(string(out), "update out of sequence") {
+			return string(out), err
+		}
+		time.Sleep(staleRetry) // Swarm's bookkeeping settles in milliseconds
+	}
 }
+
+// staleTries and staleRetry bound Docker's retries of a stale service write.
+const (
+	staleTries = 5
+	staleRetry = 200 * time.Millisecond
+)
 
 // BuildImageDir builds the image caddy-dicer-test/<name>:<RunID> from
 // dockerfile and files (a name in the build folder -> its content), with
