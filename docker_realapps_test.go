@@ -199,9 +199,8 @@ func TestRealApps_nginx_drains_on_SIGQUIT(t *testing.T) {
 	if d.err != nil || d.status != http.StatusOK || d.body != want {
 		t.Fatalf("the download in flight at the stop: status %d, %d bytes (want 200, %d, from ra-drain-a), err %v", d.status, len(d.body), len(want), d.err)
 	}
-	testkit.UntilEvery(5*time.Second, 10*time.Millisecond, func() bool { return ev.Count(events.ActionDie) >= 1 })
+	die, ok2 := ev.Await(events.ActionDie, nil, 5*time.Second)
 	kill, ok1 := ev.First(events.ActionKill, nil)
-	die, ok2 := ev.First(events.ActionDie, nil)
 	if !ok1 || !ok2 {
 		t.Fatalf("no kill or die event of ra-drain-a: %v", ev.All())
 	}

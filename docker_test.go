@@ -503,7 +503,7 @@ func TestDocker_R7_permission_allows_only_claimed_hosts(t *testing.T) {
 	// sends its die event before `docker stop` returns, Podman up to a few
 	// hundred ms after (its events come from a file it polls), and a
 	// connection shared with earlier tests follows those events.
-	awaitStopped(t, dockertest.Name("r7-old"))
+	awaitState(t, dockertest.Name("r7-old"), "stopped")
 	if err := tlsHandshake(old); err != nil {
 		t.Errorf("host %s of a stopped container: handshake failed: %v", old, err)
 	}
@@ -518,13 +518,6 @@ func TestDocker_R7_permission_allows_only_claimed_hosts(t *testing.T) {
 	if lines := testkit.LogLines(t, logFile, evil, "no instance lists"); len(lines) == 0 {
 		t.Errorf("Caddy's log does not say why %s was refused", evil)
 	}
-}
-
-// awaitStopped waits until Caddy's catalog, as the admin API shows it,
-// has the named container stopped and not routable.
-func awaitStopped(t *testing.T, name string) {
-	t.Helper()
-	awaitState(t, name, "stopped")
 }
 
 // awaitState waits until Caddy's catalog, as the admin API shows it, has
