@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
 func init() {
@@ -90,7 +93,7 @@ func (s *StickySelection) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("dicer_sticky: secret: %w", err)
 		}
 	}
-	s.macs = &macCache{key: []byte(secret), byIdentity: make(map[string]string)}
+	s.macs = &macCache{key: []byte(secret), route: s.Name, byIdentity: make(map[macKey]string)}
 	return nil
 }
 
@@ -126,10 +129,11 @@ func storedSecret(ctx caddy.Context) (string, error) {
 // new cookie.
 func (s *StickySelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
 	p := picksOf(r)
+	host := catalog.NormalizeHost(r.Host)
 	if c, err := r.Cookie(s.Name); err == nil && c.Value != "" {
 		value := c.Value
 		match := func(u *reverseproxy.Upstream) bool {
-			return hmac.Equal([]byte(s.macs.of(p.identityOf(u))), []byte(value))
+			return hmac.Equal([]byte(s.macs.of(host, p.identityOf(u))), []byte(value))
 		}
 		if u := selectWeighted(pool, p, match); u != nil {
 			return u
@@ -139,7 +143,7 @@ func (s *StickySelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 	if u == nil {
 		return nil
 	}
-	http.SetCookie(w, s.cookie(r, s.macs.of(p.identityOf(u))))
+	http.SetCookie(w, s.cookie(r, s.macs.of(host, p.identityOf(u))))
 	return u
 }
 
@@ -164,34 +168,53 @@ func (s *StickySelection) cookie(r *http.Request, value string) *http.Cookie {
 
 func (*StickySelection) readsPicks() {}
 
-// macCache is the cookie value of each identity: an HMAC-SHA256 under the
-// secret, 128 bits of it, base64url. It remembers at most maxMACs
-// identities (then it starts over), so that a request costs a map lookup
-// per upstream rather than an HMAC, and no caller can grow it without
-// bound.
+// macCache is the cookie value of each identity on each host: an
+// HMAC-SHA256 under the secret of the policy's route (its cookie name),
+// the host the client asked for and the identity, 128 bits of it,
+// base64url (R4d). A cookie earned on one host or route is a new session
+// on another: it cannot pin a client to an instance, a warm spare say,
+// that new sessions there never reach. It remembers at most maxMACs
+// values (then it starts over), so that a request costs a map lookup per
+// upstream rather than an HMAC, and no caller can grow it without bound.
 type macCache struct {
-	key        []byte
+	key []byte
+	// route is what, beside the host, the MAC is bound to: the policy's
+	// cookie name (routes with one secret and one cookie name are one
+	// route to their clients' cookies).
+	route      string
 	mu         sync.RWMutex
-	byIdentity map[string]string
+	byIdentity map[macKey]string
 }
+
+// macKey is one cached value's host and identity; a struct of strings
+// is a map key without an allocation.
+type macKey struct{ host, identity string }
 
 const maxMACs = 4096
 
-func (m *macCache) of(identity string) string {
+func (m *macCache) of(host, identity string) string {
+	k := macKey{host, identity}
 	m.mu.RLock()
-	v, ok := m.byIdentity[identity]
+	v, ok := m.byIdentity[k]
 	m.mu.RUnlock()
 	if ok {
 		return v
 	}
 	h := hmac.New(sha256.New, m.key)
-	h.Write([]byte(identity))
+	for _, part := range [...]string{m.route, host, identity} {
+		// Each part with its length first, so that no two triples
+		// read the same.
+		var n [4]byte
+		binary.BigEndian.PutUint32(n[:], uint32(len(part)))
+		h.Write(n[:])
+		h.Write([]byte(part))
+	}
 	v = base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:16])
 	m.mu.Lock()
 	if len(m.byIdentity) >= maxMACs {
 		clear(m.byIdentity)
 	}
-	m.byIdentity[identity] = v
+	m.byIdentity[k] = v
 	m.mu.Unlock()
 	return v
 }

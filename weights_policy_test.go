@@ -65,7 +65,7 @@ func TestWeightedSelection_R4c(t *testing.T) {
 }
 
 func TestStickySelection_R4d(t *testing.T) {
-	s := &StickySelection{Name: "dicer_session", fallback: WeightedSelection{}, macs: &macCache{key: []byte("k"), byIdentity: map[string]string{}}}
+	s := &StickySelection{Name: "dicer_session", fallback: WeightedSelection{}, macs: &macCache{key: []byte("k"), route: "dicer_session", byIdentity: map[macKey]string{}}}
 	targets := []catalog.Target{
 		{Instance: "web-1", Dial: "10.0.0.1:80", Weight: 1, Identity: "web-1"},
 		{Instance: "web-2", Dial: "10.0.0.2:80", Weight: 1, Identity: "web-2"},
@@ -112,7 +112,7 @@ func TestStickySelection_R4d(t *testing.T) {
 	}
 
 	// Another secret's cookie is a new session.
-	other := &StickySelection{Name: "dicer_session", fallback: WeightedSelection{}, macs: &macCache{key: []byte("other"), byIdentity: map[string]string{}}}
+	other := &StickySelection{Name: "dicer_session", fallback: WeightedSelection{}, macs: &macCache{key: []byte("other"), route: "dicer_session", byIdentity: map[macKey]string{}}}
 	r, pool = pickedRequest(targets...)
 	r.AddCookie(cookie[0])
 	w = httptest.NewRecorder()
@@ -123,10 +123,66 @@ func TestStickySelection_R4d(t *testing.T) {
 
 	// The cache of MACs is bounded.
 	for i := range maxMACs + 10 {
-		s.macs.of(strings.Repeat("x", i%100) + string(rune('a'+i%26)) + string(rune(i)))
+		s.macs.of("h", strings.Repeat("x", i%100)+string(rune('a'+i%26))+string(rune(i)))
 	}
 	if len(s.macs.byIdentity) > maxMACs {
 		t.Errorf("MAC cache holds %d, want at most %d", len(s.macs.byIdentity), maxMACs)
+	}
+}
+
+// TestStickySelection_R4d_cookie_bound_to_host_and_route: a cookie earned
+// on one host, or on a route with another cookie name, is a new session
+// elsewhere, even where the same identity serves: it cannot pin a client
+// to a warm spare (weight 0) that new sessions never reach.
+func TestStickySelection_R4d_cookie_bound_to_host_and_route(t *testing.T) {
+	newPolicy := func(name string) *StickySelection {
+		return &StickySelection{Name: name, fallback: WeightedSelection{}, macs: &macCache{key: []byte("k"), route: name, byIdentity: map[macKey]string{}}}
+	}
+	s := newPolicy("dicer_session")
+	targets := []catalog.Target{
+		{Instance: "web", Dial: "10.0.0.1:80", Weight: 1, Identity: "web"},
+		{Instance: "spare", Dial: "10.0.0.2:80", Weight: 0, Identity: "spare"},
+	}
+	// A session earned on a.localhost while only the spare was up.
+	r, pool := pickedRequest(targets[1])
+	r.Host = "a.localhost"
+	w := httptest.NewRecorder()
+	if got := s.Select(pool, r, w); got == nil || got.Dial != "10.0.0.2:80" {
+		t.Fatalf("a.localhost with only the spare: got %v", got)
+	}
+	spareCookie := w.Result().Cookies()[0]
+
+	for _, tc := range []struct {
+		name, host string
+		policy     *StickySelection
+		pinned     bool
+	}{
+		{"same host, same route", "a.localhost:443", s, true},
+		{"same host in capitals", "A.LOCALHOST", s, true},
+		{"another host", "b.localhost", s, false},
+		{"the same route after a reload", "a.localhost", newPolicy("dicer_session"), true},
+	} {
+		for range 20 {
+			r, pool := pickedRequest(targets...)
+			r.Host = tc.host
+			r.AddCookie(spareCookie)
+			w := httptest.NewRecorder()
+			got := tc.policy.Select(pool, r, w)
+			if onSpare := got.Dial == "10.0.0.2:80"; onSpare != tc.pinned {
+				t.Fatalf("%s: on the spare %v, want %v", tc.name, onSpare, tc.pinned)
+			}
+			if !tc.pinned && len(w.Result().Cookies()) != 1 {
+				t.Fatalf("%s: want a new session cookie, got %v", tc.name, w.Result().Cookies())
+			}
+		}
+	}
+	other := newPolicy("other_session")
+	h := other.macs.of("a.localhost", "spare")
+	if h == s.macs.of("a.localhost", "spare") {
+		t.Error("two routes (cookie names) give the same MAC for one host and identity")
+	}
+	if s.macs.of("a.localhostx", "y") == s.macs.of("a.localhost", "xy") {
+		t.Error("host and identity run together in the MAC")
 	}
 }
 
