@@ -2,6 +2,9 @@ package caddydicer
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +16,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
 // `caddy dicer dashboard` (R13d): the dashboard at an address a person
@@ -47,6 +52,10 @@ page's reads are relayed to the admin endpoint, found as the other
 			config, _ := flags.GetString("config")
 			adapter, _ := flags.GetString("adapter")
 			listen, _ := flags.GetString("listen")
+			anyAddress, _ := flags.GetBool("insecure-listen")
+			if err := checkDashboardListen(listen, anyAddress); err != nil {
+				return err
+			}
 			admin, err := caddycmd.DetermineAdminAPIAddress(address, nil, config, adapter)
 			if err != nil {
 				return fmt.Errorf("finding the admin API: %w", err)
@@ -55,28 +64,70 @@ page's reads are relayed to the admin endpoint, found as the other
 			if err != nil {
 				return err
 			}
+			if reader.viaSocket {
+				fmt.Fprintf(c.ErrOrStderr(), "warning: the admin API is the socket %s, which only its owner's group may read; "+
+					"the dashboard relays its reads (every instance's labels) over TCP to whoever holds the URL's token\n", admin)
+			}
+			token, err := newDashboardToken()
+			if err != nil {
+				return err
+			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("listening for the dashboard (--listen %q): %w", listen, err)
 			}
-			fmt.Fprintf(c.OutOrStdout(), "dashboard: http://%s/ (reading Caddy's admin API at %s; Ctrl-C stops)\n", ln.Addr(), admin)
-			srv := &http.Server{Handler: dashboardHandler(reader), ReadHeaderTimeout: 10 * time.Second}
+			fmt.Fprintf(c.OutOrStdout(), "dashboard: http://%s/?token=%s (reading Caddy's admin API at %s; Ctrl-C stops)\n", ln.Addr(), token, admin)
+			srv := &http.Server{Handler: dashboardHandler(reader, token), ReadHeaderTimeout: 10 * time.Second}
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("serving the dashboard on %s: %w", ln.Addr(), err)
 			}
 			return nil
 		},
 	}
-	cmd.Flags().String("listen", dashboardListen, "The address to serve the dashboard on (port 0: a free one)")
+	cmd.Flags().String("listen", dashboardListen, "The address to serve the dashboard on (port 0: a free one); a loopback address unless --insecure-listen")
+	cmd.Flags().Bool("insecure-listen", false, "Allow a --listen address that is not loopback (anyone who can reach it and holds the URL's token reads every instance's labels)")
 	return cmd
+}
+
+// dashboardTokenCookie carries the URL's token for the page's own reads,
+// once the page was opened with it.
+const dashboardTokenCookie = "dicer_dashboard_token"
+
+// newDashboardToken is a random token of 128 bits, base64url.
+func newDashboardToken() (string, error) {
+	raw := make([]byte, 16)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("making the dashboard's token: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(raw), nil
+}
+
+// checkDashboardListen refuses a --listen address that is not loopback
+// (or localhost), unless anyAddress (--insecure-listen): the dashboard
+// shows every instance's labels, which sometimes hold secrets.
+func checkDashboardListen(listen string, anyAddress bool) error {
+	if anyAddress {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return setting.Errorf("--listen", "%q is not host:port: %v", listen, err)
+	}
+	if !loopbackHost(host) {
+		return setting.Errorf("--listen", "%q is not a loopback address: the dashboard shows every instance's labels; add --insecure-listen to serve it there anyway", listen)
+	}
+	return nil
 }
 
 // dashboardHandler serves the page at / (and /dicer/dashboard, as on the
 // admin endpoint) and relays its reads to the admin endpoint admin. A
-// request whose Host is not a loopback address or localhost is refused,
-// so that a web page cannot read it by rebinding a name of its own to
-// this machine.
-func dashboardHandler(admin *adminReader) http.Handler {
+// request must carry token, in the URL's `token` parameter (what the
+// command prints) or in the cookie the page's first answer sets, else it
+// is refused with 401: another account of the machine cannot read through
+// it what the admin endpoint would refuse it. A request whose Host is not
+// a loopback address or localhost is refused, so that a web page cannot
+// read it by rebinding a name of its own to this machine.
+func dashboardHandler(admin *adminReader, token string) http.Handler {
 	mux := http.NewServeMux()
 	page := func(w http.ResponseWriter, r *http.Request) {
 		_ = adminDicer{}.dashboard(w, r)
@@ -89,6 +140,18 @@ func dashboardHandler(admin *adminReader) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !loopbackHost(r.Host) {
 			http.Error(w, "the dashboard answers only to localhost or a loopback address", http.StatusForbidden)
+			return
+		}
+		given := r.URL.Query().Get("token")
+		if given == "" {
+			if c, err := r.Cookie(dashboardTokenCookie); err == nil {
+				given = c.Value
+			}
+		} else if subtle.ConstantTimeCompare([]byte(given), []byte(token)) == 1 {
+			http.SetCookie(w, &http.Cookie{Name: dashboardTokenCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		}
+		if subtle.ConstantTimeCompare([]byte(given), []byte(token)) != 1 {
+			http.Error(w, "open the dashboard with the URL 'caddy dicer dashboard' printed: its token is missing or wrong", http.StatusUnauthorized)
 			return
 		}
 		mux.ServeHTTP(w, r)
@@ -104,6 +167,7 @@ type adminReader struct {
 	origin     string // the request URLs' scheme and host
 	sendOrigin bool   // as an Origin header: on a TCP address
 	admin      string // as given, for errors
+	viaSocket  bool   // the admin endpoint is a unix socket (or fd)
 }
 
 // newAdminReader is an adminReader for the admin address admin
@@ -116,8 +180,8 @@ func newAdminReader(admin string) (*adminReader, error) {
 	a := &adminReader{admin: admin, origin: "http://" + addr.JoinHostPort(0), sendOrigin: true}
 	network, dial := addr.Network, addr.JoinHostPort(0)
 	if addr.IsUnixNetwork() || addr.IsFdNetwork() {
-		a.origin, a.sendOrigin = "http://127.0.0.1", false // a host for the URL; the dial goes to the socket
-		dial, _, _ = strings.Cut(addr.Host, "|")           // without the socket's permission bits
+		a.origin, a.sendOrigin, a.viaSocket = "http://127.0.0.1", false, true // a host for the URL; the dial goes to the socket
+		dial, _, _ = strings.Cut(addr.Host, "|")                              // without the socket's permission bits
 	}
 	a.client = &http.Client{
 		Timeout: 10 * time.Second,

@@ -6,6 +6,7 @@ package caddydicer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
@@ -128,7 +130,8 @@ http://dash.test:%d {
 	// `caddy dicer dashboard`: the page at an address typed into the
 	// address bar (no Referer, no Origin), its reads relayed to the
 	// admin endpoint, shows the same.
-	typed := serveDashboardCommand(t, fmt.Sprintf("localhost:%d", adminPort))
+	typed, token := serveDashboardCommand(t, fmt.Sprintf("localhost:%d", adminPort))
+	typed += "?token=" + token
 	if err := b.Navigate(typed, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -143,8 +146,8 @@ http://dash.test:%d {
 
 // serveDashboardCommand serves what `caddy dicer dashboard` serves, for
 // the admin endpoint admin, on a free loopback port until t ends, and
-// returns its URL.
-func serveDashboardCommand(t *testing.T, admin string) string {
+// returns its URL, without the token, and the token.
+func serveDashboardCommand(t *testing.T, admin string) (string, string) {
 	t.Helper()
 	reader, err := newAdminReader(admin)
 	if err != nil {
@@ -154,10 +157,14 @@ func serveDashboardCommand(t *testing.T, admin string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: dashboardHandler(reader), ReadHeaderTimeout: 10 * time.Second}
+	token, err := newDashboardToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: dashboardHandler(reader, token), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return "http://" + ln.Addr().String() + "/"
+	return "http://" + ln.Addr().String() + "/", token
 }
 
 // R13d: `caddy dicer dashboard` serves the page, relays only the page's
@@ -174,9 +181,9 @@ func TestDashboardCommand_R13d_relays_the_page_reads_only(t *testing.T) {
 		_, _ = io.WriteString(w, `[]`)
 	}))
 	defer admin.Close()
-	base := serveDashboardCommand(t, strings.TrimPrefix(admin.URL, "http://"))
+	base, token := serveDashboardCommand(t, strings.TrimPrefix(admin.URL, "http://"))
 	get := func(path, host string) (int, string) {
-		req, _ := http.NewRequest(http.MethodGet, base+strings.TrimPrefix(path, "/"), nil)
+		req, _ := http.NewRequest(http.MethodGet, base+strings.TrimPrefix(path, "/")+"?token="+token, nil)
 		if host != "" {
 			req.Host = host
 		}
@@ -224,4 +231,85 @@ func repoRoot(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return wd
+}
+
+// R13d: `caddy dicer dashboard` does not widen who can read the admin
+// endpoint: every request needs the printed URL's token (or the cookie the
+// page's first answer sets), compared in constant time; a --listen address
+// that is not loopback is refused unless --insecure-listen; serving an
+// admin unix socket over TCP is warned of.
+func TestDashboardCommand_R13d_needs_its_token(t *testing.T) {
+	admin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `[{"labels":{"secret":"x"}}]`)
+	}))
+	defer admin.Close()
+	base, token := serveDashboardCommand(t, strings.TrimPrefix(admin.URL, "http://"))
+	do := func(path string, cookie *http.Cookie) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, base+strings.TrimPrefix(path, "/"), nil)
+		if cookie != nil {
+			req.AddCookie(cookie)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	for _, path := range []string{"/", "/dicer/instances", "/dicer/instances?token=", "/dicer/instances?token=" + token[:len(token)-1] + "A", "/?token=wrong"} {
+		if res := do(path, nil); res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s without the right token: %d, want 401", path, res.StatusCode)
+		}
+	}
+	if res := do("/dicer/instances", &http.Cookie{Name: dashboardTokenCookie, Value: "forged"}); res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a forged cookie: %d, want 401", res.StatusCode)
+	}
+	res := do("/?token="+token, nil)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /?token=...: %d", res.StatusCode)
+	}
+	var cookie *http.Cookie
+	for _, c := range res.Cookies() {
+		if c.Name == dashboardTokenCookie {
+			cookie = c
+		}
+	}
+	if cookie == nil || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode {
+		t.Fatalf("the page's answer sets no HttpOnly, SameSite=Strict token cookie: %v", res.Cookies())
+	}
+	if res := do("/dicer/instances", cookie); res.StatusCode != http.StatusOK {
+		t.Errorf("the page's read with its cookie: %d, want 200", res.StatusCode)
+	}
+
+	for _, tc := range []struct {
+		listen string
+		force  bool
+		ok     bool
+	}{
+		{"127.0.0.1:2020", false, true},
+		{"[::1]:0", false, true},
+		{"localhost:2020", false, true},
+		{"0.0.0.0:2020", false, false},
+		{"192.0.2.1:2020", false, false},
+		{":2020", false, false},
+		{"0.0.0.0:2020", true, true},
+	} {
+		err := checkDashboardListen(tc.listen, tc.force)
+		if (err == nil) != tc.ok {
+			t.Errorf("--listen %s (--insecure-listen %v): %v, want ok %v", tc.listen, tc.force, err, tc.ok)
+		}
+		var se *setting.Error
+		if err != nil && (!errors.As(err, &se) || se.Setting != "--listen") {
+			t.Errorf("--listen %s: %v does not name the setting --listen", tc.listen, err)
+		}
+	}
+	sock, err := newAdminReader("unix//run/caddy-admin.sock")
+	if err != nil || !sock.viaSocket {
+		t.Errorf("a unix-socket admin: %v, viaSocket %v; want it known, to warn", err, sock != nil && sock.viaSocket)
+	}
+	if tcp, _ := newAdminReader("localhost:2019"); tcp == nil || tcp.viaSocket {
+		t.Error("a TCP admin taken for a socket")
+	}
 }
