@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,10 +82,21 @@ type Proxy struct {
 	// DialTimeout bounds the connection to an instance. Default: 10s.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
 
-	source connSource
-	next   atomic.Uint32
-	logger *zap.Logger
-	bufs   sync.Pool // of *[copyBufSize]byte: two per open connection
+	// FirstByteTimeout bounds the wait for a client's first bytes under
+	// `wake_on data` (R14c): a connection that sends nothing within it is
+	// closed, having cost no instance and no copy buffer. Default: 5s.
+	FirstByteTimeout caddy.Duration `json:"first_byte_timeout,omitempty"`
+
+	// MaxWaiting caps the connections waiting for their first bytes at
+	// once, per handler (R14c); one beyond it is closed at once, with a
+	// debug log. Default: 1024.
+	MaxWaiting int `json:"max_waiting,omitempty"`
+
+	source  connSource
+	next    atomic.Uint32
+	waiting atomic.Int64 // connections waiting for their first bytes
+	logger  *zap.Logger
+	bufs    sync.Pool // of *[copyBufSize]byte: two per open connection
 }
 
 // connSource is what the sources of caddy-dicer answer for a connection
@@ -98,7 +110,13 @@ const (
 	wakeOnData    = "data"
 	wakeOnConnect = "connect"
 
-	defaultDialTimeout = 10 * time.Second
+	defaultDialTimeout      = 10 * time.Second
+	defaultFirstByteTimeout = 5 * time.Second
+	defaultMaxWaiting       = 1024
+	// firstReadSize is the most of a client's first bytes read before an
+	// instance is chosen: a small buffer while the client may send
+	// nothing, the copy buffers only once it did.
+	firstReadSize = 512
 	// copyBufSize is the size of each direction's copy buffer; the
 	// client's first read, before an instance is chosen, is at most as
 	// much.
@@ -124,6 +142,18 @@ func (p *Proxy) Provision(ctx caddy.Context) error {
 	if p.DialTimeout < 0 {
 		return setting.Errorf("dial_timeout", "%s is negative", time.Duration(p.DialTimeout))
 	}
+	if p.FirstByteTimeout < 0 {
+		return setting.Errorf("first_byte_timeout", "%s is negative", time.Duration(p.FirstByteTimeout))
+	}
+	if p.FirstByteTimeout == 0 {
+		p.FirstByteTimeout = caddy.Duration(defaultFirstByteTimeout)
+	}
+	if p.MaxWaiting < 0 {
+		return setting.Errorf("max_waiting", "%d is negative", p.MaxWaiting)
+	}
+	if p.MaxWaiting == 0 {
+		p.MaxWaiting = defaultMaxWaiting
+	}
 	if p.SourceRaw == nil {
 		return setting.Errorf("source", "a source is required, e.g. `dicer_proxy docker app=pg 5432`")
 	}
@@ -141,27 +171,23 @@ func (p *Proxy) Provision(ctx caddy.Context) error {
 
 // Handle proxies cx to an instance of the route.
 func (p *Proxy) Handle(cx *l4.Connection, _ l4.Handler) error {
-	bufDown, bufUp := p.getBuf(), p.getBuf()
-	defer p.bufs.Put(bufDown)
-	defer p.bufs.Put(bufUp)
 	var first []byte
 	if p.WakeOn != wakeOnConnect && len(cx.MatchingBytes()) == 0 {
 		// caddy-l4's matchers read nothing: wait for the client's first
 		// bytes (a connect and close wakes nothing).
-		n, err := cx.Read(bufUp[:])
-		if n == 0 {
-			if err == nil || errors.Is(err, io.EOF) {
-				return nil // connected and closed, or sent nothing: nothing to route
-			}
+		var err error
+		if first, err = p.firstBytes(cx); first == nil {
 			return err
 		}
-		first = bufUp[:n]
 	}
 	host, _ := cx.Replacer().GetString("l4.tls.server_name")
 	targets := p.source.ConnTargets(cx.Context, host)
 	if len(targets) == 0 {
 		return fmt.Errorf("no instance is routable for %s (server name %q)", cx.LocalAddr(), host)
 	}
+	bufDown, bufUp := p.getBuf(), p.getBuf()
+	defer p.bufs.Put(bufDown)
+	defer p.bufs.Put(bufUp)
 	up, t, err := p.dial(cx.Context, targets)
 	if err != nil {
 		return err
@@ -174,6 +200,37 @@ func (p *Proxy) Handle(cx *l4.Connection, _ l4.Handler) error {
 	}
 	pipe(cx, up, bufDown[:], bufUp[:])
 	return nil
+}
+
+// firstBytes waits for the client's first bytes (R14c): at most
+// FirstByteTimeout, in a buffer of firstReadSize, counted under
+// MaxWaiting. It returns nil when there is nothing to route: the client
+// closed, sent nothing in time, or too many wait already (then the error
+// says so, for caddy-l4's log).
+func (p *Proxy) firstBytes(cx *l4.Connection) ([]byte, error) {
+	if p.waiting.Add(1) > int64(p.MaxWaiting) {
+		p.waiting.Add(-1)
+		p.logger.Debug("closing a connection: too many wait for their first bytes",
+			zap.Int("max_waiting", p.MaxWaiting), zap.String("remote", cx.RemoteAddr().String()))
+		return nil, fmt.Errorf("%d connections wait for their first bytes already (max_waiting)", p.MaxWaiting)
+	}
+	defer p.waiting.Add(-1)
+	if err := cx.SetReadDeadline(time.Now().Add(time.Duration(p.FirstByteTimeout))); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, firstReadSize)
+	n, err := cx.Read(buf)
+	if n == 0 {
+		var timeout net.Error
+		if err == nil || errors.Is(err, io.EOF) || errors.As(err, &timeout) && timeout.Timeout() {
+			return nil, nil // closed, or nothing sent within first_byte_timeout: nothing to route
+		}
+		return nil, err
+	}
+	if err := cx.SetReadDeadline(time.Time{}); err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
 }
 
 // getBuf returns a copy buffer from the pool.
@@ -278,6 +335,8 @@ func closeWrite(c net.Conn) {
 //	dicer_proxy <source> [<selector> [<port>]] {
 //		wake_on data|connect
 //		dial_timeout <duration>
+//		first_byte_timeout <duration>
+//		max_waiting <count>
 //		<the source's settings>
 //	}
 //
@@ -337,6 +396,28 @@ func (p *Proxy) takeOwnSettings(d *caddyfile.Dispenser) error {
 				return d.Errf("dial_timeout: %q is not a positive duration (e.g. 5s)", v)
 			}
 			p.DialTimeout = caddy.Duration(dur)
+			d.DeleteN(2)
+		case "first_byte_timeout":
+			var v string
+			if !d.Args(&v) || d.NextArg() {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return d.Errf("first_byte_timeout: %q is not a positive duration (e.g. 5s)", v)
+			}
+			p.FirstByteTimeout = caddy.Duration(dur)
+			d.DeleteN(2)
+		case "max_waiting":
+			var v string
+			if !d.Args(&v) || d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return d.Errf("max_waiting: %q is not a positive whole number", v)
+			}
+			p.MaxWaiting = n
 			d.DeleteN(2)
 		default: // the source's, or in a block of the source's
 			for d.NextArg() {

@@ -1,0 +1,195 @@
+package layer4
+
+import (
+	"context"
+	"io"
+	"net"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	l4 "github.com/mholt/caddy-l4/layer4"
+	"go.uber.org/zap"
+
+	caddydicer "github.com/caddy-dicer/caddy-dicer"
+	"github.com/caddyserver/caddy/v2"
+)
+
+// fixedSource routes every connection to one address and counts the asks.
+type fixedSource struct {
+	dial  string
+	asked atomic.Int64
+}
+
+func (s *fixedSource) ConnTargets(context.Context, string) []caddydicer.ConnTarget {
+	s.asked.Add(1)
+	return []caddydicer.ConnTarget{{Dial: s.dial, Instance: "echo"}}
+}
+func (s *fixedSource) Opened(caddydicer.ConnTarget) func() { return func() {} }
+
+// firstByteProxy is a Proxy as Provision leaves it, on src, with a real
+// loopback listener whose accepted connections it handles; it returns the
+// listener's address and the channel of Handle's results.
+func firstByteProxy(t *testing.T, src connSource, timeout time.Duration, maxWaiting int) (*Proxy, string, chan error) {
+	t.Helper()
+	p := &Proxy{source: src, logger: zap.NewNop(), FirstByteTimeout: caddy.Duration(timeout), MaxWaiting: maxWaiting}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	results := make(chan error, 4096)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				cx := l4.WrapConnection(c, nil, zap.NewNop())
+				results <- p.Handle(cx, nil)
+			}()
+		}
+	}()
+	return p, ln.Addr().String(), results
+}
+
+// R14c: a connection that sends nothing within first_byte_timeout is
+// closed without asking the source for an instance; one that sends is
+// proxied, its first bytes first.
+func TestL4_R14c_silent_connection_closed_after_first_byte_timeout(t *testing.T) {
+	up := echoUpstream(t)
+	src := &fixedSource{dial: up.Addr().String()}
+	_, addr, results := firstByteProxy(t, src, 200*time.Millisecond, 16)
+
+	silent, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	start := time.Now()
+	select {
+	case err := <-results:
+		if err != nil {
+			t.Errorf("a silent connection: Handle returned %v, want nil (nothing to route)", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a connection that sends nothing was still held after 10 s (first_byte_timeout 200ms)")
+	}
+	if took := time.Since(start); took < 150*time.Millisecond {
+		t.Errorf("closed after %s, before first_byte_timeout", took)
+	}
+	_ = silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := silent.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Errorf("the silent client reads %d, %v; want EOF", n, err)
+	}
+	if n := src.asked.Load(); n != 0 {
+		t.Errorf("the source was asked %d times for a connection that sent nothing", n)
+	}
+
+	talker, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer talker.Close()
+	_ = talker.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := talker.Write([]byte("PING")); err != nil {
+		t.Fatal(err)
+	}
+	_ = talker.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(talker)
+	if err != nil || string(got) != "PING" {
+		t.Errorf("a talking client got %q, %v; want its bytes echoed", got, err)
+	}
+}
+
+// R14c: connections waiting for their first bytes count under
+// max_waiting; one beyond it is closed at once.
+func TestL4_R14c_waiting_connections_capped(t *testing.T) {
+	src := &fixedSource{dial: "127.0.0.1:1"}
+	p, addr, results := firstByteProxy(t, src, time.Minute, 3)
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for p.waiting.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections waiting, want 3", p.waiting.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns = append(conns, extra)
+	select {
+	case err := <-results:
+		if err == nil || !strings.Contains(err.Error(), "max_waiting") {
+			t.Errorf("the fourth connection: %v, want refused under max_waiting", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fourth connection was held beyond max_waiting 3")
+	}
+	if n := p.waiting.Load(); n != 3 {
+		t.Errorf("%d waiting after the refusal, want 3", n)
+	}
+}
+
+// R14c: a connection waiting for its first bytes holds no copy buffer:
+// the heap per idle connection stays far below the two 32 KiB buffers it
+// took before. The measure is logged (docs/layer4.md).
+func TestL4_R14c_idle_connection_costs_no_copy_buffers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("opens 500 sockets")
+	}
+	const n = 500
+	src := &fixedSource{dial: "127.0.0.1:1"}
+	p, addr, _ := firstByteProxy(t, src, time.Minute, n)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	goroutines := runtime.NumGoroutine()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for p.waiting.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections waiting, want %d", p.waiting.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perConn := (int64(after.HeapInuse) - int64(before.HeapInuse)) / n
+	t.Logf("per idle connection: %d bytes of heap (client and server side), %.1f goroutines",
+		perConn, float64(runtime.NumGoroutine()-goroutines)/n)
+	if perConn > 2*copyBufSize/4 {
+		t.Errorf("per idle connection %d bytes of heap: copy buffers taken before the first byte?", perConn)
+	}
+}
