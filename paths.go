@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/rewrite"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
@@ -28,6 +29,38 @@ func clientPath(r *http.Request) string {
 		return or.URL.Path
 	}
 	return r.URL.Path
+}
+
+// strippedVar is the request variable holding the URL of the copy of the
+// request whose prefix a source stripped: a retry asks GetUpstreams again
+// with the same copy, and must not strip twice.
+const strippedVar = "dicer_stripped_url"
+
+// stripPathPrefix removes from r, reverse_proxy's copy of the request
+// about to be sent, the caddy.path prefix that routes it (R2d), once per
+// copy, with Caddy's own prefix stripping (that of `uri strip_prefix`:
+// case and escapes as Caddy's path matcher reads them).
+func (s *upstreamSource) stripPathPrefix(r *http.Request, snap *catalog.Snapshot, route catalog.Route, host string) {
+	if !snap.HasPaths() {
+		return
+	}
+	vars, _ := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+	if vars == nil || vars[strippedVar] == r.URL {
+		return
+	}
+	p := snap.PathPrefix(route, host, false)
+	if p == "" || p == "/" {
+		return
+	}
+	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if repl == nil {
+		repl = caddy.NewReplacer()
+	}
+	rewrite.Rewrite{StripPathPrefix: p}.Rewrite(r, repl)
+	if r.URL.Path == "" {
+		r.URL.Path = "/"
+	}
+	vars[strippedVar] = r.URL
 }
 
 // routeFor is the source's route for r: with the client's path when one

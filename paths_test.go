@@ -118,3 +118,53 @@ func TestCaddy_R2d_path_prefixes(t *testing.T) {
 		}
 	}
 }
+
+// TestCaddy_R2d_strip_path_prefix_keeps_path_scoped_auth: with the
+// source's strip_path_prefix, a path-scoped basic_auth of the site still
+// sees the client's path: /admin/x without credentials is 401 (with the
+// old recipe, `uri strip_prefix` at the top of the site, it was 200), with
+// them it reaches the /admin instance as /x; a retry-free request to the
+// root instance keeps its path.
+func TestCaddy_R2d_strip_path_prefix_keeps_path_scoped_auth(t *testing.T) {
+	needsCaddy(t)
+	d, sock := testDaemon(t)
+	echoInstance(t, d, "root", "127.0.0.215", map[string]string{"caddy.host": "p.test"})
+	echoInstance(t, d, "admin", "127.0.0.216", map[string]string{"caddy.host": "p.test", "caddy.path": "/admin"})
+	// Password "secret", bcrypt of cost 4 (caddy hash-password --cost 4 would do).
+	site := fmt.Sprintf(`
+:%d {
+	basic_auth /admin/* {
+		alice $2a$04$5NL0OLhMQZNBD.fayboQqODBfy5bF/pIlUFruVcmpQyvbQmziRfse
+	}
+	reverse_proxy {
+		dynamic dicer {
+			address unix:%s
+			strip_path_prefix
+		}
+	}
+}`, httpPort, sock)
+	tester, _ := startCaddy(t, "", site)
+	c := caddyAt(tester)
+	eventually(t, "p.test/ answered by root", func() bool {
+		r := c.Get(context.Background(), "p.test", "/index.html")
+		return r.Err == nil && r.Body == "root /index.html"
+	})
+	if r := c.Get(context.Background(), "p.test", "/admin/x"); r.Status != http.StatusUnauthorized {
+		t.Errorf("/admin/x without credentials: %d %q, want 401", r.Status, r.Body)
+	}
+	if r := c.Get(context.Background(), "p.test", "/ADMIN/x"); r.Status != http.StatusUnauthorized {
+		t.Errorf("/ADMIN/x without credentials: %d %q, want 401", r.Status, r.Body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/admin/x?q=1", httpPort), nil)
+	req.Host = "p.test"
+	req.SetBasicAuth("alice", "secret")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || string(body) != "admin /x" {
+		t.Errorf("/admin/x with credentials: %d %q, want 200 \"admin /x\"", res.StatusCode, body)
+	}
+}

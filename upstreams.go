@@ -37,6 +37,16 @@ type upstreamSource struct {
 	// requests. Example: `8080`.
 	Port int `json:"port,omitempty"`
 
+	// StripPathPrefix removes, from the request reverse_proxy sends, the
+	// `caddy.path` prefix that routed it (R2d): `/admin/x` to an instance
+	// labelled `caddy.path=/admin` arrives as `/x`. It is the very last
+	// change to the request, made on reverse_proxy's own copy as its
+	// upstream is chosen, so every matcher and handler of the site
+	// (`basic_auth /admin/*`, `forward_auth`, `remote_ip`) sees the path
+	// the client sent. Default: false, the path as the client sent it.
+	// Caddyfile: `strip_path_prefix` (no value).
+	StripPathPrefix bool `json:"strip_path_prefix,omitempty"`
+
 	// PageSettings holds wake_page_after and page_template (R5h, R5i,
 	// pages_caddy.go).
 	PageSettings
@@ -125,6 +135,9 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 	pick := catalog.PickedNone
 	snap, host := s.conn.catalog.Snapshot(), catalog.NormalizeHost(r.Host)
 	route := s.routeFor(r, snap) // R2d
+	if s.StripPathPrefix {
+		s.stripPathPrefix(r, snap, route, host) // R2d, paths.go: routed by the client's path, sent without its prefix
+	}
 	s.keepAlive.resolve()
 	if s.group == nil {
 		targets, pick = snap.Pick(buf[:0], route, host, false)
@@ -257,6 +270,13 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 		}
 	}
 	for d.NextBlock(0) {
+		if d.Val() == "strip_path_prefix" { // R2d
+			if seen["strip_path_prefix"] || d.NextArg() {
+				return settingErrf(d, "strip_path_prefix", "takes no value, and is given once")
+			}
+			seen["strip_path_prefix"], s.StripPathPrefix = true, true
+			continue
+		}
 		ok, err := s.unmarshalPageSetting(d, seen) // R5h, R5i
 		if !ok && err == nil {
 			ok, err = unmarshalDaemonSetting(d, daemon, seen)
