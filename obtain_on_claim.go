@@ -29,7 +29,20 @@ const (
 	// the running one (Caddy's listeners, which answer the CA's challenges,
 	// are up then) before it tries anyway.
 	obtainStartWait = 30 * time.Second
+	// A name whose obtain failed is not tried again by the obtainer for
+	// obtainBackoffMin, doubling per failure up to obtainBackoffMax,
+	// however often its label flaps (its first handshake still may);
+	// obtainBackoffNames bounds how many such names it remembers.
+	obtainBackoffMin   = time.Minute
+	obtainBackoffMax   = time.Hour
+	obtainBackoffNames = 4096
 )
+
+// obtainFailure is a name's backoff after a failed obtain.
+type obtainFailure struct {
+	until time.Time
+	delay time.Duration
+}
 
 // claimObtainer walks the claimed hosts of one permission's daemon after
 // each change and has Caddy's certificate management get a certificate
@@ -52,6 +65,8 @@ type claimObtainer struct {
 	getCert func(hello *tls.ClientHelloInfo) (*tls.Certificate, error)
 	// started reports whether the obtainer's config is the one running.
 	started func() bool
+	// failed holds the names in backoff (the worker's alone).
+	failed map[string]obtainFailure
 }
 
 // newClaimObtainer returns the obtainer of p, not yet running.
@@ -61,6 +76,7 @@ func newClaimObtainer(ctx caddy.Context, p *hostPermission) *claimObtainer {
 		ctx:    ctx,
 		logger: p.logger,
 		queue:  make(chan string, obtainQueueCap),
+		failed: make(map[string]obtainFailure),
 	}
 	o.run, o.cancel = context.WithCancel(ctx)
 	o.started = func() bool { return caddy.ActiveContext().Context == ctx.Context }
@@ -147,6 +163,11 @@ func (o *claimObtainer) work() {
 		if o.perm.decide(host) != nil {
 			continue // lost its claim while it waited
 		}
+		if f, ok := o.failed[host]; ok && time.Now().Before(f.until) {
+			o.logger.Debug("obtain_on_claim: the host failed before and is in backoff; its first handshake may still try",
+				zap.String("host", host), zap.Time("until", f.until))
+			continue // a flapping label re-orders nothing
+		}
 		o.obtain(host)
 		if !sleepCtx(o.run, obtainGap) {
 			return
@@ -173,12 +194,34 @@ func (o *claimObtainer) obtain(host string) {
 	err := o.getCertificate(host)
 	took := time.Since(start)
 	if err != nil {
+		f := o.backOff(host)
 		o.logger.Warn("obtain_on_claim: no certificate for the newly claimed host; its first handshake tries again",
-			zap.String("host", host), zap.Duration("took", took), zap.Error(err))
+			zap.String("host", host), zap.Duration("took", took), zap.Duration("backoff", f.delay), zap.Error(err))
 		return
 	}
+	delete(o.failed, host)
 	o.logger.Info("obtain_on_claim: certificate ready for the newly claimed host",
 		zap.String("host", host), zap.Duration("took", took))
+}
+
+// backOff records a failed obtain of host: its backoff doubles from
+// obtainBackoffMin up to obtainBackoffMax. At obtainBackoffNames names,
+// the one whose backoff ends first is forgotten.
+func (o *claimObtainer) backOff(host string) obtainFailure {
+	f, ok := o.failed[host]
+	f.delay = min(max(2*f.delay, obtainBackoffMin), obtainBackoffMax)
+	f.until = time.Now().Add(f.delay)
+	if !ok && len(o.failed) >= obtainBackoffNames {
+		var first string
+		for name, g := range o.failed {
+			if first == "" || g.until.Before(o.failed[first].until) {
+				first = name
+			}
+		}
+		delete(o.failed, first)
+	}
+	o.failed[host] = f
+	return f
 }
 
 // getCertificate asks the tls app's certificate selection for host.

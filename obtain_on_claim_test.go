@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,9 @@ func (f *fakeObtains) get(hello *tls.ClientHelloInfo) (*tls.Certificate, error) 
 	f.names = append(f.names, hello.ServerName)
 	if hello.Conn == nil || hello.Conn.RemoteAddr() == nil {
 		panic("certmagic logs the hello's remote address: it needs one")
+	}
+	if strings.HasPrefix(hello.ServerName, "fail.") {
+		return nil, fmt.Errorf("the CA refused %s", hello.ServerName)
 	}
 	return &tls.Certificate{}, nil
 }
@@ -133,5 +137,54 @@ func TestObtainOnClaim_R7b_queue_overflow_retried(t *testing.T) {
 	seen = o.scan(seen)
 	if len(seen) != obtainQueueCap+2 || len(o.queue) != obtainQueueCap {
 		t.Fatalf("with room for 2: %d seen, %d queued; want %d, %d", len(seen), len(o.queue), obtainQueueCap+2, obtainQueueCap)
+	}
+}
+
+// TestObtainOnClaim_R7b_failed_name_backs_off_across_flaps: a name whose
+// obtain failed is not ordered again when its label flaps (claim lost,
+// claimed again), within its backoff; other names go on.
+func TestObtainOnClaim_R7b_failed_name_backs_off_across_flaps(t *testing.T) {
+	p := permissionFor(t, hostPermission{ObtainOnClaim: true}, claimant("bad", "fail.example.com"))
+	c := p.conn.catalog
+	f := obtainerFor(t, p)
+	testkit.Eventually(t, 5*time.Second, "the failing host tried once", func() bool { return len(f.got()) == 1 })
+	for i := range 3 {
+		c.Delete("bad")
+		marker := fmt.Sprintf("m%d.example.com", i)
+		c.Put(claimant("m", marker)) // the scan after the loss ran once this is obtained
+		testkit.Eventually(t, 5*time.Second, marker+" obtained", func() bool { return slices.Contains(f.got(), marker) })
+		c.Put(claimant("bad", "fail.example.com"))
+		marker = fmt.Sprintf("n%d.example.com", i)
+		c.Put(claimant("n", marker)) // and the scan after the new claim
+		testkit.Eventually(t, 5*time.Second, marker+" obtained", func() bool { return slices.Contains(f.got(), marker) })
+	}
+	n := 0
+	for _, name := range f.got() {
+		if name == "fail.example.com" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the failing name was ordered %d times over three flaps, want once (backoff %s): %q", n, obtainBackoffMin, f.got())
+	}
+}
+
+// TestObtainOnClaim_R7b_backoff_grows_and_is_bounded: the backoff doubles
+// up to its cap, and the names remembered are bounded.
+func TestObtainOnClaim_R7b_backoff_grows_and_is_bounded(t *testing.T) {
+	o := &claimObtainer{failed: map[string]obtainFailure{}}
+	var delays []time.Duration
+	for range 9 {
+		delays = append(delays, o.backOff("x").delay)
+	}
+	want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 32 * time.Minute, time.Hour, time.Hour, time.Hour}
+	if !slices.Equal(delays, want) {
+		t.Errorf("backoffs %v, want %v", delays, want)
+	}
+	for i := range obtainBackoffNames + 100 {
+		o.backOff(fmt.Sprintf("h%d", i))
+	}
+	if len(o.failed) > obtainBackoffNames {
+		t.Errorf("%d names remembered, want at most %d", len(o.failed), obtainBackoffNames)
 	}
 }
