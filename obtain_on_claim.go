@@ -17,8 +17,9 @@ import (
 // first visitor does not wait for the CA. The bounds: only hosts an
 // instance lists exactly (never a wildcard pattern) that the permission
 // allows (its allow_suffix, selector; the R2c caps bound what a label can
-// claim); at most obtainQueueCap names waiting; one obtain at a time, and
-// a new one at most every obtainGap.
+// claim); at most obtainQueueCap names waiting, obtainPerClaimant per
+// claiming instance, the instances served in rotation (obtain_queue.go);
+// one obtain at a time, and a new one at most every obtainGap.
 const (
 	obtainQueueCap = 256
 	obtainGap      = time.Second
@@ -54,7 +55,7 @@ type claimObtainer struct {
 	perm   *hostPermission
 	ctx    caddy.Context
 	logger *zap.Logger
-	queue  chan string
+	queue  *fairQueue
 	// run ends with the config's context or at stop.
 	run    context.Context
 	cancel context.CancelFunc
@@ -75,7 +76,7 @@ func newClaimObtainer(ctx caddy.Context, p *hostPermission) *claimObtainer {
 		perm:   p,
 		ctx:    ctx,
 		logger: p.logger,
-		queue:  make(chan string, obtainQueueCap),
+		queue:  newFairQueue(),
 		failed: make(map[string]obtainFailure),
 	}
 	o.run, o.cancel = context.WithCancel(ctx)
@@ -124,25 +125,24 @@ func (o *claimObtainer) watch() {
 func (o *claimObtainer) scan(seen map[string]struct{}) map[string]struct{} {
 	next := make(map[string]struct{}, len(seen))
 	full := false
-	o.perm.conn.catalog.Snapshot().EachHost(func(host string) bool {
+	o.perm.conn.catalog.Snapshot().EachClaimedHost(func(host, claimant string) bool {
 		if _, ok := seen[host]; ok {
 			next[host] = struct{}{}
 			return true
 		}
-		if full || o.perm.decide(host) != nil {
+		if o.perm.decide(host) != nil {
 			return true
 		}
-		select {
-		case o.queue <- host:
+		if o.queue.push(claimant, host) {
 			next[host] = struct{}{}
-		default:
+		} else {
 			full = true
 		}
 		return true
 	})
 	if full {
 		o.logger.Warn("obtain_on_claim: more newly claimed hosts than it queues; the rest are tried after the queue empties (or at their first handshake)",
-			zap.Int("queue", obtainQueueCap))
+			zap.Int("queue", obtainQueueCap), zap.Int("per_instance", obtainPerClaimant))
 	}
 	return next
 }
@@ -154,10 +154,8 @@ func (o *claimObtainer) work() {
 		return
 	}
 	for {
-		var host string
-		select {
-		case host = <-o.queue:
-		case <-o.run.Done():
+		host, ok := o.queue.pop(o.run)
+		if !ok {
 			return
 		}
 		if o.perm.decide(host) != nil {

@@ -129,14 +129,14 @@ func TestObtainOnClaim_R7b_queue_overflow_retried(t *testing.T) {
 	o := newClaimObtainer(ctx, p)
 	o.logger = zap.NewNop()
 	seen := o.scan(map[string]struct{}{})
-	if len(seen) != obtainQueueCap || len(o.queue) != obtainQueueCap {
-		t.Fatalf("first scan: %d seen, %d queued; want the queue's %d", len(seen), len(o.queue), obtainQueueCap)
+	if len(seen) != obtainQueueCap || o.queue.len() != obtainQueueCap {
+		t.Fatalf("first scan: %d seen, %d queued; want the queue's %d", len(seen), o.queue.len(), obtainQueueCap)
 	}
-	<-o.queue
-	<-o.queue
+	o.queue.tryPop()
+	o.queue.tryPop()
 	seen = o.scan(seen)
-	if len(seen) != obtainQueueCap+2 || len(o.queue) != obtainQueueCap {
-		t.Fatalf("with room for 2: %d seen, %d queued; want %d, %d", len(seen), len(o.queue), obtainQueueCap+2, obtainQueueCap)
+	if len(seen) != obtainQueueCap+2 || o.queue.len() != obtainQueueCap {
+		t.Fatalf("with room for 2: %d seen, %d queued; want %d, %d", len(seen), o.queue.len(), obtainQueueCap+2, obtainQueueCap)
 	}
 }
 
@@ -186,5 +186,35 @@ func TestObtainOnClaim_R7b_backoff_grows_and_is_bounded(t *testing.T) {
 	}
 	if len(o.failed) > obtainBackoffNames {
 		t.Errorf("%d names remembered, want at most %d", len(o.failed), obtainBackoffNames)
+	}
+}
+
+// TestObtainOnClaim_R7b_one_tenant_never_waits_on_another: an instance's
+// ten failing names ahead of another instance's new host delay it by at
+// most one obtain each round: the queue serves the claiming instances in
+// rotation, and one instance holds at most obtainPerClaimant names of it.
+func TestObtainOnClaim_R7b_one_tenant_never_waits_on_another(t *testing.T) {
+	var noisy []string
+	for i := range 10 {
+		noisy = append(noisy, fmt.Sprintf("fail%d.noisy.example.com", i))
+	}
+	p := permissionFor(t, hostPermission{ObtainOnClaim: true}, claimant("noisy", strings.Join(noisy, ", ")))
+	c := p.conn.catalog
+	f := obtainerFor(t, p)
+	testkit.Eventually(t, 5*time.Second, "the noisy tenant's first name tried", func() bool { return len(f.got()) >= 1 })
+	c.Put(claimant("quiet", "shop.quiet.example.com"))
+	testkit.Eventually(t, 15*time.Second, "the quiet tenant's host obtained", func() bool {
+		return slices.Contains(f.got(), "shop.quiet.example.com")
+	})
+	if i := slices.Index(f.got(), "shop.quiet.example.com"); i > 2 {
+		t.Errorf("the quiet tenant's host was obtained after %d of the noisy tenant's names, want at most 2: %q", i, f.got())
+	}
+
+	q := newFairQueue()
+	for i := range obtainPerClaimant + 5 {
+		q.push("one", fmt.Sprintf("h%d", i))
+	}
+	if q.len() != obtainPerClaimant || !q.push("two", "x") {
+		t.Errorf("one instance holds %d names of the queue, want %d, and another still gets in", q.len(), obtainPerClaimant)
 	}
 }

@@ -16,3 +16,19 @@ func (s *Snapshot) EachHost(fn func(host string) bool) {
 		}
 	}
 }
+
+// EachClaimedHost is EachHost with the name of an instance that claims
+// each host (the first the index holds for it), for a reader that shares
+// work fairly among the claiming instances (obtain_on_claim, R7b).
+func (s *Snapshot) EachClaimedHost(fn func(host, claimant string) bool) {
+	it := s.hosts.Iterator()
+	for !it.Done() {
+		host, entries, ok := it.Next()
+		if !ok {
+			return
+		}
+		if len(entries) > 0 && !fn(host, entries[0].inst.Name) {
+			return
+		}
+	}
+}
