@@ -51,6 +51,15 @@ type DockerEngine struct {
 	// Example: `10000`. Default: `1000`.
 	MaxHeld int `json:"max_held,omitempty"`
 
+	// DependsOnScope is which containers a `caddy.depends_on` label may
+	// name as dependencies, woken before it and kept up while it runs
+	// (R5k): `project`, those of the container's own Compose project
+	// (`com.docker.compose.project`) or Swarm stack
+	// (`com.docker.stack.namespace`), and among containers with neither
+	// label, only each other; `any`, every container of the Engine, for
+	// an Engine whose labels one team controls. Default: `project`.
+	DependsOnScope string `json:"depends_on_scope,omitempty"`
+
 	// Readiness holds readiness_timeout, the readiness probe's bound.
 	Readiness
 }
@@ -120,6 +129,7 @@ func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 //		wake_timeout <duration>
 //		max_wakes <n>
 //		max_held <n>
+//		depends_on_scope project|any
 //		published_port_host <host>
 //		readiness_timeout <duration>
 //		tls {
@@ -217,14 +227,19 @@ func (e *DockerEngine) spec() (connSpec, error) {
 	if e.MaxWakes != 0 || e.MaxHeld != 0 { // keys of connections with the defaults unchanged
 		keyParts = append(keyParts, fmt.Sprintf("max_wakes=%d max_held=%d", e.MaxWakes, e.MaxHeld))
 	}
+	if e.DependsOnScope == dependsOnAny {
+		keyParts = append(keyParts, "depends_on_scope=any")
+	}
 	spec := newConnSpec("docker", a.Address(), pph, docker.DaemonHost(a.Address()), keyParts, a.Loop().Run)
+	spec.opts.DependsOnAnyScope = e.DependsOnScope == dependsOnAny
 	spec.actions = dockerActions{a.Actions()}
 	spec.standbyEngine = "docker\x00" + a.Key() // every connection to this Engine (R5f)
 	spec.standbyOptions = standby.Options{MaxWakes: e.MaxWakes, MaxHeld: e.MaxHeld}
 	return spec, nil
 }
 
-// validateLimits checks max_wakes and max_held given in JSON.
+// validateLimits checks max_wakes, max_held and depends_on_scope given in
+// JSON.
 func (e *DockerEngine) validateLimits() error {
 	if e.MaxWakes < 0 {
 		return setting.Errorf("max_wakes", "%d is negative", e.MaxWakes)
@@ -232,8 +247,19 @@ func (e *DockerEngine) validateLimits() error {
 	if e.MaxHeld < 0 {
 		return setting.Errorf("max_held", "%d is negative", e.MaxHeld)
 	}
+	switch e.DependsOnScope {
+	case "", dependsOnProject, dependsOnAny:
+	default:
+		return setting.Errorf("depends_on_scope", "%q is neither %q nor %q", e.DependsOnScope, dependsOnProject, dependsOnAny)
+	}
 	return nil
 }
+
+// The values of depends_on_scope.
+const (
+	dependsOnProject = "project"
+	dependsOnAny     = "any"
+)
 
 // validateStatic checks the settings that need no placeholder replacement,
 // so that `caddy adapt` already names a bad one.
@@ -255,11 +281,19 @@ func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[stri
 	if ok, err := e.EngineConnection.unmarshalSetting(disp, seen); ok || err != nil {
 		return ok, err
 	}
-	name, ok, err := settingAt(disp, seen, "published_port_host", "max_wakes", "max_held")
+	name, ok, err := settingAt(disp, seen, "published_port_host", "max_wakes", "max_held", "depends_on_scope")
 	if !ok || err != nil {
 		return ok, err
 	}
 	switch name {
+	case "depends_on_scope":
+		if err := oneValue(disp, &e.DependsOnScope); err != nil {
+			return true, err
+		}
+		if e.DependsOnScope != dependsOnProject && e.DependsOnScope != dependsOnAny {
+			return true, settingErrf(disp, name, "%q is neither %q nor %q", e.DependsOnScope, dependsOnProject, dependsOnAny)
+		}
+		return true, nil
 	case "max_wakes":
 		return true, positiveInt(disp, name, &e.MaxWakes)
 	case "max_held":

@@ -329,3 +329,70 @@ func TestDocker_R5k_database_woken_first_and_kept_while_used(t *testing.T) {
 		t.Errorf("caddy_dicer_wakes_started_total{cause=dependency} = %v, want at least 1", v)
 	}
 }
+
+// R5k, R5d on the real Engine: a caddy.depends_on reaches the containers
+// of its own Compose project only, and their wakes take slots of
+// max_wakes (1 here): the project's four databases start one after the
+// other in name order, the app last; another project's matching database
+// is never started.
+func TestDocker_R5k_dependencies_stay_in_their_project(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the Docker Engine and Caddy's fixed ports")
+	}
+	cli := engine(t)
+	role := dockertest.Name("dp-db")
+	mine, theirs := dockertest.Name("dp-mine"), dockertest.Name("dp-theirs")
+	labels := func(project string, kv ...string) map[string]string {
+		l := map[string]string{"caddy.standby_after": "1h", "com.docker.compose.project": project}
+		for i := 0; i+1 < len(kv); i += 2 {
+			l[kv[i]] = kv[i+1]
+		}
+		return l
+	}
+	var dbs []*testkit.Events
+	for i := range 4 {
+		db := dockertest.Start(t, cli, dockertest.Options{Name: fmt.Sprintf("dp-db%d", i), NoStart: true,
+			Labels: labels(mine, "role", role)})
+		dbs = append(dbs, testkit.WatchContainer(t, cli, db.ID))
+	}
+	other := dockertest.Start(t, cli, dockertest.Options{Name: "dp-other", NoStart: true, Labels: labels(theirs, "role", role)})
+	otherEv := testkit.WatchContainer(t, cli, other.ID)
+	appName := dockertest.Name("dp-app")
+	app := dockertest.Start(t, cli, dockertest.Options{Name: "dp-app", NoStart: true,
+		Labels: labels(mine, "app", appName, "caddy.depends_on", "role="+role)})
+	appEv := testkit.WatchContainer(t, cli, app.ID)
+	host := hostName("dp-app")
+	tester, _ := dockerCaddyOn(t, &DockerEngine{MaxWakes: 1}, "", fmt.Sprintf(`
+:%d {
+	@a host %s
+	reverse_proxy @a {
+		dynamic docker {
+			selector app=%s
+			port 8080
+			max_wakes 1
+		}
+	}
+}`, httpPort, host, appName))
+	awaitListed(t, appName)
+
+	mustGet(t, tester, host, http.StatusOK, hello("dp-app"))
+	appStart, ok := appEv.First(events.ActionStart, nil)
+	if !ok {
+		t.Fatal("no start event of the app")
+	}
+	var last time.Time
+	for i, ev := range dbs {
+		at, ok := ev.First(events.ActionStart, nil)
+		if !ok || !at.After(last) || !at.Before(appStart) {
+			t.Fatalf("database %d started at %v (%v), previous %v, app %v: want one after the other in name order, before the app",
+				i, at, ok, last, appStart)
+		}
+		last = at
+	}
+	if n := otherEv.Count(events.ActionStart); n != 0 {
+		t.Fatalf("the other project's database was started %d times", n)
+	}
+	if v := metric(t, "caddy_dicer_wakes_started_total", `kind="docker"`, `cause="dependency"`); v < 4 {
+		t.Errorf("caddy_dicer_wakes_started_total{cause=dependency} = %v, want at least 4", v)
+	}
+}

@@ -83,12 +83,19 @@ var siteOpener = regexp.MustCompile(`(?m)^(\S[^\n]*) \{$`)
 // place.
 func dockerCaddy(t *testing.T, globals, sites string) (*caddytest.Tester, string) {
 	t.Helper()
+	return dockerCaddyOn(t, &DockerEngine{}, globals, sites)
+}
+
+// dockerCaddyOn is dockerCaddy for sites whose Engine connection has the
+// settings of conn (max_wakes, ...), by which it checks the config arrived.
+func dockerCaddyOn(t *testing.T, conn *DockerEngine, globals, sites string) (*caddytest.Tester, string) {
+	t.Helper()
 	sites = siteOpener.ReplaceAllString(sites, "$1 {\n\theader "+runHeader+" "+dockertest.RunID())
 	tester, logFile := startCaddy(t, globals, sites)
 	if t.Failed() {
 		t.FailNow()
 	}
-	f, err := resolve(&DockerEngine{})
+	f, err := resolve(conn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,6 +38,10 @@ type Options struct {
 	// request is sent to the instance as one to wake (R5.2) before it
 	// returns. It must not call the catalog.
 	Froze func(id string)
+	// DependsOnAnyScope lets a caddy.depends_on reach any instance of the
+	// daemon; by default it reaches those of its own Compose project or
+	// Swarm stack only (R5k, the source's depends_on_scope).
+	DependsOnAnyScope bool
 }
 
 // Catalog holds what is known of one daemon's instances. Adapters write to
@@ -48,6 +52,8 @@ type Options struct {
 type Catalog struct {
 	reach  reach
 	logger *zap.Logger
+	// depAny is Options.DependsOnAnyScope.
+	depAny bool
 
 	current atomic.Pointer[Snapshot]
 	ready   chan struct{}
@@ -121,6 +127,7 @@ func New(opts Options) *Catalog {
 	c := &Catalog{
 		reach:  reach{publishedPortHost: opts.PublishedPortHost, daemonHost: opts.DaemonHost},
 		logger: logger,
+		depAny: opts.DependsOnAnyScope,
 		ready:  make(chan struct{}),
 		byID:   make(map[string]*entry),
 		views:  make(map[string]*View),

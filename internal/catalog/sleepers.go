@@ -83,9 +83,7 @@ func (c *Catalog) TakeSleeperChanges(dst []SleeperChange) []SleeperChange {
 			if e.activity != nil {
 				ch.Sleeper, ch.IsSleeper = e.sleeper(), true
 			}
-			if e.pool.dependsOn != nil {
-				ch.Dependent = &Dependent{ID: id, Name: e.inst.Name, State: e.inst.State, DependsOn: e.pool.dependsOn}
-			}
+			ch.Dependent = c.dependent(e)
 		}
 		dst = append(dst, ch)
 	}

@@ -116,7 +116,7 @@ type Engine struct {
 	shared     map[string]*sharedActivity // by instance ID
 	members    map[*Waker]bool            // the connections' parts
 	denied     bool                       // a write was refused once (logged once)
-	cycles     map[string]bool            // pairs of instances warned of a caddy.depends_on cycle (R5k)
+	warned     map[string]bool            // what warnOnce said already (R5k), at most maxWarned
 
 	// waking holds the IDs of the wakes in progress, for Waking: read
 	// under the catalog's lock, where e.mu may not be taken.

@@ -25,10 +25,6 @@ const (
 	CauseDependency WakeCause = "dependency"
 )
 
-// maxDependencyDepth bounds how far a chain of caddy.depends_on is
-// followed, woken or searched for a cycle.
-const maxDependencyDepth = 8
-
 // Grow wakes the next instance on standby of route for host (R5's order)
 // when every one of targets, the route's routable instances, has more
 // requests in flight than its caddy.soft_limit (R5j): one at a time (none
@@ -96,53 +92,57 @@ func (w *Waker) Waking(id string) bool {
 	return ok
 }
 
-// wakeDependencies wakes, before wk's instance, every instance its
-// caddy.depends_on matches, and waits until they are ready or their wakes
-// ended (R5k). A dependency that depends, through its own labels, on the
-// instance being woken is a cycle: warned once per pair, and not waited
-// for. One that Caddy does not wake (no caddy.standby_after) is waited for
-// only while it runs.
+// wakeDependencies wakes, before wk's instance, the instances its
+// caddy.depends_on makes its dependencies (R5k: in its scope, at most
+// catalog.MaxDependencies, a warning once beyond), and waits until they
+// are ready or their wakes ended. Their wakes count under max_wakes like
+// any other (R5d): each waits for a slot, in name order, while wk gives
+// its own back until they are done, so a chain never holds every slot
+// waiting on itself. A dependency that depends, through its own labels,
+// on the instance being woken is a cycle: warned once per pair, and not
+// waited for. One that Caddy does not wake (no caddy.standby_after) is
+// waited for only while it runs.
 func (w *Waker) wakeDependencies(wk *wake) {
-	deps := w.catalog.DependenciesOf(nil, wk.id)
-	if len(deps) == 0 {
-		return
+	deps, matched := w.catalog.DependenciesOf(wk.id)
+	if matched > len(deps) {
+		w.warnOnce("cap\x00"+wk.id, "caddy.depends_on matches more instances than a wake follows: only the first ones by name are woken for it",
+			zap.String("instance", wk.name), zap.Int("matched", matched), zap.Int("woken_at_most", catalog.MaxDependencies))
 	}
 	chain := append(slices.Clip(wk.chain), wk.id)
-	var waits []*wake
+	var todo []catalog.Dependency
 	var others []string
-	e := w.engine
 	for _, d := range deps {
-		if d.Ready {
-			continue
-		}
-		if slices.Contains(chain, d.ID) || w.reaches(d, wk.id) {
-			w.warnCycle(wk.name, d.Name)
-			continue
-		}
-		if len(chain) >= maxDependencyDepth {
-			continue
-		}
-		if !d.Wakeable {
+		switch {
+		case d.Ready:
+		case d.Cycle || slices.Contains(chain, d.ID):
+			w.warnOnce("cycle\x00"+min(wk.name, d.Name)+"\x00"+max(wk.name, d.Name),
+				"caddy.depends_on makes a cycle: neither instance is woken for the other",
+				zap.String("instance", wk.name), zap.String("depends_on", d.Name))
+		case len(chain) >= catalog.MaxDependencyDepth:
+		case !d.Wakeable:
 			if d.State == catalog.StateRunning || d.State == catalog.StateStarting {
 				others = append(others, d.ID)
 			}
-			continue
-		}
-		e.mu.Lock()
-		dw := e.wakes[d.ID]
-		if dw == nil && !w.closed {
-			if f := e.failures[d.ID]; f == nil || !w.now().Before(f.after) {
-				dw = w.startLocked(catalog.WakeCandidate{ID: d.ID, Name: d.Name, Labels: d.Labels, State: d.State, Activity: d.Activity},
-					CauseDependency, chain)
-			}
-		}
-		e.mu.Unlock()
-		if dw != nil {
-			waits = append(waits, dw)
+		default:
+			todo = append(todo, d)
 		}
 	}
 	deadline := time.NewTimer(wakeWatch)
 	defer deadline.Stop()
+	if len(todo) > 0 {
+		w.giveBackSlot(wk)
+		defer w.takeSlot(wk, deadline.C)
+	}
+	var waits []*wake
+	for _, d := range todo {
+		dw, ok := w.startDependency(d, chain, deadline.C)
+		if !ok {
+			return
+		}
+		if dw != nil {
+			waits = append(waits, dw)
+		}
+	}
 	for _, dw := range waits {
 		select {
 		case <-dw.done:
@@ -154,6 +154,90 @@ func (w *Waker) wakeDependencies(wk *wake) {
 	}
 	for _, id := range others {
 		w.awaitReady(id, deadline.C)
+	}
+}
+
+// startDependency starts the wake of the dependency d (or joins the one
+// in progress) once a slot of max_wakes is free; nil when it is not to be
+// woken now (failing lately); false when stop came or the connection
+// closed first.
+func (w *Waker) startDependency(d catalog.Dependency, chain []string, stop <-chan time.Time) (*wake, bool) {
+	e := w.engine
+	for {
+		e.mu.Lock()
+		if w.closed {
+			e.mu.Unlock()
+			return nil, false
+		}
+		if dw := e.wakes[d.ID]; dw != nil {
+			e.mu.Unlock()
+			return dw, true
+		}
+		if f := e.failures[d.ID]; f != nil && w.now().Before(f.after) {
+			e.mu.Unlock()
+			return nil, true
+		}
+		if w.running < w.maxWakes {
+			dw := w.startLocked(catalog.WakeCandidate{ID: d.ID, Name: d.Name, Labels: d.Labels, State: d.State, Activity: d.Activity},
+				CauseDependency, chain)
+			e.mu.Unlock()
+			return dw, true
+		}
+		freed := w.freed
+		e.mu.Unlock()
+		select {
+		case <-freed:
+		case <-stop:
+			return nil, false
+		case <-w.ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+// giveBackSlot frees wk's slot of max_wakes while it waits for its
+// dependencies (R5k, R5d).
+func (w *Waker) giveBackSlot(wk *wake) {
+	e := w.engine
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if wk.slotless {
+		return
+	}
+	wk.slotless = true
+	w.freeSlotLocked()
+}
+
+// takeSlot takes a slot of max_wakes back for wk, waiting for one to be
+// free; past stop, or once the connection closes, it takes it anyway (the
+// wake then makes its one call, or ends).
+func (w *Waker) takeSlot(wk *wake, stop <-chan time.Time) {
+	e := w.engine
+	for {
+		e.mu.Lock()
+		if !wk.slotless {
+			e.mu.Unlock()
+			return
+		}
+		if w.running < w.maxWakes || w.closed {
+			wk.slotless = false
+			w.running++
+			e.mu.Unlock()
+			return
+		}
+		freed := w.freed
+		e.mu.Unlock()
+		select {
+		case <-freed:
+			continue
+		case <-stop:
+		case <-w.ctx.Done():
+		}
+		e.mu.Lock()
+		wk.slotless = false
+		w.running++
+		e.mu.Unlock()
+		return
 	}
 }
 
@@ -177,41 +261,19 @@ func (w *Waker) awaitReady(id string, stop <-chan time.Time) {
 	}
 }
 
-// reaches reports whether d depends, through caddy.depends_on, on the
-// instance id, up to maxDependencyDepth links.
-func (w *Waker) reaches(d catalog.Dependency, id string) bool {
-	seen := map[string]bool{}
-	var walk func(from catalog.Dependency, depth int) bool
-	walk = func(from catalog.Dependency, depth int) bool {
-		if from.DependsOn == nil || depth >= maxDependencyDepth || seen[from.ID] {
-			return false
-		}
-		seen[from.ID] = true
-		for _, next := range w.catalog.DependenciesOf(nil, from.ID) {
-			if next.ID == id || walk(next, depth+1) {
-				return true
-			}
-		}
-		return false
-	}
-	return walk(d, 0)
-}
-
-// warnCycle warns, once per pair of instances per Engine, that a and b
-// depend on each other (R5k).
-func (w *Waker) warnCycle(a, b string) {
+// warnOnce logs msg once per key for the Engine (R5k's cycles and caps);
+// at most maxWarned keys are remembered, then forgotten all at once.
+func (w *Waker) warnOnce(key, msg string, fields ...zap.Field) {
 	e := w.engine
-	key := min(a, b) + "\x00" + max(a, b)
 	e.mu.Lock()
-	if e.cycles == nil {
-		e.cycles = map[string]bool{}
+	if e.warned == nil || len(e.warned) >= maxWarned {
+		e.warned = map[string]bool{}
 	}
-	seen := e.cycles[key]
-	e.cycles[key] = true
+	seen := e.warned[key]
+	e.warned[key] = true
 	e.mu.Unlock()
 	if !seen {
-		w.logger.Warn("caddy.depends_on makes a cycle: neither instance is woken for the other",
-			zap.String("instance", a), zap.String("depends_on", b))
+		w.logger.Warn(msg, fields...)
 	}
 }
 
@@ -219,7 +281,7 @@ func (w *Waker) warnCycle(a, b string) {
 // dead) depends on s through its caddy.depends_on (R5k): s stays up.
 func dependedOn(s catalog.Sleeper, dependents map[string]catalog.Dependent) bool {
 	for _, d := range dependents {
-		if d.ID == s.ID || !d.DependsOn.Matches(s.Labels) {
+		if !d.Covers(s) {
 			continue
 		}
 		switch d.State {

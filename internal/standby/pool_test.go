@@ -38,24 +38,42 @@ type poolCase struct {
 	calls  []string // "start id", "stop id"
 	insts  map[string]catalog.Instance
 	causes sync.Map // WakeCause -> *atomic.Int32
+	// starting are the start calls made whose instance is not running
+	// yet, mostStarting the most at once (under mu).
+	starting, mostStarting int
 }
 
 func newPoolCase(t *testing.T, insts ...catalog.Instance) *poolCase {
+	t.Helper()
+	return newPoolCaseWith(t, Options{}, catalog.Options{}, insts...)
+}
+
+// newPoolCaseWith is newPoolCase with the connection's and catalog's
+// settings; the starts in flight (called, not yet running) are counted,
+// the most at once kept.
+func newPoolCaseWith(t *testing.T, opts Options, catOpts catalog.Options, insts ...catalog.Instance) *poolCase {
 	t.Helper()
 	p := &poolCase{insts: map[string]catalog.Instance{}}
 	f := &fakeActions{}
 	core, logs := observer.New(zapcore.InfoLevel)
 	p.logs = logs
-	p.cat = catalog.New(catalog.Options{})
+	p.cat = catalog.New(catOpts)
 	f.then = func(action, id string) error {
 		p.mu.Lock()
 		p.calls = append(p.calls, action+" "+id)
 		in := p.insts[id]
+		if action == "start" {
+			p.starting++
+			p.mostStarting = max(p.mostStarting, p.starting)
+		}
 		p.mu.Unlock()
 		switch action {
 		case "start":
 			go func() {
 				time.Sleep(20 * time.Millisecond) // the Engine's event comes later
+				p.mu.Lock()
+				p.starting--
+				p.mu.Unlock()
 				p.put(member(in.Name, catalog.StateRunning, in.Labels))
 			}()
 		case "stop":
@@ -68,10 +86,11 @@ func newPoolCase(t *testing.T, insts ...catalog.Instance) *poolCase {
 	}
 	p.cat.Replace(insts)
 	ctx, cancel := context.WithCancel(context.Background())
-	p.w = New(ctx, f, p.cat, zap.New(core), Options{Started: func(c WakeCause) {
+	opts.Started = func(c WakeCause) {
 		n, _ := p.causes.LoadOrStore(c, new(atomic.Int32))
 		n.(*atomic.Int32).Add(1)
-	}})
+	}
+	p.w = New(ctx, f, p.cat, zap.New(core), opts)
 	t.Cleanup(func() { cancel(); p.w.Close() })
 	return p
 }

@@ -102,7 +102,13 @@ type wake struct {
 	done     chan struct{} // closed with result set
 	result   WakeResult
 	chain    []string // the instances whose wakes wait on this one (R5k)
+	// slotless: it gave its slot of max_wakes back while its
+	// dependencies wake (R5k), under engine.mu.
+	slotless bool
 }
+
+// maxWarned bounds the keys Waker.warnOnce remembers.
+const maxWarned = 4096
 
 // failure is a container not to wake again until after.
 type failure struct {
@@ -486,6 +492,14 @@ func (w *Waker) sleeper(id string) (catalog.Sleeper, bool) {
 	return w.catalog.Sleeper(id)
 }
 
+// freeSlotLocked frees one slot of max_wakes and tells those waiting for
+// one. engine.mu is held.
+func (w *Waker) freeSlotLocked() {
+	w.running--
+	close(w.freed)
+	w.freed = make(chan struct{})
+}
+
 // finish is where a wake's result is known: it ends the wake, frees its
 // slot, records a failure of the container's (it is not woken again for a
 // while, so a broken container is never woken in a loop; an Engine that
@@ -496,9 +510,9 @@ func (w *Waker) finish(wk *wake, result WakeResult, err error) {
 	e.mu.Lock()
 	delete(e.wakes, wk.id)
 	e.waking.CompareAndDelete(wk.id, wk)
-	w.running--
-	close(w.freed)
-	w.freed = make(chan struct{})
+	if !wk.slotless {
+		w.freeSlotLocked()
+	}
 	var backoff time.Duration
 	firstDenial := false
 	switch result {

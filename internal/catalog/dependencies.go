@@ -1,0 +1,206 @@
+package catalog
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/caddy-dicer/caddy-dicer/selector"
+)
+
+// Dependencies woken first (R5k): which instances a caddy.depends_on may
+// reach, how many, and the graph a wake follows, computed once per wake
+// over one view of the catalog.
+
+const (
+	// LabelComposeProject is the label Docker Compose puts on every
+	// container of a project; LabelStackNamespace the one `docker stack
+	// deploy` puts on a stack's services and tasks. Together they are a
+	// dependency's scope (R5k).
+	LabelComposeProject = "com.docker.compose.project"
+	LabelStackNamespace = "com.docker.stack.namespace"
+
+	// MaxDependencies bounds how many instances one caddy.depends_on makes
+	// dependencies: the first 16, by name, of those it matches in scope.
+	MaxDependencies = 16
+	// MaxDependencyDepth bounds how far a chain of caddy.depends_on is
+	// followed, woken or searched for a cycle.
+	MaxDependencyDepth = 8
+)
+
+// scopeOf is the scope of an instance with these labels (R5k): its
+// Compose project, else its Swarm stack, else "" (neither: the instances
+// with neither form one scope of their own).
+func scopeOf(labels map[string]string) string {
+	if p := labels[LabelComposeProject]; p != "" {
+		return "compose\x00" + p
+	}
+	if s := labels[LabelStackNamespace]; s != "" {
+		return "stack\x00" + s
+	}
+	return ""
+}
+
+// Dependent is an instance labelled caddy.depends_on, as the sleeper feed
+// reports it.
+type Dependent struct {
+	ID, Name  string
+	State     State
+	DependsOn *selector.Selector
+	// scope is the instance's scope; anyScope is the catalog's
+	// Options.DependsOnAnyScope.
+	scope    string
+	anyScope bool
+}
+
+// dependent is e as a Dependent, nil without a valid caddy.depends_on.
+func (c *Catalog) dependent(e *entry) *Dependent {
+	if e.pool.dependsOn == nil {
+		return nil
+	}
+	return &Dependent{ID: e.inst.ID, Name: e.inst.Name, State: e.inst.State, DependsOn: e.pool.dependsOn,
+		scope: scopeOf(e.inst.Labels), anyScope: c.depAny}
+}
+
+// Covers reports whether d's caddy.depends_on reaches s: s is another
+// instance, in d's scope, that the selector matches. (It does not say
+// whether s is among the first MaxDependencies of d's matches: an instance
+// up that d covers stays up while d does.)
+func (d Dependent) Covers(s Sleeper) bool {
+	return d.ID != s.ID && (d.anyScope || d.scope == scopeOf(s.Labels)) && d.DependsOn.Matches(s.Labels)
+}
+
+// Dependency is an instance that another's caddy.depends_on matches.
+type Dependency struct {
+	ID, Name string
+	Labels   map[string]string
+	State    State
+	// Wakeable: Caddy may wake it (a valid caddy.standby_after).
+	Wakeable bool
+	// Ready: running and accepting connections, as Sleeper.Ready.
+	Ready    bool
+	Activity *Activity
+	// Cycle: it depends back, through caddy.depends_on, on the instance
+	// whose dependency it is, in at most MaxDependencyDepth links.
+	Cycle bool
+}
+
+// DependenciesOf returns the instances that the caddy.depends_on of the
+// instance id makes its dependencies (R5k): those the selector matches, in
+// its scope (the same Compose project or Swarm stack, unless the catalog's
+// Options.DependsOnAnyScope), itself and groups excepted, in name order, at
+// most MaxDependencies; and how many it matched in all. None when it has
+// no valid label or is unknown.
+//
+// The catalog's lock is held only to list the instances in scope; the
+// graph is then walked once, each instance's matches computed once, and
+// the cycles found with one walk back from the instance: the cost is the
+// instances reached times those in scope, never per pair of them.
+func (c *Catalog) DependenciesOf(id string) (deps []Dependency, matched int) {
+	c.mu.Lock()
+	root := c.byID[id]
+	if root == nil || root.pool.dependsOn == nil {
+		c.mu.Unlock()
+		return nil, 0
+	}
+	scope := scopeOf(root.inst.Labels)
+	var pool []*entry
+	for _, e := range c.byID {
+		if !e.inst.Group && (c.depAny || scopeOf(e.inst.Labels) == scope) {
+			pool = append(pool, e)
+		}
+	}
+	c.mu.Unlock()
+	// Entries are never changed once published: read outside the lock.
+	slices.SortFunc(pool, func(a, b *entry) int {
+		if n := strings.Compare(a.inst.Name, b.inst.Name); n != 0 {
+			return n
+		}
+		return strings.Compare(a.inst.ID, b.inst.ID)
+	})
+	g := dependencyGraph{pool: pool, edges: map[*entry][]*entry{}}
+	first, matched := g.matches(root)
+	g.walk(root)
+	back := g.reaching(root)
+	deps = make([]Dependency, 0, len(first))
+	for _, d := range first {
+		deps = append(deps, Dependency{
+			ID: d.inst.ID, Name: d.inst.Name, Labels: d.inst.Labels, State: d.inst.State,
+			Wakeable: d.wakeable(), Ready: d.ready(), Activity: d.activity, Cycle: back[d],
+		})
+	}
+	return deps, matched
+}
+
+// dependencyGraph is the caddy.depends_on graph over the instances of one
+// scope, sorted by name, its edges computed as a walk reaches them.
+type dependencyGraph struct {
+	pool  []*entry
+	edges map[*entry][]*entry
+}
+
+// matches returns e's dependencies (at most MaxDependencies, in name
+// order) and how many instances its label matches, remembering the first.
+func (g *dependencyGraph) matches(e *entry) ([]*entry, int) {
+	if got, ok := g.edges[e]; ok || e.pool.dependsOn == nil {
+		return got, len(got)
+	}
+	var out []*entry
+	n := 0
+	for _, d := range g.pool {
+		if d == e || !e.pool.dependsOn.Matches(d.inst.Labels) {
+			continue
+		}
+		if n++; len(out) < MaxDependencies {
+			out = append(out, d)
+		}
+	}
+	g.edges[e] = out
+	return out, n
+}
+
+// walk computes the edges of every instance reachable from root in at
+// most 2*MaxDependencyDepth links, breadth first.
+func (g *dependencyGraph) walk(root *entry) {
+	level := []*entry{root}
+	seen := map[*entry]bool{root: true}
+	for depth := 0; depth < 2*MaxDependencyDepth && len(level) > 0; depth++ {
+		var next []*entry
+		for _, e := range level {
+			out, _ := g.matches(e)
+			for _, d := range out {
+				if !seen[d] {
+					seen[d] = true
+					next = append(next, d)
+				}
+			}
+		}
+		level = next
+	}
+}
+
+// reaching returns the instances of the walked graph from which root is
+// reached in at most MaxDependencyDepth links: one walk along the edges
+// reversed.
+func (g *dependencyGraph) reaching(root *entry) map[*entry]bool {
+	rev := map[*entry][]*entry{}
+	for from, out := range g.edges {
+		for _, to := range out {
+			rev[to] = append(rev[to], from)
+		}
+	}
+	got := map[*entry]bool{}
+	level := []*entry{root}
+	for depth := 0; depth < MaxDependencyDepth && len(level) > 0; depth++ {
+		var next []*entry
+		for _, e := range level {
+			for _, from := range rev[e] {
+				if !got[from] {
+					got[from] = true
+					next = append(next, from)
+				}
+			}
+		}
+		level = next
+	}
+	return got
+}

@@ -1,0 +1,74 @@
+package catalog_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// depNames renders deps as names, a cycle marked with "!".
+func depNames(deps []catalog.Dependency) []string {
+	var out []string
+	for _, d := range deps {
+		if d.Cycle {
+			out = append(out, d.Name+"!")
+		} else {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// R5k: DependenciesOf gives the matches in scope, in name order, and marks
+// those that depend back on the instance, through a chain or directly; an
+// instance depending on one of a cycle without being in it is none.
+func TestDependenciesOf_R5k_scope_order_and_cycles(t *testing.T) {
+	c := catalog.New(catalog.Options{})
+	p := func(name string, kv ...string) catalog.Instance {
+		return inst(name, label(append([]string{catalog.LabelComposeProject, "p", "name", name}, kv...)...))
+	}
+	c.Replace([]catalog.Instance{
+		p("a", catalog.LabelDependsOn, "name in (c,b)"),
+		p("b", catalog.LabelDependsOn, "name=d"),
+		p("c"),
+		p("d", catalog.LabelDependsOn, "name=a"),
+		p("e", catalog.LabelDependsOn, "name=a"),
+		inst("a2", label("name", "b", catalog.LabelComposeProject, "q")), // another project
+	})
+	for _, tc := range []struct {
+		id   string
+		want string
+	}{
+		{"id-a", "[b! c]"},
+		{"id-b", "[d!]"},
+		{"id-d", "[a!]"},
+		{"id-e", "[a]"},
+		{"id-c", "[]"},
+	} {
+		deps, matched := c.DependenciesOf(tc.id)
+		if got := fmt.Sprint(depNames(deps)); got != tc.want || matched != len(deps) {
+			t.Errorf("%s: dependencies %s (%d matched), want %s", tc.id, got, matched, tc.want)
+		}
+	}
+}
+
+// R5k: the dependency check of one wake at 400 instances of one project,
+// each depending on all the others: a cost per wake that grows with the
+// instances reached times those in scope (each set of matches computed
+// once), not per pair of them per visited instance.
+func BenchmarkR5k_dependency_check_400(b *testing.B) {
+	c := catalog.New(catalog.Options{})
+	var all []catalog.Instance
+	for i := range 400 {
+		all = append(all, inst(fmt.Sprintf("i%03d", i), label(catalog.LabelComposeProject, "p", "tier", "t",
+			catalog.LabelStandbyAfter, "1h", catalog.LabelDependsOn, "tier=t")))
+	}
+	c.Replace(all)
+	b.ReportAllocs()
+	for b.Loop() {
+		if deps, _ := c.DependenciesOf("id-i000"); len(deps) != catalog.MaxDependencies {
+			b.Fatalf("%d dependencies", len(deps))
+		}
+	}
+}
