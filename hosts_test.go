@@ -17,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"go.uber.org/zap"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/budget"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
@@ -28,7 +29,7 @@ func permissionFor(t testing.TB, settings hostPermission, instances ...catalog.I
 	c := catalog.New(catalog.Options{})
 	c.Replace(instances)
 	p := settings
-	p.conn, p.logger = &connection{catalog: c}, zap.NewNop()
+	p.conn, p.logger = &connection{catalog: c, orders: budget.New()}, zap.NewNop()
 	p.decisions = newDecisionCounters(p.conn)
 	if err := p.settle(); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ var metrics = struct {
 	wakes          *prometheus.CounterVec
 	decisions      *prometheus.CounterVec
 	noUpstream     *prometheus.CounterVec
+	budgetRefused  *prometheus.CounterVec
 	state          *stateCollector
 }{
 	eventsReceived: counter("events_received_total", "Events received from the daemon's event stream.", "kind", "daemon"),
@@ -47,6 +48,8 @@ var metrics = struct {
 	noUpstream: counter("no_upstream_total",
 		"Upstream lookups that found no instance to send the request to (answered 503 unless retried), by route.",
 		"kind", "daemon", "route"),
+	budgetRefused: counter("certificate_budget_refused_total",
+		"On-demand certificates refused by an issuance budget (R7d), by budget: domain, instance, names.", "kind", "daemon", "budget"),
 	state: newStateCollector(),
 }
 
@@ -70,7 +73,7 @@ func registerMetrics(ctx caddy.Context) {
 	}
 	for _, c := range []prometheus.Collector{
 		metrics.eventsReceived, metrics.eventsApplied, metrics.relists, metrics.eventLatency,
-		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.state,
+		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.budgetRefused, metrics.state,
 		instanceSeries, // R13b, instance_metrics.go
 		poolMetrics.wakesStarted, poolMetrics.pool,
 	} {

@@ -3,6 +3,7 @@ package caddydicer
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -37,6 +38,9 @@ const (
 	obtainBackoffMin   = time.Minute
 	obtainBackoffMax   = time.Hour
 	obtainBackoffNames = 4096
+	// obtainOrphans bounds the obtains under way, those past
+	// obtain_timeout included.
+	obtainOrphans = 4
 )
 
 // obtainFailure is a name's backoff after a failed obtain.
@@ -68,16 +72,20 @@ type claimObtainer struct {
 	started func() bool
 	// failed holds the names in backoff (the worker's alone).
 	failed map[string]obtainFailure
+	// orphans holds a token per obtain under way, the one waited for and
+	// those left behind past obtain_timeout: at most obtainOrphans.
+	orphans chan struct{}
 }
 
 // newClaimObtainer returns the obtainer of p, not yet running.
 func newClaimObtainer(ctx caddy.Context, p *hostPermission) *claimObtainer {
 	o := &claimObtainer{
-		perm:   p,
-		ctx:    ctx,
-		logger: p.logger,
-		queue:  newFairQueue(),
-		failed: make(map[string]obtainFailure),
+		perm:    p,
+		ctx:     ctx,
+		logger:  p.logger,
+		queue:   newFairQueue(),
+		failed:  make(map[string]obtainFailure),
+		orphans: make(chan struct{}, obtainOrphans),
 	}
 	o.run, o.cancel = context.WithCancel(ctx)
 	o.started = func() bool { return caddy.ActiveContext().Context == ctx.Context }
@@ -189,7 +197,7 @@ func (o *claimObtainer) waitStarted() bool {
 // logs the outcome.
 func (o *claimObtainer) obtain(host string) {
 	start := time.Now()
-	err := o.getCertificate(host)
+	err := o.getCertificateWithin(host, o.perm.obtainTimeout())
 	took := time.Since(start)
 	if err != nil {
 		f := o.backOff(host)
@@ -220,6 +228,37 @@ func (o *claimObtainer) backOff(host string) obtainFailure {
 	}
 	o.failed[host] = f
 	return f
+}
+
+// errObtainTimeout is an obtain that took longer than obtain_timeout.
+var errObtainTimeout = errors.New("obtain_timeout passed; the order goes on in the background, and the host backs off")
+
+// getCertificateWithin is getCertificate, waited for at most timeout
+// (obtain_timeout): past it, the worker goes on to the next host. The
+// obtain goes on (certmagic bounds it); at most obtainOrphans of those
+// run at once, and the worker waits for one to end before it leaves
+// another behind.
+func (o *claimObtainer) getCertificateWithin(host string, timeout time.Duration) error {
+	select {
+	case o.orphans <- struct{}{}:
+	case <-o.run.Done():
+		return o.run.Err()
+	}
+	done := make(chan error, 1)
+	go func() {
+		defer func() { <-o.orphans }()
+		done <- o.getCertificate(host)
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return errObtainTimeout
+	case <-o.run.Done():
+		return o.run.Err()
+	}
 }
 
 // getCertificate asks the tls app's certificate selection for host.

@@ -21,12 +21,18 @@ import (
 type fakeObtains struct {
 	mu    sync.Mutex
 	names []string
+	// hang, if set, says which names hang until release is closed.
+	hang    func(name string) bool
+	release chan struct{}
 }
 
 func (f *fakeObtains) get(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.names = append(f.names, hello.ServerName)
+	f.mu.Unlock()
+	if f.hang != nil && f.hang(hello.ServerName) {
+		<-f.release
+	}
 	if hello.Conn == nil || hello.Conn.RemoteAddr() == nil {
 		panic("certmagic logs the hello's remote address: it needs one")
 	}
@@ -46,9 +52,14 @@ func (f *fakeObtains) got() []string {
 // stops it when the test ends.
 func obtainerFor(t *testing.T, p *hostPermission) *fakeObtains {
 	t.Helper()
+	return obtainerWith(t, p, new(fakeObtains))
+}
+
+// obtainerWith is obtainerFor with the fake f.
+func obtainerWith(t *testing.T, p *hostPermission, f *fakeObtains) *fakeObtains {
+	t.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
-	f := new(fakeObtains)
 	o := newClaimObtainer(ctx, p)
 	o.logger = zap.NewNop()
 	o.getCert = f.get

@@ -54,6 +54,10 @@ type hostPermission struct {
 	// handshake.
 	ObtainOnClaim bool `json:"obtain_on_claim,omitempty"`
 
+	// issuanceBudget holds max_orders_per_domain, max_orders_per_instance
+	// and obtain_timeout (R7d, permission_budget.go).
+	issuanceBudget
+
 	key            string
 	conn           *connection
 	decisions      decisionCounters
@@ -86,6 +90,7 @@ func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) err
 	}
 	registerMetrics(ctx)
 	p.decisions = newDecisionCounters(p.conn)
+	p.storage = ctx.Storage()
 	p.conn.permissions.add(p)
 	if err := p.conn.await(ctx); err != nil {
 		return err
@@ -116,6 +121,9 @@ func (p *hostPermission) settle() error {
 	if !sel.Empty() {
 		p.sel = &sel
 	}
+	if err := p.settleBudget(); err != nil {
+		return err
+	}
 	switch p.Wildcards {
 	case "", "refuse":
 		p.allowWildcards = false
@@ -144,9 +152,12 @@ func allowedSuffix(raw string) (string, error) {
 // dot is not dropped, so "shop.example.com." is not claimed by a label
 // listing shop.example.com. An allowed or refused name costs index
 // lookups and no allocation.
-func (p *hostPermission) CertificateAllowed(_ context.Context, name string) error {
+func (p *hostPermission) CertificateAllowed(ctx context.Context, name string) error {
 	host := catalog.NormalizeHost(name)
 	err := p.decide(host)
+	if err == nil {
+		err = p.charge(ctx, host) // R7d
+	}
 	p.decisions.count(err == nil)
 	if err != nil {
 		return p.refuse(host, err)
@@ -215,6 +226,9 @@ func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 		ok, err := unmarshalDaemonSetting(d, daemon, seen)
 		if !ok && err == nil {
 			ok, err = p.unmarshalSetting(d, seen)
+		}
+		if !ok && err == nil {
+			ok, err = p.unmarshalBudget(d, seen)
 		}
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/budget"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/connectwake"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
@@ -57,6 +58,10 @@ type connection struct {
 	// API's explain.
 	routes      routeSet
 	permissions permissionSet
+	// orders is the ledger of the issuance budgets of its permissions
+	// (R7d, permission_budget.go): it outlives config reloads with the
+	// connection.
+	orders *budget.Ledger
 	// standby wakes and puts on standby the instances labelled
 	// caddy.standby_after; nil for a daemon that wakes on connect (Dicer).
 	// standbyKey is the pool key of its Engine's shared state (R5f).
@@ -120,6 +125,7 @@ func dial(spec connSpec) (*connection, error) {
 			address: spec.address,
 			status:  newFollowStatus(),
 			settled: make(chan struct{}),
+			orders:  budget.New(),
 			cancel:  cancel,
 			done:    make(chan struct{}),
 		}

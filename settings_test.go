@@ -73,6 +73,8 @@ func TestSettingError_R9_caddyfile(t *testing.T) {
 		{"dicer {\n allow_suffix *.example.com\n}", "allow_suffix", nil, new(DicerPermission)},
 		{"docker {\n max_held 0\n}", "max_held", nil, new(DockerUpstreams)},
 		{"docker {\n depends_on_scope everyone\n}", "depends_on_scope", nil, new(DockerUpstreams)},
+		{"docker {\n max_orders_per_domain -1\n}", "max_orders_per_domain", nil, new(DockerPermission)},
+		{"dicer {\n obtain_timeout soon\n}", "obtain_timeout", nil, new(DicerPermission)},
 		{"docker {\n wake_timeout -1s\n}", "wake_timeout", nil, new(DockerUpstreams)},
 		{"swarm {\n endpoint dnsrr\n}", "endpoint", nil, new(SwarmPermission)},
 	} {
@@ -105,6 +107,8 @@ func TestSettingError_R9_provision(t *testing.T) {
 		{`{"published_port_host":"localhost"}`, "published_port_host", new(DockerUpstreams)},
 		{`{"max_wakes":-1}`, "max_wakes", new(DockerUpstreams)},
 		{`{"depends_on_scope":"all"}`, "depends_on_scope", new(DockerPermission)},
+		{`{"max_orders_per_instance":-2}`, "max_orders_per_instance", new(SwarmPermission)},
+		{`{"obtain_timeout":"-1s"}`, "obtain_timeout", new(DockerPermission)},
 		{`{"wake_timeout":"-1s"}`, "wake_timeout", new(DockerUpstreams)},
 		{`{"address":"tcp://127.0.0.1:2376","tls":{"ca":"` + missing + `"}}`, "tls ca", new(DockerPermission)},
 		{`{"endpoint":"dnsrr"}`, "endpoint", new(SwarmUpstreams)},

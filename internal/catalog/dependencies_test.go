@@ -53,22 +53,39 @@ func TestDependenciesOf_R5k_scope_order_and_cycles(t *testing.T) {
 	}
 }
 
-// R5k: the dependency check of one wake at 400 instances of one project,
-// each depending on all the others: a cost per wake that grows with the
-// instances reached times those in scope (each set of matches computed
-// once), not per pair of them per visited instance.
-func BenchmarkR5k_dependency_check_400(b *testing.B) {
-	c := catalog.New(catalog.Options{})
-	var all []catalog.Instance
-	for i := range 400 {
-		all = append(all, inst(fmt.Sprintf("i%03d", i), label(catalog.LabelComposeProject, "p", "tier", "t",
-			catalog.LabelStandbyAfter, "1h", catalog.LabelDependsOn, "tier=t")))
-	}
-	c.Replace(all)
-	b.ReportAllocs()
-	for b.Loop() {
-		if deps, _ := c.DependenciesOf("id-i000"); len(deps) != catalog.MaxDependencies {
-			b.Fatalf("%d dependencies", len(deps))
+// R5k: the dependency check of one wake, over two shapes of n instances
+// of one project: "all", each depending on all the others; "layers",
+// layers of 20, each instance depending on the whole next layer (no
+// cycle, every path walked). The base commit's check (DependenciesOf,
+// then a walk per dependency looking for a cycle) ran over the same
+// shapes for docs/benchmarks.md.
+func BenchmarkR5k_dependency_check(b *testing.B) {
+	for _, shape := range []string{"all", "layers"} {
+		for _, n := range []int{100, 200, 400} {
+			b.Run(fmt.Sprintf("%s/%d", shape, n), func(b *testing.B) {
+				c := catalog.New(catalog.Options{})
+				c.Replace(depShape(shape, n))
+				b.ReportAllocs()
+				for b.Loop() {
+					if deps, _ := c.DependenciesOf("id-i000"); len(deps) == 0 {
+						b.Fatal("no dependencies")
+					}
+				}
+			})
 		}
 	}
+}
+
+func depShape(shape string, n int) []catalog.Instance {
+	var all []catalog.Instance
+	for i := range n {
+		kv := []string{catalog.LabelComposeProject, "p", catalog.LabelStandbyAfter, "1h"}
+		if shape == "all" {
+			kv = append(kv, "tier", "t", catalog.LabelDependsOn, "tier=t")
+		} else {
+			kv = append(kv, "layer", fmt.Sprint(i/20), catalog.LabelDependsOn, fmt.Sprint("layer=", i/20+1))
+		}
+		all = append(all, inst(fmt.Sprintf("i%03d", i), label(kv...)))
+	}
+	return all
 }

@@ -32,3 +32,16 @@ func (s *Snapshot) EachClaimedHost(fn func(host, claimant string) bool) {
 		}
 	}
 }
+
+// ClaimantOf is the name of an instance that claims host (the first the
+// index holds for it by name, else for a wildcard matching it), for a
+// budget counted per claiming instance (R7d); "" when none does.
+func (s *Snapshot) ClaimantOf(host string) string {
+	if entries, ok := s.hosts.Get(host); ok && len(entries) > 0 {
+		return entries[0].inst.Name
+	}
+	if entries := s.byWildcard(host); len(entries) > 0 {
+		return entries[0].inst.Name
+	}
+	return ""
+}

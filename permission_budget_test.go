@@ -1,0 +1,140 @@
+package caddydicer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddytls"
+	"github.com/caddyserver/certmagic"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/budget"
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
+)
+
+// R7d: by default a registered domain gets 20 new names an hour and an
+// instance 10, whatever else allows them: the 21st name under example.com
+// (each claimed by an instance of its own) and one instance's 11th name
+// (each under a domain of its own) are refused as permission denied, with
+// the metric and one log line per spent budget; a name allowed before is
+// allowed again; another tenant's domain is unaffected.
+func TestPermission_R7d_budgets_refuse_before_any_order(t *testing.T) {
+	var insts []catalog.Instance
+	for i := range defaultOrdersPerDomain + 2 {
+		insts = append(insts, claimant(fmt.Sprint("shop", i), fmt.Sprintf("s%d.example.com", i)))
+	}
+	var many []string
+	for i := range defaultOrdersPerInstance + 1 {
+		many = append(many, fmt.Sprintf("site.d%d.example", i))
+	}
+	insts = append(insts, claimant("greedy", joinHosts(many)), claimant("other", "other.example.net"))
+	p := permissionFor(t, hostPermission{}, insts...)
+	p.conn.kind, p.conn.address = "docker", t.Name()
+	core, logs := observer.New(zapcore.WarnLevel)
+	p.logger = zap.New(core)
+	allowed := func(name string) error { return p.CertificateAllowed(context.Background(), name) }
+
+	for i := range defaultOrdersPerDomain {
+		if err := allowed(fmt.Sprintf("s%d.example.com", i)); err != nil {
+			t.Fatalf("name %d under example.com: %v", i, err)
+		}
+	}
+	for i := range 2 {
+		err := allowed(fmt.Sprintf("s%d.example.com", defaultOrdersPerDomain+i))
+		if !errors.Is(err, caddytls.ErrPermissionDenied) || err != errBudget[budget.Domain] {
+			t.Fatalf("name %d under example.com: %v, want the domain budget's refusal", defaultOrdersPerDomain+i+1, err)
+		}
+	}
+	if err := allowed("s0.example.com"); err != nil {
+		t.Fatalf("a name allowed before: %v", err)
+	}
+	for i, name := range many {
+		err := allowed(name)
+		if want := i < defaultOrdersPerInstance; (err == nil) != want {
+			t.Fatalf("greedy's name %d: %v, allowed want %v", i+1, err, want)
+		}
+	}
+	if err := allowed("other.example.net"); err != nil {
+		t.Fatalf("another tenant's name: %v", err)
+	}
+	refused := func(b string) float64 {
+		return testutil.ToFloat64(metrics.budgetRefused.WithLabelValues("docker", t.Name(), b))
+	}
+	if refused(budget.Domain) != 2 || refused(budget.Instance) != 1 {
+		t.Errorf("refusals counted: domain %v, instance %v; want 2 and 1", refused(budget.Domain), refused(budget.Instance))
+	}
+	lines := logs.FilterMessageSnippet("issuance budget").All()
+	if len(lines) != 2 || lines[0].ContextMap()["of"] != "example.com" || lines[1].ContextMap()["of"] != "greedy" {
+		t.Fatalf("log lines %v, want one for example.com and one for greedy", lines)
+	}
+}
+
+func joinHosts(hosts []string) string {
+	out := ""
+	for i, h := range hosts {
+		if i > 0 {
+			out += ","
+		}
+		out += h
+	}
+	return out
+}
+
+// R7d: a certificate in Caddy's storage is loaded, not ordered: it is not
+// charged, so a spent budget does not refuse it; 0 is no limit.
+func TestPermission_R7d_stored_certificates_and_no_limit(t *testing.T) {
+	zero := 0
+	one := 1
+	p := permissionFor(t, hostPermission{issuanceBudget: issuanceBudget{MaxOrdersPerDomain: &one, MaxOrdersPerInstance: &zero}},
+		claimant("a", "a.example.com,b.example.com,c.example.com"))
+	dir := t.TempDir()
+	p.storage = &certmagic.FileStorage{Path: dir}
+	crt := filepath.Join(dir, certmagic.StorageKeys.SiteCert("acme.example-directory", "c.example.com"))
+	if err := os.MkdirAll(filepath.Dir(crt), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(crt, []byte("stored"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := p.CertificateAllowed(ctx, "c.example.com"); err != nil {
+		t.Fatalf("the stored name before any order: %v", err)
+	}
+	if err := p.CertificateAllowed(ctx, "a.example.com"); err != nil {
+		t.Fatalf("the domain's one order: %v", err)
+	}
+	if err := p.CertificateAllowed(ctx, "b.example.com"); err != errBudget[budget.Domain] {
+		t.Fatalf("a second name: %v, want the domain budget's refusal", err)
+	}
+	if err := p.CertificateAllowed(ctx, "c.example.com"); err != nil {
+		t.Fatalf("the stored name with the budget spent: %v", err)
+	}
+}
+
+// R7b: obtain_on_claim waits at most obtain_timeout for one certificate,
+// then goes on to the next host: a CA that never answers for one name
+// delays the others by the timeout, not forever.
+func TestObtainOnClaim_R7b_obtain_timeout(t *testing.T) {
+	p := permissionFor(t, hostPermission{ObtainOnClaim: true, issuanceBudget: issuanceBudget{ObtainTimeout: caddy.Duration(100 * time.Millisecond)}},
+		claimant("a", "hang.example.com"), claimant("b", "next.example.com"))
+	f := new(fakeObtains)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	f.hang = func(name string) bool { return name == "hang.example.com" }
+	f.release = release
+	obtainerWith(t, p, f)
+	testkit.Eventually(t, 10*time.Second, "the next host obtained while the first hangs", func() bool {
+		got := f.got()
+		return len(got) == 2 && got[1] == "next.example.com"
+	})
+}
