@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/budget"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
@@ -92,7 +93,7 @@ func BenchmarkGetUpstreams(b *testing.B) {
 func BenchmarkCertificateAllowed(b *testing.B) {
 	for _, n := range []int{10, 10000} {
 		c := benchCatalog(n)
-		conn := &connection{kind: "dicer", address: "unix:///bench.sock", catalog: c}
+		conn := &connection{kind: "dicer", address: "unix:///bench.sock", catalog: c, orders: budget.New()}
 		p := &DicerPermission{hostPermission: hostPermission{conn: conn, logger: zap.NewNop(), decisions: newDecisionCounters(conn)}}
 		ctx := context.Background()
 		b.Run(fmt.Sprintf("allowed/n=%d", n), func(b *testing.B) {

@@ -137,10 +137,10 @@ func (p *hostPermission) charge(ctx context.Context, host string) error {
 	if lim == (budget.Limits{}) {
 		return nil
 	}
-	now := time.Now()
-	if p.conn.orders.Charged(host, now) || p.stored(ctx, host) {
+	if p.conn.orders.Charged(host) || p.stored(ctx, host) {
 		return nil
 	}
+	now := time.Now()
 	r := p.conn.orders.Charge(host, p.conn.catalog.Snapshot().ClaimantOf(host), lim, now)
 	if r.Budget == "" {
 		return nil

@@ -102,6 +102,7 @@ func (c *connection) Destruct() error {
 	<-c.done
 	c.prober.Wait()
 	c.woken.Wait()
+	c.orders.Close()
 	if c.grower != nil {
 		c.grower.Close()
 	}

@@ -6,7 +6,9 @@
 //
 // A Ledger charges a name once per window: asking again for a name
 // already charged (the handshakes of one order, a retry) costs nothing
-// more. Its memory is bounded: at most MaxNames names, domains and
+// more, and is answered without a lock or a clock read (a name leaves
+// the window at the sweep, once a minute, so a window is an hour to the
+// minute). Its memory is bounded: at most MaxNames names, domains and
 // instances each are remembered; past that, a name is refused rather than
 // remembered (the budget it is refused by is "names").
 package budget
@@ -40,13 +42,24 @@ type Limits struct {
 // Ledger records the orders charged over the last Window. It is safe for
 // concurrent use.
 type Ledger struct {
+	// free holds the names charged within the Window, for Charged: read
+	// without the lock.
+	free sync.Map // string -> struct{}
+
 	mu        sync.Mutex
 	names     map[string]time.Time   // name -> when charged
 	domains   map[string][]time.Time // registered domain -> charges, oldest first
 	instances map[string][]time.Time // claiming instance -> charges, oldest first
 	refused   map[string]time.Time   // budget and key -> first refusal in the window
 	pruned    time.Time
+	// sweep is armed while names are remembered: it forgets those out of
+	// the Window each minute. closed: Close was called.
+	sweep  *time.Timer
+	closed bool
 }
+
+// sweepEvery is how often an armed ledger forgets what left the Window.
+const sweepEvery = time.Minute
 
 // New returns an empty ledger.
 func New() *Ledger {
@@ -64,12 +77,39 @@ func RegisteredDomain(name string) string {
 	return d
 }
 
-// Charged reports whether name was charged within the Window before now.
-func (l *Ledger) Charged(name string, now time.Time) bool {
+// Charged reports whether name was charged within the Window (to the
+// minute): the next Charge of it is free. It takes no lock and reads no
+// clock.
+func (l *Ledger) Charged(name string) bool {
+	_, ok := l.free.Load(name)
+	return ok
+}
+
+// Close stops the sweep.
+func (l *Ledger) Close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	at, ok := l.names[name]
-	return ok && now.Sub(at) < Window
+	l.closed = true
+	if l.sweep != nil {
+		l.sweep.Stop()
+	}
+}
+
+// swept forgets what left the Window, and arms the next sweep while
+// names are remembered.
+func (l *Ledger) swept() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.prune(time.Now())
+	l.sweep = nil
+	l.armLocked()
+}
+
+// armLocked arms the sweep if names are remembered and none is armed.
+func (l *Ledger) armLocked() {
+	if l.sweep == nil && !l.closed && len(l.names) > 0 {
+		l.sweep = time.AfterFunc(sweepEvery, l.swept)
+	}
 }
 
 // Refusal is why Charge refused a name.
@@ -109,8 +149,10 @@ func (l *Ledger) Charge(name, instance string, lim Limits, now time.Time) Refusa
 		return l.refuse(Names, "", now)
 	}
 	l.names[name] = now
+	l.free.Store(name, struct{}{})
 	l.domains[domain] = append(ds, now)
 	l.instances[instance] = append(is, now)
+	l.armLocked()
 	return Refusal{}
 }
 
@@ -142,6 +184,7 @@ func (l *Ledger) prune(now time.Time) {
 	for n, at := range l.names {
 		if now.Sub(at) >= Window {
 			delete(l.names, n)
+			l.free.Delete(n)
 		}
 	}
 	for k, at := range l.refused {

@@ -58,9 +58,11 @@ func TestLedger_R7d_bounded(t *testing.T) {
 	if got := l.Charge("one-more.example.com", "i0", Limits{}, now.Add(Window)).Budget; got != "" {
 		t.Fatalf("after the window: refused by %q", got)
 	}
-	if len(l.names) != 1 {
-		t.Errorf("%d names remembered after the window, want 1", len(l.names))
+	if len(l.names) != 1 || l.Charged("n0.example.com") || !l.Charged("one-more.example.com") {
+		t.Errorf("%d names remembered after the window (want 1); n0 charged %v (want false), one-more %v (want true)",
+			len(l.names), l.Charged("n0.example.com"), l.Charged("one-more.example.com"))
 	}
+	l.Close()
 }
 
 func TestRegisteredDomain(t *testing.T) {
