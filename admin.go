@@ -73,6 +73,11 @@ type DaemonStatus struct {
 	LastEvent       *time.Time `json:"last_event,omitempty"`
 	// Routes are the names of the routes on this daemon.
 	Routes []string `json:"routes"`
+	// Version is what the daemon said of itself at the last connect
+	// ("Docker Engine 28.5.2 (API 1.51)", "dicerd 0.9.1"; R9a), and
+	// VersionWarnings what will not work with it.
+	Version         string   `json:"version,omitempty"`
+	VersionWarnings []string `json:"version_warnings,omitempty"`
 }
 
 // InstanceStatus is one instance, as GET /dicer/instances shows it.
@@ -143,6 +148,10 @@ func (adminDicer) daemons(w http.ResponseWriter, _ *http.Request) error {
 			LastError: st.LastError, Instances: total, Routable: n.Routable, Relists: st.Relists,
 			LastRelistCause: st.RelistCause,
 			Routes:          []string{},
+			VersionWarnings: st.VersionWarnings,
+		}
+		if !st.Version.Zero() {
+			d.Version = st.Version.String()
 		}
 		if !st.LastErrorAt.IsZero() {
 			d.LastErrorAt = &st.LastErrorAt

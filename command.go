@@ -147,7 +147,7 @@ func printDaemons(w io.Writer, list []DaemonStatus, now time.Time) error {
 		return err
 	}
 	t := newTable(w)
-	fmt.Fprintln(t, "KIND\tADDRESS\tSTATE\tSINCE\tINSTANCES\tROUTABLE\tRELISTS\tLAST EVENT\tLAST ERROR")
+	fmt.Fprintln(t, "KIND\tADDRESS\tVERSION\tSTATE\tSINCE\tINSTANCES\tROUTABLE\tRELISTS\tLAST EVENT\tLAST ERROR")
 	for _, d := range list {
 		lastEvent := "-"
 		if d.LastEvent != nil {
@@ -164,7 +164,15 @@ func printDaemons(w io.Writer, list []DaemonStatus, now time.Time) error {
 		if d.LastRelistCause != "" {
 			relists += " (" + cell(d.LastRelistCause) + ")"
 		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", cell(d.Kind), cell(d.Address), cell(d.State), ago(now, d.Since),
+		version := orDash(d.Version)
+		if len(d.VersionWarnings) > 0 {
+			version += " (" + strconv.Itoa(len(d.VersionWarnings)) + " warning"
+			if len(d.VersionWarnings) > 1 {
+				version += "s"
+			}
+			version += ")"
+		}
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", cell(d.Kind), cell(d.Address), cell(version), cell(d.State), ago(now, d.Since),
 			d.Instances, d.Routable, relists, lastEvent, lastError)
 	}
 	return t.Flush()

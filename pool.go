@@ -49,6 +49,8 @@ type connection struct {
 	// address: together they name the daemon in metrics, the admin API
 	// and logs. Never a token.
 	kind, address string
+	// logger is the connection's (its kind and address on every line).
+	logger *zap.Logger
 
 	catalog *catalog.Catalog
 	prober  *readiness.Prober
@@ -102,7 +104,9 @@ func (c *connection) Destruct() error {
 	<-c.done
 	c.prober.Wait()
 	c.woken.Wait()
-	c.orders.Close()
+	if c.orders != nil {
+		c.orders.Close()
+	}
 	if c.grower != nil {
 		c.grower.Close()
 	}
@@ -127,6 +131,7 @@ func dial(spec connSpec) (*connection, error) {
 			status:  newFollowStatus(),
 			settled: make(chan struct{}),
 			orders:  budget.New(),
+			logger:  spec.opts.Logger,
 			cancel:  cancel,
 			done:    make(chan struct{}),
 		}

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/daemonver"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
@@ -43,6 +46,10 @@ type followState struct {
 	RelistCause string
 	// LastEvent is when the last event arrived (zero: none yet).
 	LastEvent time.Time
+	// Version is what the daemon last said of itself (R9a), and
+	// VersionWarnings what will not work with it.
+	Version         daemonver.Version
+	VersionWarnings []string
 }
 
 func newFollowStatus() *followStatus {
@@ -99,6 +106,25 @@ func (c *connection) trace() *follow.Trace {
 			c.status.update(func(s *followState) { s.LastEvent = now })
 		},
 		EventApplied: c.metrics.applied,
+		Version:      c.heardVersion,
+	}
+}
+
+// heardVersion keeps what the daemon said of itself (R9a) and warns, once
+// per connection and version, of what will not work with it.
+func (c *connection) heardVersion(v daemonver.Version) {
+	warnings := daemonver.Warnings(c.kind, v)
+	var changed bool
+	c.status.update(func(s *followState) {
+		changed = s.Version != v
+		s.Version, s.VersionWarnings = v, warnings
+	})
+	if !changed || c.logger == nil {
+		return
+	}
+	for _, w := range warnings {
+		c.logger.Warn("the daemon's version: "+w, zap.String("kind", c.kind), zap.String("address", c.address),
+			zap.Stringer("version", v))
 	}
 }
 

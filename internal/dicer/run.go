@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/daemonver"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
@@ -191,6 +192,8 @@ type conn struct {
 	// warnedHostIP holds the instances whose refused host addresses (R4b)
 	// were warned about this session.
 	warnedHostIP map[string]bool
+	// versioned is set once GetHostInfo was asked this session (R9a).
+	versioned bool
 }
 
 func (c *conn) Close() error { return c.cc.Close() }
@@ -273,7 +276,25 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 		c.warnHostIPs(in)
 		all = append(all, translate(in, c.gateways))
 	}
-	return follow.Listing{Instances: all, Fields: []zap.Field{zap.Bool("networks_listed", c.listNets)}}, nil
+	listing := follow.Listing{Instances: all, Fields: []zap.Field{zap.Bool("networks_listed", c.listNets)}}
+	if !c.versioned {
+		c.versioned = true
+		listing.Version = c.hostVersion(ctx)
+	}
+	return listing, nil
+}
+
+// hostVersion asks GetHostInfo for the daemon's version (R9a), once per
+// session; a daemon that does not answer it has none (a debug line).
+func (c *conn) hostVersion(ctx context.Context) daemonver.Version {
+	vctx, cancel := context.WithTimeout(ctx, follow.CallTimeout)
+	defer cancel()
+	info, err := c.client.GetHostInfo(vctx, &dicerpb.GetHostInfoRequest{})
+	if err != nil {
+		c.log.Debug("GetHostInfo did not answer: the daemon's version is unknown", zap.Error(err))
+		return daemonver.Version{}
+	}
+	return daemonver.New("dicerd", info.GetVersion(), "")
 }
 
 // Fetch gets one instance: one GetInstance per pending ID, whatever the

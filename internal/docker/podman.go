@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/daemonver"
 )
 
 // Podman (R11p). `dynamic docker` and `permission docker` follow Podman
@@ -182,4 +183,21 @@ func (c *conn) reachable(in catalog.Instance) catalog.Instance {
 // reconnection.
 func podmanGone(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "no such container")
+}
+
+// versionOf is what the Engine's /version says of it (R9a): the product
+// is its Engine component's name ("Engine" for Docker's, "Podman Engine"
+// for Podman's), else its platform's.
+func versionOf(v types.Version) daemonver.Version {
+	product := v.Platform.Name
+	for _, c := range v.Components {
+		if strings.Contains(c.Name, "Engine") {
+			product = c.Name
+			break
+		}
+	}
+	if product == "Engine" || product == "" {
+		product = "Docker Engine"
+	}
+	return daemonver.New(product, v.Version, v.APIVersion)
 }

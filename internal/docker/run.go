@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/daemonver"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
 
@@ -309,6 +310,9 @@ type conn struct {
 	// versioned is set once the daemon told its version; podman is set
 	// when it is Podman (R11p), whose listing needs more inspections.
 	versioned, podman bool
+	// version is what the Engine said of itself (R9a), handed to the
+	// session with the first listing.
+	version daemonver.Version
 	// rootless is set when the daemon says it runs rootless (R11r): its
 	// containers' addresses are inside the user's network namespace, and
 	// only published ports reach them.
@@ -446,6 +450,9 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 		v, err := c.eng.ServerVersion(vctx)
 		cancel()
 		c.versioned, c.podman = err == nil, err != nil || isPodman(v)
+		if err == nil {
+			c.version = versionOf(v)
+		}
 		if err != nil {
 			c.log.Debug("no version answer: reading the listing as Podman's", zap.Error(err))
 		}
@@ -489,7 +496,7 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	if inspected > 0 {
 		fields = append(fields, zap.Int("inspected_for_health", inspected))
 	}
-	return follow.Listing{Instances: all, Fields: fields}, nil
+	return follow.Listing{Instances: all, Fields: fields, Version: c.version}, nil
 }
 
 // Fetch inspects one container.

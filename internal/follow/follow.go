@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/daemonver"
 )
 
 // Deadlines of a session's calls other than the event stream. Keepalive
@@ -146,6 +147,9 @@ type Listing struct {
 	Instances []catalog.Instance
 	// Fields are added to the "connected" log line.
 	Fields []zap.Field
+	// Version is what the daemon said of itself this session, if the
+	// adapter asked (R9a); the session hands it to Trace.Version.
+	Version daemonver.Version
 }
 
 // End is why a session ended, as the adapter explains it.

@@ -121,7 +121,12 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 	if reconnect {
 		msg = "reconnected to the " + l.Name
 	}
-	l.log().Info(msg, append([]zap.Field{zap.Int(l.Things, len(listing.Instances))}, listing.Fields...)...)
+	fields := append([]zap.Field{zap.Int(l.Things, len(listing.Instances))}, listing.Fields...)
+	if !listing.Version.Zero() {
+		fields = append(fields, zap.Stringer("version", listing.Version))
+	}
+	l.log().Info(msg, fields...)
+	trace.version(listing.Version)
 	trace.listed(len(listing.Instances), reconnect, lostCause)
 
 	var resync, stall <-chan time.Time

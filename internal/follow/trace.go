@@ -3,6 +3,8 @@ package follow
 import (
 	"context"
 	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/daemonver"
 )
 
 // Trace is told what a Loop does, for metrics and status pages: hooks,
@@ -33,6 +35,9 @@ type Trace struct {
 	// open but silent while the daemon answered (ErrStalled); Ended
 	// follows.
 	Stalled func()
+	// Version is called with what the daemon said of itself, once per
+	// session that asked (R9a), before Listed.
+	Version func(v daemonver.Version)
 }
 
 type traceKey struct{}
@@ -48,6 +53,12 @@ func traceFrom(ctx context.Context) *Trace {
 		return t
 	}
 	return &Trace{}
+}
+
+func (t *Trace) version(v daemonver.Version) {
+	if t.Version != nil && !v.Zero() {
+		t.Version(v)
+	}
 }
 
 func (t *Trace) listed(n int, relisted bool, cause string) {
