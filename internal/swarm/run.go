@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/daemonver"
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
@@ -309,7 +310,10 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	}
 	fields := []zap.Field{zap.Int("services", len(svcs)), zap.Int("tasks", len(tasks)),
 		zap.String("endpoint", c.endpoint), zap.String("api_version", c.eng.ClientVersion())}
-	return follow.Listing{Instances: all, Fields: fields}, nil
+	// R9a: the manager's version, with the API version the client
+	// negotiated (the server's, when it is older than the client's).
+	version := daemonver.New("Docker Engine", info.ServerVersion, c.eng.ClientVersion())
+	return follow.Listing{Instances: all, Fields: fields, Version: version}, nil
 }
 
 // keep translates a service and its tasks and records what the session
