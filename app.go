@@ -10,10 +10,10 @@ import (
 )
 
 func init() {
-	caddy.RegisterModule(new(LoadState))
+	caddy.RegisterModule(new(App))
 }
 
-// LoadState is what the plugin's modules of one config load share: when
+// App is what the plugin's modules of one config load share: when
 // their wait for the daemons' first listings ends, and the groups our
 // sources form in each `dynamic multi` (see upstreams_multi.go). It has
 // nothing to configure; Caddy creates it, once per config load, when the
@@ -24,7 +24,7 @@ func init() {
 // the load, each daemon that is down would make the load wait its own
 // start-up wait, so that `caddy validate` or a start with N daemons down
 // would take N times as long.
-type LoadState struct {
+type App struct {
 	deadline time.Time
 
 	mu     sync.Mutex
@@ -32,16 +32,16 @@ type LoadState struct {
 }
 
 // CaddyModule returns the Caddy module information.
-func (*LoadState) CaddyModule() caddy.ModuleInfo {
+func (*App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
 		ID:  "dicer",
-		New: func() caddy.Module { return new(LoadState) },
+		New: func() caddy.Module { return new(App) },
 	}
 }
 
 // Provision fixes the load's deadline: startupWait from the first module
 // that waits for a daemon.
-func (s *LoadState) Provision(caddy.Context) error {
+func (s *App) Provision(caddy.Context) error {
 	s.deadline = time.Now().Add(startupWait)
 	s.groups = make(map[*reverseproxy.MultiUpstreams]*sourceGroup)
 	return nil
@@ -49,7 +49,7 @@ func (s *LoadState) Provision(caddy.Context) error {
 
 // group returns the group of the sources multi holds, made at the first
 // call.
-func (s *LoadState) group(multi *reverseproxy.MultiUpstreams) *sourceGroup {
+func (s *App) group(multi *reverseproxy.MultiUpstreams) *sourceGroup {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.groups[multi]
@@ -61,10 +61,10 @@ func (s *LoadState) group(multi *reverseproxy.MultiUpstreams) *sourceGroup {
 }
 
 // Start does nothing: the state is read while the load is provisioned.
-func (*LoadState) Start() error { return nil }
+func (*App) Start() error { return nil }
 
 // Stop does nothing.
-func (*LoadState) Stop() error { return nil }
+func (*App) Stop() error { return nil }
 
 // loadDeadline returns the time until which the modules of ctx's config
 // load wait for their connections to settle, the same for all of them.
@@ -76,17 +76,17 @@ func loadDeadline(ctx caddy.Context) (time.Time, error) {
 	return state.deadline, nil
 }
 
-// loadState returns the LoadState of ctx's config load.
-func loadState(ctx caddy.Context) (*LoadState, error) {
+// loadState returns the App of ctx's config load.
+func loadState(ctx caddy.Context) (*App, error) {
 	app, err := ctx.App("dicer")
 	if err != nil {
 		return nil, fmt.Errorf("dicer: load state: %w", err)
 	}
-	return app.(*LoadState), nil
+	return app.(*App), nil
 }
 
 // Interface guards.
 var (
-	_ caddy.App         = (*LoadState)(nil)
-	_ caddy.Provisioner = (*LoadState)(nil)
+	_ caddy.App         = (*App)(nil)
+	_ caddy.Provisioner = (*App)(nil)
 )

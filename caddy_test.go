@@ -477,7 +477,7 @@ on_demand_tls {
 	}
 }`, httpPort, body, sock)
 	}
-	f, err := resolve(&Daemon{Address: "unix:" + sock})
+	f, err := resolve(&DicerDaemon{Address: "unix:" + sock})
 	if err != nil {
 		t.Fatal(err)
 	}

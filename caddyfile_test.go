@@ -679,16 +679,16 @@ func TestCaddyfileUnmarshal(t *testing.T) {
 		{name: "quoted_selector", input: `dicer "tier in (frontend,edge)" 65535`, want: DicerUpstreams{upstreamSource: upstreamSource{Selector: "tier in (frontend,edge)", Port: 65535}}},
 		{name: "inline_selector_block_port", input: "dicer app=web {\n port 1\n}", want: DicerUpstreams{upstreamSource: upstreamSource{Selector: "app=web", Port: 1}}},
 		{name: "empty_block", input: "dicer {\n}", want: DicerUpstreams{}},
-		{name: "readiness_timeout", input: "dicer {\n readiness_timeout 1m30s\n}", want: DicerUpstreams{Daemon: Daemon{Readiness: Readiness{ReadinessTimeout: caddy.Duration(90 * time.Second)}}}},
+		{name: "readiness_timeout", input: "dicer {\n readiness_timeout 1m30s\n}", want: DicerUpstreams{DicerDaemon: DicerDaemon{Readiness: Readiness{ReadinessTimeout: caddy.Duration(90 * time.Second)}}}},
 		{
 			name:  "every_setting",
 			input: "dicer {\n address dicer.example:7443\n token " + cfTokenNoFP + "\n selector !internal\n port 8080\n published_port_host 10.0.0.5\n tls {\n  ca /etc/caddy/dicer-ca.pem\n  server_name dicer.example\n }\n}",
 			want: DicerUpstreams{
-				Daemon: Daemon{
+				DicerDaemon: DicerDaemon{
 					Address:           "dicer.example:7443",
 					Token:             cfTokenNoFP,
 					PublishedPortHost: "10.0.0.5",
-					TLS:               &DaemonTLS{CA: "/etc/caddy/dicer-ca.pem", ServerName: "dicer.example"},
+					TLS:               &DicerTLS{CA: "/etc/caddy/dicer-ca.pem", ServerName: "dicer.example"},
 				},
 				upstreamSource: upstreamSource{Selector: "!internal", Port: 8080},
 			},
@@ -696,13 +696,13 @@ func TestCaddyfileUnmarshal(t *testing.T) {
 		{
 			name:  "placeholders_skip_static_checks",
 			input: "dicer {\n address {env.DICER_ADDRESS}\n token {env.DICER_TOKEN}\n}",
-			want:  DicerUpstreams{Daemon: Daemon{Address: "{env.DICER_ADDRESS}", Token: "{env.DICER_TOKEN}"}},
+			want:  DicerUpstreams{DicerDaemon: DicerDaemon{Address: "{env.DICER_ADDRESS}", Token: "{env.DICER_TOKEN}"}},
 		},
 		{
 			name:   "permission_every_setting",
 			input:  "dicer {\n address 192.0.2.10:7443\n token " + cfToken + "\n published_port_host 192.0.2.10\n}",
 			perm:   true,
-			wantPm: DicerPermission{Daemon: Daemon{Address: "192.0.2.10:7443", Token: cfToken, PublishedPortHost: "192.0.2.10"}},
+			wantPm: DicerPermission{DicerDaemon: DicerDaemon{Address: "192.0.2.10:7443", Token: cfToken, PublishedPortHost: "192.0.2.10"}},
 		},
 		{name: "permission_empty", input: "dicer", perm: true, wantPm: DicerPermission{}},
 		{

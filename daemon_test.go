@@ -15,15 +15,15 @@ import (
 func TestSharedConnection_R9_reload_counts(t *testing.T) {
 	d, sock := testDaemon(t)
 	instance(t, d, "web-1", "127.0.0.111", map[string]string{"app": "web", "caddy.host": "web.example.com"})
-	settings := Daemon{Address: "unix:" + sock}
+	settings := DicerDaemon{Address: "unix:" + sock}
 	f, err := resolve(&settings)
 	if err != nil {
 		t.Fatal(err)
 	}
 	load := func() (caddy.Context, *DicerUpstreams, *DicerPermission) {
 		ctx, _ := newLoad(t)
-		u := &DicerUpstreams{Daemon: settings, upstreamSource: upstreamSource{Selector: "app=web"}}
-		p := &DicerPermission{Daemon: settings}
+		u := &DicerUpstreams{DicerDaemon: settings, upstreamSource: upstreamSource{Selector: "app=web"}}
+		p := &DicerPermission{DicerDaemon: settings}
 		if err := u.Provision(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -74,11 +74,11 @@ func TestSharedConnection_R9_reload_counts(t *testing.T) {
 // TestSharedConnection_R9_settings_key: equal settings share, different ones
 // do not.
 func TestSharedConnection_R9_settings_key(t *testing.T) {
-	a, _ := resolve(&Daemon{Address: "unix:/a.sock"})
-	a2, _ := resolve(&Daemon{Address: "unix:/a.sock"})
-	b, _ := resolve(&Daemon{Address: "unix:/b.sock"})
-	c, _ := resolve(&Daemon{Address: "unix:/a.sock", PublishedPortHost: "10.0.0.5"})
-	r, _ := resolve(&Daemon{Address: "unix:/a.sock", Readiness: Readiness{ReadinessTimeout: caddy.Duration(time.Minute)}})
+	a, _ := resolve(&DicerDaemon{Address: "unix:/a.sock"})
+	a2, _ := resolve(&DicerDaemon{Address: "unix:/a.sock"})
+	b, _ := resolve(&DicerDaemon{Address: "unix:/b.sock"})
+	c, _ := resolve(&DicerDaemon{Address: "unix:/a.sock", PublishedPortHost: "10.0.0.5"})
+	r, _ := resolve(&DicerDaemon{Address: "unix:/a.sock", Readiness: Readiness{ReadinessTimeout: caddy.Duration(time.Minute)}})
 	if a.key == "" || a.key != a2.key {
 		t.Error("equal settings got different keys")
 	}
@@ -92,7 +92,7 @@ func TestSharedConnection_R9_settings_key(t *testing.T) {
 // does not come; the other modules on that connection do not wait again,
 // so a config's load time does not grow with its number of routes.
 func TestSharedConnection_R9_down_daemon_waited_for_once(t *testing.T) {
-	settings := Daemon{Address: "unix:" + filepath.Join(t.TempDir(), "nobody.sock")}
+	settings := DicerDaemon{Address: "unix:" + filepath.Join(t.TempDir(), "nobody.sock")}
 	ctx, cancel := newLoad(t)
 	defer cancel()
 	provision := func(m interface {
@@ -107,9 +107,9 @@ func TestSharedConnection_R9_down_daemon_waited_for_once(t *testing.T) {
 		t.Cleanup(func() { _ = m.Cleanup() })
 		return time.Since(start)
 	}
-	first := provision(&DicerUpstreams{Daemon: settings})
-	second := provision(&DicerPermission{Daemon: settings})
-	third := provision(&DicerUpstreams{Daemon: settings, upstreamSource: upstreamSource{Selector: "app=web"}})
+	first := provision(&DicerUpstreams{DicerDaemon: settings})
+	second := provision(&DicerPermission{DicerDaemon: settings})
+	third := provision(&DicerUpstreams{DicerDaemon: settings, upstreamSource: upstreamSource{Selector: "app=web"}})
 	if first < startupWait {
 		t.Errorf("first module waited %s for a daemon that is down, want the full %s", first, startupWait)
 	}
@@ -133,9 +133,9 @@ func TestSharedConnection_R9_down_daemons_waited_for_once_per_load(t *testing.T)
 			Provision(caddy.Context) error
 			Cleanup() error
 		}{
-			&DicerUpstreams{Daemon: Daemon{Address: "unix:" + filepath.Join(dir, "a.sock")}},
-			&DicerPermission{Daemon: Daemon{Address: "unix:" + filepath.Join(dir, "b.sock")}},
-			&DicerUpstreams{Daemon: Daemon{Address: "unix:" + filepath.Join(dir, "b.sock")}, upstreamSource: upstreamSource{Selector: "app=web"}},
+			&DicerUpstreams{DicerDaemon: DicerDaemon{Address: "unix:" + filepath.Join(dir, "a.sock")}},
+			&DicerPermission{DicerDaemon: DicerDaemon{Address: "unix:" + filepath.Join(dir, "b.sock")}},
+			&DicerUpstreams{DicerDaemon: DicerDaemon{Address: "unix:" + filepath.Join(dir, "b.sock")}, upstreamSource: upstreamSource{Selector: "app=web"}},
 		} {
 			// As the http app does for each server: a context of the same
 			// load, with a value.
@@ -160,7 +160,7 @@ func TestSharedConnection_R9_down_daemons_waited_for_once_per_load(t *testing.T)
 type testServerKey struct{}
 
 // newLoad returns the context of a new, empty config load, as Caddy gives
-// its modules (with the config's apps, such as LoadState), and its cancel.
+// its modules (with the config's apps, such as App), and its cancel.
 func newLoad(t testing.TB) (caddy.Context, context.CancelFunc) {
 	t.Helper()
 	base, err := caddy.ProvisionContext(&caddy.Config{})

@@ -17,11 +17,11 @@ func init() {
 	caddy.RegisterModule(DicerPermission{})
 }
 
-// Daemon is how a module reaches a Dicer daemon. Every module (upstream
+// DicerDaemon is how a module reaches a Dicer daemon. Every module (upstream
 // source or TLS permission) that names the same daemon with the same
 // settings shares one connection and one instance catalog, which outlive
 // config reloads and close when no loaded config uses them.
-type Daemon struct {
+type DicerDaemon struct {
 	// Address is the daemon's gRPC endpoint: `unix:///path/to.sock`,
 	// `unix-abstract:NAME`, or `host:port` for the daemon's TCP listener.
 	// Placeholders such as `{env.DICER_ADDRESS}` are replaced at load.
@@ -47,14 +47,14 @@ type Daemon struct {
 	// `{"ca": "/etc/caddy/dicer-ca.pem"}`. Default: none; a token's
 	// fingerprint pins the certificate, and without one the certificate is
 	// verified against the system roots for the host of Address.
-	TLS *DaemonTLS `json:"tls,omitempty"`
+	TLS *DicerTLS `json:"tls,omitempty"`
 
 	// Readiness holds readiness_timeout, the readiness probe's bound.
 	Readiness
 }
 
-// DaemonTLS verifies a CA-signed daemon certificate.
-type DaemonTLS struct {
+// DicerTLS verifies a CA-signed daemon certificate.
+type DicerTLS struct {
 	// CA is a PEM file of the certificate authorities to trust, re-read at
 	// each config load. Example: `/etc/caddy/dicer-ca.pem`. Default: the
 	// system roots.
@@ -75,7 +75,7 @@ type DaemonTLS struct {
 // one instance that a connection wakes from standby is returned, if any;
 // otherwise none, which reverse_proxy answers with 503.
 type DicerUpstreams struct {
-	Daemon
+	DicerDaemon
 	upstreamSource
 }
 
@@ -89,7 +89,7 @@ func (DicerUpstreams) CaddyModule() caddy.ModuleInfo {
 
 // Provision connects to the daemon, or joins the shared connection.
 func (u *DicerUpstreams) Provision(ctx caddy.Context) error {
-	return u.provision(ctx, &u.Daemon, "")
+	return u.provision(ctx, &u.DicerDaemon, "")
 }
 
 // UnmarshalCaddyfile sets up the source from Caddyfile tokens, either
@@ -114,7 +114,7 @@ func (u *DicerUpstreams) Provision(ctx caddy.Context) error {
 //
 // A selector with spaces is quoted: `dynamic dicer "tier in (web,edge)" 8080`.
 func (u *DicerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return u.unmarshal(d, "dicer", &u.Daemon, nil)
+	return u.unmarshal(d, "dicer", &u.DicerDaemon, nil)
 }
 
 // DicerPermission allows an on-demand TLS certificate only for a name that
@@ -126,7 +126,7 @@ func (u *DicerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // daemon, and a refusal costs no allocation. Each host must still resolve
 // to Caddy for the CA to validate it.
 type DicerPermission struct {
-	Daemon
+	DicerDaemon
 	hostPermission
 }
 
@@ -140,7 +140,7 @@ func (DicerPermission) CaddyModule() caddy.ModuleInfo {
 
 // Provision connects to the daemon, or joins the shared connection.
 func (p *DicerPermission) Provision(ctx caddy.Context) error {
-	return p.provision(ctx, &p.Daemon)
+	return p.provision(ctx, &p.DicerDaemon)
 }
 
 // UnmarshalCaddyfile sets up the permission from Caddyfile tokens:
@@ -163,12 +163,12 @@ func (p *DicerPermission) Provision(ctx caddy.Context) error {
 // `selector caddy.tenant=trusted` give certificates only for names under
 // apps.example.com that instances labelled caddy.tenant=trusted claim.
 func (p *DicerPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return p.unmarshal(d, "dicer", &p.Daemon)
+	return p.unmarshal(d, "dicer", &p.DicerDaemon)
 }
 
 // spec resolves the settings (placeholders) into what the Dicer adapter
 // runs with; the adapter checks them and reads the CA file, once.
-func (d *Daemon) spec() (connSpec, error) {
+func (d *DicerDaemon) spec() (connSpec, error) {
 	repl := caddy.NewReplacer()
 	cfg := dicer.Config{
 		Address: strings.TrimSpace(repl.ReplaceAll(d.Address, "")),
@@ -192,7 +192,7 @@ func (d *Daemon) spec() (connSpec, error) {
 
 // validateStatic checks the settings that need no placeholder replacement,
 // so that `caddy adapt` already names a bad one.
-func (d *Daemon) validateStatic() error {
+func (d *DicerDaemon) validateStatic() error {
 	if !strings.Contains(d.PublishedPortHost, "{") {
 		if err := follow.CheckPublishedPortHost(strings.TrimSpace(d.PublishedPortHost)); err != nil {
 			return err
@@ -212,13 +212,13 @@ func (d *Daemon) validateStatic() error {
 
 // unmarshalSetting parses one daemon setting of a Caddyfile block, if the
 // dispenser is at one; seen catches a setting given twice.
-func (d *Daemon) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
+func (d *DicerDaemon) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
 	name, ok, err := settingAt(disp, seen, "address", "token", "published_port_host", "tls")
 	if !ok || err != nil {
 		return ok, err
 	}
 	if name == "tls" {
-		d.TLS = new(DaemonTLS)
+		d.TLS = new(DicerTLS)
 		return true, unmarshalBlock(disp, "tls", map[string]*string{
 			"ca":          &d.TLS.CA,
 			"server_name": &d.TLS.ServerName,
@@ -245,7 +245,7 @@ func (d *Daemon) unmarshalSetting(disp *caddyfile.Dispenser, seen map[string]boo
 
 // Interface guards
 var (
-	_ daemonSettings = (*Daemon)(nil)
+	_ daemonSettings = (*DicerDaemon)(nil)
 
 	_ caddy.Provisioner           = (*DicerUpstreams)(nil)
 	_ caddy.CleanerUpper          = (*DicerUpstreams)(nil)

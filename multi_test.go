@@ -115,8 +115,8 @@ https:// {
 	// Each source has its own shared connection: each daemon's is used by
 	// the two routes and the permission.
 	for name, daemon := range map[string]daemonSettings{
-		"daemon a":   &Daemon{Address: "unix:" + sockA, PublishedPortHost: "127.0.0.145"},
-		"daemon b":   &Daemon{Address: "unix:" + sockB, PublishedPortHost: "127.0.0.146"},
+		"daemon a":   &DicerDaemon{Address: "unix:" + sockA, PublishedPortHost: "127.0.0.145"},
+		"daemon b":   &DicerDaemon{Address: "unix:" + sockB, PublishedPortHost: "127.0.0.146"},
 		"the Engine": &DockerEngine{},
 	} {
 		spec, err := resolve(daemon)
@@ -156,8 +156,8 @@ https:// {
 	asleepOn(t, a, "a-asleep", "127.0.0.145", asleep)
 	asleepOn(t, b, "b-asleep", "127.0.0.146", asleep)
 	eventually(t, "both daemons' catalogs hold their standby instance", func() bool {
-		return lists(t, &Daemon{Address: "unix:" + sockA, PublishedPortHost: "127.0.0.145"}, roundRobin) &&
-			lists(t, &Daemon{Address: "unix:" + sockB, PublishedPortHost: "127.0.0.146"}, roundRobin)
+		return lists(t, &DicerDaemon{Address: "unix:" + sockA, PublishedPortHost: "127.0.0.145"}, roundRobin) &&
+			lists(t, &DicerDaemon{Address: "unix:" + sockB, PublishedPortHost: "127.0.0.146"}, roundRobin)
 	})
 	for range 20 {
 		mustGet(t, tester, roundRobin, http.StatusOK, hello(dName))

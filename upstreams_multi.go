@@ -33,7 +33,7 @@ import (
 // members: their upstreams are appended as Caddy does.
 
 // sourceGroup is the members of one multi, in the multi's order (Caddy
-// provisions them in that order). The config load's LoadState holds it, so
+// provisions them in that order). The config load's App holds it, so
 // it lives as long as the config that holds its multi. Membership changes only while the config
 // is provisioned or cleaned up; requests read it with one atomic load.
 type sourceGroup struct {

@@ -70,7 +70,7 @@ type entry struct {
 	standby    Standby
 	activity   *Activity
 	badStandby string
-	// pool is the caddy.soft_limit and caddy.depends_on labels (pool.go).
+	// pool is the caddy.soft_limit and caddy.depends_on labels (poollabels.go).
 	pool poolLabels
 	// seq is the catalog's Seq when the daemon last described the instance;
 	// startEvent and stopEvent when an event last said it started, and

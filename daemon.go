@@ -18,7 +18,7 @@ import (
 )
 
 // daemonSettings are a daemon's connection settings, as each backend
-// (Daemon for Dicer, DockerEngine for Docker, SwarmManager for Swarm)
+// (DicerDaemon for Dicer, DockerEngine for Docker, SwarmManager for Swarm)
 // defines them in its Caddyfile and JSON. The daemon-neutral modules,
 // upstreamSource and hostPermission, know a backend only through them.
 type daemonSettings interface {

@@ -35,7 +35,7 @@ func open(daemon daemonSettings) (*connection, string, error) {
 // startupWait bounds how long a config load waits for its daemons' first
 // listings, so that a daemon which is down never stops Caddy from starting
 // (R9). A load waits it at most once, however many of its daemons are down:
-// see LoadState.
+// see App.
 const startupWait = 3 * time.Second
 
 // connections holds the shared daemon connections across config reloads,
