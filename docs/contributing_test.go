@@ -1,4 +1,4 @@
-package caddydicer
+package docs_test
 
 import (
 	"os"

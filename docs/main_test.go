@@ -1,0 +1,23 @@
+package docs_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	// Every module of the plugin, registered, for the snippets and the
+	// README's modules table.
+	_ "github.com/caddy-dicer/caddy-dicer"
+	_ "github.com/caddy-dicer/caddy-dicer/layer4"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+)
+
+// TestMain runs the checks from the repository's root, where the pages'
+// paths start.
+func TestMain(m *testing.M) {
+	if err := os.Chdir(".."); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
