@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/pick"
 )
 
 // Who served a request (R13a, R13b). Caddy knows only the address it
@@ -31,24 +32,13 @@ import (
 // context: `make bench-base` compares the request path with the code
 // before it.
 
-// pickedUpstream is an upstream GetUpstreams returned, with what the
-// placeholders and metrics of who served a request (R13a, R13b) and our
-// selection policies (R4c, R4d, weights.go) need of the instance it goes
-// to. reverse_proxy gets a pointer to the embedded Upstream.
-type pickedUpstream struct {
-	reverseproxy.Upstream
-	name     string
-	weight   int
-	identity string
-}
-
-// pick is what one source's latest GetUpstreams call for the request
+// sourcePick is what one source's latest GetUpstreams call for the request
 // returned, and the snapshot and host it was computed from.
-type pick struct {
+type sourcePick struct {
 	src   *upstreamSource
 	snap  *catalog.Snapshot
 	host  string
-	block []pickedUpstream
+	block []pick.Upstream
 }
 
 // served is one request's record of its picks: one per source of the
@@ -60,12 +50,12 @@ type served struct {
 	next *served         // the next record waiting to be counted (instanceCollector.pending)
 
 	mu     sync.Mutex // the request's goroutine, and the count after its context ended (the client may leave early)
-	picks  []pick
-	inline [2]pick
+	picks  []sourcePick
+	inline [2]sourcePick
 	// found caches the last lookup by the selected hostport.
 	found struct {
 		hostport string
-		p        *pick
+		p        *sourcePick
 		i        int
 		inst     *catalog.Instance
 	}
@@ -74,7 +64,7 @@ type served struct {
 	// allocation of its own.
 	first struct {
 		used  bool
-		block [4]pickedUpstream
+		block [4]pick.Upstream
 		ups   [4]*reverseproxy.Upstream
 	}
 }
@@ -110,7 +100,7 @@ func (s *upstreamSource) record(r *http.Request) *served {
 
 // buffers returns room for n upstreams: the record's own on its first
 // call, nil when that is used or too small.
-func (sv *served) buffers(n int) ([]pickedUpstream, []*reverseproxy.Upstream) {
+func (sv *served) buffers(n int) ([]pick.Upstream, []*reverseproxy.Upstream) {
 	if sv == nil || sv.first.used || n > len(sv.first.block) {
 		return nil, nil
 	}
@@ -120,17 +110,17 @@ func (sv *served) buffers(n int) ([]pickedUpstream, []*reverseproxy.Upstream) {
 
 // observe records the upstreams s returned to the request (R13a, R13b),
 // replacing s's earlier pick.
-func (sv *served) observe(s *upstreamSource, snap *catalog.Snapshot, host string, block []pickedUpstream) {
+func (sv *served) observe(s *upstreamSource, snap *catalog.Snapshot, host string, block []pick.Upstream) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	sv.found.p = nil // its pick may be replaced
 	for i := range sv.picks {
 		if sv.picks[i].src == s {
-			sv.picks[i] = pick{src: s, snap: snap, host: host, block: block}
+			sv.picks[i] = sourcePick{src: s, snap: snap, host: host, block: block}
 			return
 		}
 	}
-	sv.picks = append(sv.picks, pick{src: s, snap: snap, host: host, block: block})
+	sv.picks = append(sv.picks, sourcePick{src: s, snap: snap, host: host, block: block})
 }
 
 // String is what {http.vars.dicer.served} shows: the instance served.
@@ -138,14 +128,14 @@ func (sv *served) String() string {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	if p, i := sv.selected(); p != nil {
-		return p.block[i].name
+		return p.block[i].Name
 	}
 	return ""
 }
 
 // selected returns the pick and index of the upstream reverse_proxy
 // selected last, nil if it selected none of ours. sv.mu is held.
-func (sv *served) selected() (*pick, int) {
+func (sv *served) selected() (*sourcePick, int) {
 	v, ok := sv.repl.Get("http.reverse_proxy.upstream.hostport")
 	hostport, _ := v.(string)
 	if !ok || hostport == "" {
@@ -191,7 +181,7 @@ func (sv *served) replace(key string) (any, bool) {
 	}
 	switch rest {
 	case "name":
-		return printable(p.block[i].name), true
+		return printable(p.block[i].Name), true
 	case "kind":
 		return p.src.conn.kind, true
 	case "daemon":
@@ -200,7 +190,7 @@ func (sv *served) replace(key string) (any, bool) {
 		return p.src.observed.route, true
 	}
 	if sv.found.inst == nil {
-		inst, _ := p.snap.Find(p.src.route, p.host, p.block[i].name)
+		inst, _ := p.snap.Find(p.src.route, p.host, p.block[i].Name)
 		sv.found.inst = &inst
 	}
 	if isLabel {
@@ -245,7 +235,7 @@ func (sv *served) attemptFailed() {
 	p, i := sv.selected()
 	var st *instanceStats
 	if p != nil && p.src.observed.conn != nil { // nil: not provisioned (unit tests)
-		st = p.src.observed.stats(p.block[i].name)
+		st = p.src.observed.stats(p.block[i].Name)
 		st.learnHost(p.block[i].Host)
 	}
 	sv.mu.Unlock()
@@ -263,7 +253,7 @@ func (sv *served) done() {
 	p, i := sv.selected()
 	var st *instanceStats
 	if p != nil && p.src.observed.conn != nil { // nil: not provisioned (unit tests)
-		st = p.src.observed.stats(p.block[i].name)
+		st = p.src.observed.stats(p.block[i].Name)
 		st.learnHost(p.block[i].Host)
 	}
 	sv.mu.Unlock()

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/pick"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
@@ -72,7 +73,7 @@ type upstreamSource struct {
 	// (R5a, idleconns.go).
 	keepAlive *keepAlive
 	// readsPicks is set when the route's selection policy reads the
-	// weights and identities of the upstreams (R4c, R4d, weights.go).
+	// weights and identities of the upstreams (R4c, R4d, package pick).
 	readsPicks bool
 	// observed labels the series of the instances it sends requests to
 	// (R13b, instance_metrics.go).
@@ -110,7 +111,7 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 		return err
 	}
 	s.keepAlive = &keepAlive{handler: handlerOf(ctx)}
-	s.readsPicks = policyReadsPicks(s.keepAlive.handler)
+	s.readsPicks = pick.HandlerReads(s.keepAlive.handler)
 	s.observed = sourceObserved{conn: s.conn, route: name}
 	s.conn.routes.add(s, name) // last: the admin API reads s.group
 	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
@@ -177,11 +178,11 @@ func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host
 	sv := s.record(r)
 	block, ups := sv.buffers(len(targets))
 	if block == nil {
-		block, ups = make([]pickedUpstream, len(targets)), make([]*reverseproxy.Upstream, len(targets))
+		block, ups = make([]pick.Upstream, len(targets)), make([]*reverseproxy.Upstream, len(targets))
 	}
 	for i, t := range targets {
-		block[i].Dial, block[i].name = t.Dial, t.Instance
-		block[i].weight, block[i].identity = t.Weight, t.Identity
+		block[i].Dial, block[i].Name = t.Dial, t.Instance
+		block[i].Weight, block[i].Identity = t.Weight, t.Identity
 		ups[i] = &block[i].Upstream
 		if t.Activity != nil {
 			s.conn.recordUse(r, t.Activity, &block[i].Upstream) // scale to zero, R5j (grow.go)
@@ -190,8 +191,8 @@ func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host
 	if sv != nil {
 		sv.observe(s, snap, host, block)
 	}
-	if s.readsPicks { // for our selection policies (R4c, R4d, weights.go)
-		recordPicks(r, block)
+	if s.readsPicks { // for our selection policies (R4c, R4d, package pick)
+		pick.Record(r, block)
 	}
 	return ups
 }

@@ -1,4 +1,4 @@
-package caddydicer
+package policy
 
 import (
 	"crypto/hmac"
@@ -22,6 +22,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/pick"
 )
 
 func init() {
@@ -128,12 +129,12 @@ func storedSecret(ctx caddy.Context) (string, error) {
 // new instance of a rolling update), else where the fallback says, with a
 // new cookie.
 func (s *StickySelection) Select(pool reverseproxy.UpstreamPool, r *http.Request, w http.ResponseWriter) *reverseproxy.Upstream {
-	p := picksOf(r)
+	p := pick.Of(r)
 	host := catalog.NormalizeHost(r.Host)
 	if c, err := r.Cookie(s.Name); err == nil && c.Value != "" {
 		value := c.Value
 		match := func(u *reverseproxy.Upstream) bool {
-			return hmac.Equal([]byte(s.macs.of(host, p.identityOf(u))), []byte(value))
+			return hmac.Equal([]byte(s.macs.of(host, p.IdentityOf(u))), []byte(value))
 		}
 		if u := selectWeighted(pool, p, match); u != nil {
 			return u
@@ -143,7 +144,7 @@ func (s *StickySelection) Select(pool reverseproxy.UpstreamPool, r *http.Request
 	if u == nil {
 		return nil
 	}
-	http.SetCookie(w, s.cookie(r, s.macs.of(host, p.identityOf(u))))
+	http.SetCookie(w, s.cookie(r, s.macs.of(host, p.IdentityOf(u))))
 	return u
 }
 
@@ -166,7 +167,8 @@ func (s *StickySelection) cookie(r *http.Request, value string) *http.Cookie {
 	return c
 }
 
-func (*StickySelection) readsPicks() {}
+// ReadsPicks marks the policy as one that reads the picks.
+func (*StickySelection) ReadsPicks() {}
 
 // macCache is the cookie value of each identity on each host: an
 // HMAC-SHA256 under the secret of the policy's route (its cookie name),
@@ -283,5 +285,5 @@ var (
 	_ reverseproxy.Selector = (*StickySelection)(nil)
 	_ caddy.Provisioner     = (*StickySelection)(nil)
 	_ caddyfile.Unmarshaler = (*StickySelection)(nil)
-	_ picksReader           = (*StickySelection)(nil)
+	_ pick.Reader           = (*StickySelection)(nil)
 )

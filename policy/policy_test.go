@@ -1,4 +1,4 @@
-package caddydicer
+package policy
 
 import (
 	"context"
@@ -12,16 +12,23 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/pick"
 )
 
 // pickedRequest is a request with Caddy's variables, and the upstreams a
-// source handed out for it, as upstreamSource.upstreams records them for
-// a route whose policy reads them.
+// source handed out for it, recorded as a source records them for a
+// route whose policy reads them.
 func pickedRequest(targets ...catalog.Target) (*http.Request, []*reverseproxy.Upstream) {
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, map[string]any{}))
-	s := &upstreamSource{conn: &connection{}, readsPicks: true}
-	return r, s.upstreams(r, nil, "", targets)
+	block := make([]pick.Upstream, len(targets))
+	ups := make([]*reverseproxy.Upstream, len(targets))
+	for i, t := range targets {
+		block[i].Dial, block[i].Name, block[i].Weight, block[i].Identity = t.Dial, t.Instance, t.Weight, t.Identity
+		ups[i] = &block[i].Upstream
+	}
+	pick.Record(r, block)
+	return r, ups
 }
 
 func TestWeightedSelection_R4c(t *testing.T) {
@@ -50,11 +57,11 @@ func TestWeightedSelection_R4c(t *testing.T) {
 
 	// A retry's block is found, and upstreams not handed out weigh 1.
 	r2, pool2 := pickedRequest(catalog.Target{Dial: "10.0.0.9:80", Weight: 0})
-	recordPicks(r2, []pickedUpstream{{Upstream: reverseproxy.Upstream{Dial: "x"}, weight: 7}})
+	pick.Record(r2, []pick.Upstream{{Upstream: reverseproxy.Upstream{Dial: "x"}, Weight: 7}})
 	foreign := &reverseproxy.Upstream{Dial: "10.0.0.8:80"}
-	p := picksOf(r2)
-	if p.weightOf(pool2[0]) != 0 || p.weightOf(foreign) != 1 || p.identityOf(foreign) != "dial:10.0.0.8:80" {
-		t.Errorf("weightOf/identityOf: %d %d %q", p.weightOf(pool2[0]), p.weightOf(foreign), p.identityOf(foreign))
+	p := pick.Of(r2)
+	if p.WeightOf(pool2[0]) != 0 || p.WeightOf(foreign) != 1 || p.IdentityOf(foreign) != "dial:10.0.0.8:80" {
+		t.Errorf("weightOf/identityOf: %d %d %q", p.WeightOf(pool2[0]), p.WeightOf(foreign), p.IdentityOf(foreign))
 	}
 	if got := (WeightedSelection{}).Select(append([]*reverseproxy.Upstream{foreign}, pool2...), r2, nil); got != foreign {
 		t.Errorf("a static upstream of weight 1 beside a spare: got %v", got)

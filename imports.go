@@ -1,0 +1,10 @@
+package caddydicer
+
+// The modules of this plugin that live in a package of their own Caddy
+// namespace, brought in by `xcaddy build --with
+// github.com/caddy-dicer/caddy-dicer` as Caddy's modules/standard brings
+// in its own.
+import (
+	// http.reverse_proxy.selection_policies: dicer_weighted, dicer_sticky.
+	_ "github.com/caddy-dicer/caddy-dicer/policy"
+)
