@@ -5,6 +5,8 @@ package caddydicer
 // github.com/caddy-dicer/caddy-dicer` as Caddy's modules/standard brings
 // in its own.
 import (
+	// http.handlers: dicer_path_prefix.
+	_ "github.com/caddy-dicer/caddy-dicer/handler"
 	// http.reverse_proxy.selection_policies: dicer_weighted, dicer_sticky.
 	_ "github.com/caddy-dicer/caddy-dicer/policy"
 )
