@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
+	"github.com/caddy-dicer/caddy-dicer/obtain"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -65,7 +67,7 @@ type hostPermission struct {
 	suffixes       []string
 	sel            *selector.Selector
 	allowWildcards bool
-	obtainer       *claimObtainer
+	obtainer       *obtain.Obtainer
 }
 
 // The refusals, made once: a scanner's flood of handshakes for names
@@ -96,8 +98,8 @@ func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) err
 		return err
 	}
 	if p.ObtainOnClaim {
-		p.obtainer = newClaimObtainer(ctx, p)
-		p.obtainer.start()
+		p.obtainer = obtain.New(ctx, obtainPerm{p}, p.logger)
+		p.obtainer.Start()
 	}
 	return nil
 }
@@ -205,7 +207,7 @@ func underAny(host string, domains []string) bool {
 // Cleanup releases the shared connection.
 func (p *hostPermission) Cleanup() error {
 	if p.obtainer != nil {
-		p.obtainer.stop()
+		p.obtainer.Stop()
 		p.obtainer = nil
 	}
 	if p.key != "" {
@@ -286,3 +288,13 @@ func (p *hostPermission) unmarshalSetting(d *caddyfile.Dispenser, seen map[strin
 	}
 	return true, nil
 }
+
+// obtainPerm is the permission as its obtain_on_claim obtainer sees it
+// (package obtain, R7b).
+type obtainPerm struct{ p *hostPermission }
+
+func (o obtainPerm) Snapshot() *catalog.Snapshot  { return o.p.conn.catalog.Snapshot() }
+func (o obtainPerm) Decide(host string) error     { return o.p.decide(host) }
+func (o obtainPerm) ObtainTimeout() time.Duration { return o.p.obtainTimeout() }
+
+var _ obtain.Permission = obtainPerm{}

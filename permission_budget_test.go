@@ -7,9 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"github.com/caddyserver/certmagic"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -19,7 +17,6 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/budget"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
-	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // R7d: by default a registered domain gets 20 new names an hour and an
@@ -119,22 +116,4 @@ func TestPermission_R7d_stored_certificates_and_no_limit(t *testing.T) {
 	if err := p.CertificateAllowed(ctx, "c.example.com"); err != nil {
 		t.Fatalf("the stored name with the budget spent: %v", err)
 	}
-}
-
-// R7b: obtain_on_claim waits at most obtain_timeout for one certificate,
-// then goes on to the next host: a CA that never answers for one name
-// delays the others by the timeout, not forever.
-func TestObtainOnClaim_R7b_obtain_timeout(t *testing.T) {
-	p := permissionFor(t, hostPermission{ObtainOnClaim: true, issuanceBudget: issuanceBudget{ObtainTimeout: caddy.Duration(100 * time.Millisecond)}},
-		claimant("a", "hang.example.com"), claimant("b", "next.example.com"))
-	f := new(fakeObtains)
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	f.hang = func(name string) bool { return name == "hang.example.com" }
-	f.release = release
-	obtainerWith(t, p, f)
-	testkit.Eventually(t, 10*time.Second, "the next host obtained while the first hangs", func() bool {
-		got := f.got()
-		return len(got) == 2 && got[1] == "next.example.com"
-	})
 }

@@ -1,4 +1,9 @@
-package caddydicer
+// Package obtain has Caddy obtain the certificate of a host as soon as an
+// instance claims it (the permission's obtain_on_claim, R7b), instead of
+// at its first TLS handshake: through the tls app's own on-demand path,
+// one name at a time, the claiming instances served in rotation, a failed
+// name backed off.
+package obtain
 
 import (
 	"context"
@@ -12,6 +17,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
 // Obtaining a certificate as soon as a host is claimed (R7b), so that the
@@ -19,7 +26,7 @@ import (
 // instance lists exactly (never a wildcard pattern) that the permission
 // allows (its allow_suffix, selector; the R2c caps bound what a label can
 // claim); at most obtainQueueCap names waiting, obtainPerClaimant per
-// claiming instance, the instances served in rotation (obtain_queue.go);
+// claiming instance, the instances served in rotation (queue.go);
 // one obtain at a time, and a new one at most every obtainGap.
 const (
 	obtainQueueCap = 256
@@ -49,14 +56,14 @@ type obtainFailure struct {
 	delay time.Duration
 }
 
-// claimObtainer walks the claimed hosts of one permission's daemon after
+// Obtainer walks the claimed hosts of one permission's daemon after
 // each change and has Caddy's certificate management get a certificate
 // for each new one, exactly as the first TLS handshake for it would (the
 // tls app's on-demand path: the permission is asked again, a certificate
 // in storage is loaded rather than ordered, concurrent attempts for one
 // name are one).
-type claimObtainer struct {
-	perm   *hostPermission
+type Obtainer struct {
+	perm   Permission
 	ctx    caddy.Context
 	logger *zap.Logger
 	queue  *fairQueue
@@ -77,12 +84,23 @@ type claimObtainer struct {
 	orphans chan struct{}
 }
 
-// newClaimObtainer returns the obtainer of p, not yet running.
-func newClaimObtainer(ctx caddy.Context, p *hostPermission) *claimObtainer {
-	o := &claimObtainer{
+// Permission is the on-demand TLS permission an Obtainer works for.
+type Permission interface {
+	// Snapshot is its daemon's catalog now.
+	Snapshot() *catalog.Snapshot
+	// Decide is its verdict on a normalized host, neither counted nor
+	// logged: nil allows a certificate.
+	Decide(host string) error
+	// ObtainTimeout bounds the wait for one certificate (obtain_timeout).
+	ObtainTimeout() time.Duration
+}
+
+// New returns the obtainer of p, not yet running.
+func New(ctx caddy.Context, p Permission, logger *zap.Logger) *Obtainer {
+	o := &Obtainer{
 		perm:    p,
 		ctx:     ctx,
-		logger:  p.logger,
+		logger:  logger,
 		queue:   newFairQueue(),
 		failed:  make(map[string]obtainFailure),
 		orphans: make(chan struct{}, obtainOrphans),
@@ -92,16 +110,16 @@ func newClaimObtainer(ctx caddy.Context, p *hostPermission) *claimObtainer {
 	return o
 }
 
-// start runs the watcher and the worker until stop or the config's end.
-func (o *claimObtainer) start() {
+// Start runs the watcher and the worker until Stop or the config's end.
+func (o *Obtainer) Start() {
 	o.done.Add(2)
 	go func() { defer o.done.Done(); o.watch() }()
 	go func() { defer o.done.Done(); o.work() }()
 }
 
-// stop ends both goroutines and returns once they have; an obtain under
+// Stop ends both goroutines and returns once they have; an obtain under
 // way is not interrupted (certmagic bounds it).
-func (o *claimObtainer) stop() {
+func (o *Obtainer) Stop() {
 	o.cancel()
 	o.done.Wait()
 }
@@ -110,10 +128,10 @@ func (o *claimObtainer) stop() {
 // A host that loses its last claim is forgotten, so that a claim again
 // later is queued again (a certificate still cached or stored is then
 // loaded, not ordered).
-func (o *claimObtainer) watch() {
+func (o *Obtainer) watch() {
 	seen := make(map[string]struct{})
 	for {
-		snap := o.perm.conn.catalog.Snapshot()
+		snap := o.perm.Snapshot()
 		seen = o.scan(seen)
 		select {
 		case <-snap.Changed():
@@ -130,15 +148,15 @@ func (o *claimObtainer) watch() {
 // not seen before, and returns the hosts claimed now that are queued or
 // were before. A host that finds the queue full is not marked seen, so the
 // next scan tries it again.
-func (o *claimObtainer) scan(seen map[string]struct{}) map[string]struct{} {
+func (o *Obtainer) scan(seen map[string]struct{}) map[string]struct{} {
 	next := make(map[string]struct{}, len(seen))
 	full := false
-	o.perm.conn.catalog.Snapshot().EachClaimedHost(func(host, claimant string) bool {
+	o.perm.Snapshot().EachClaimedHost(func(host, claimant string) bool {
 		if _, ok := seen[host]; ok {
 			next[host] = struct{}{}
 			return true
 		}
-		if o.perm.decide(host) != nil {
+		if o.perm.Decide(host) != nil {
 			return true
 		}
 		if o.queue.push(claimant, host) {
@@ -157,7 +175,7 @@ func (o *claimObtainer) scan(seen map[string]struct{}) map[string]struct{} {
 
 // work obtains the queued hosts' certificates one at a time, at most one
 // start per obtainGap, once the config runs.
-func (o *claimObtainer) work() {
+func (o *Obtainer) work() {
 	if !o.waitStarted() {
 		return
 	}
@@ -166,7 +184,7 @@ func (o *claimObtainer) work() {
 		if !ok {
 			return
 		}
-		if o.perm.decide(host) != nil {
+		if o.perm.Decide(host) != nil {
 			continue // lost its claim while it waited
 		}
 		if f, ok := o.failed[host]; ok && time.Now().Before(f.until) {
@@ -183,7 +201,7 @@ func (o *claimObtainer) work() {
 
 // waitStarted waits until this config runs (or obtainStartWait passed),
 // and reports false if the config ended first.
-func (o *claimObtainer) waitStarted() bool {
+func (o *Obtainer) waitStarted() bool {
 	deadline := time.Now().Add(obtainStartWait)
 	for !o.started() && time.Now().Before(deadline) {
 		if !sleepCtx(o.run, 50*time.Millisecond) {
@@ -195,9 +213,9 @@ func (o *claimObtainer) waitStarted() bool {
 
 // obtain has Caddy get the certificate for host as a handshake would, and
 // logs the outcome.
-func (o *claimObtainer) obtain(host string) {
+func (o *Obtainer) obtain(host string) {
 	start := time.Now()
-	err := o.getCertificateWithin(host, o.perm.obtainTimeout())
+	err := o.getCertificateWithin(host, o.perm.ObtainTimeout())
 	took := time.Since(start)
 	if err != nil {
 		f := o.backOff(host)
@@ -213,7 +231,7 @@ func (o *claimObtainer) obtain(host string) {
 // backOff records a failed obtain of host: its backoff doubles from
 // obtainBackoffMin up to obtainBackoffMax. At obtainBackoffNames names,
 // the one whose backoff ends first is forgotten.
-func (o *claimObtainer) backOff(host string) obtainFailure {
+func (o *Obtainer) backOff(host string) obtainFailure {
 	f, ok := o.failed[host]
 	f.delay = min(max(2*f.delay, obtainBackoffMin), obtainBackoffMax)
 	f.until = time.Now().Add(f.delay)
@@ -238,7 +256,7 @@ var errObtainTimeout = errors.New("obtain_timeout passed; the order goes on in t
 // obtain goes on (certmagic bounds it); at most obtainOrphans of those
 // run at once, and the worker waits for one to end before it leaves
 // another behind.
-func (o *claimObtainer) getCertificateWithin(host string, timeout time.Duration) error {
+func (o *Obtainer) getCertificateWithin(host string, timeout time.Duration) error {
 	select {
 	case o.orphans <- struct{}{}:
 	case <-o.run.Done():
@@ -262,7 +280,7 @@ func (o *claimObtainer) getCertificateWithin(host string, timeout time.Duration)
 }
 
 // getCertificate asks the tls app's certificate selection for host.
-func (o *claimObtainer) getCertificate(host string) error {
+func (o *Obtainer) getCertificate(host string) error {
 	if o.getCert == nil {
 		// A connection policy like an HTTPS server's: its GetCertificate
 		// is the tls app's, through the automation policy for the name.

@@ -1,8 +1,9 @@
-package caddydicer
+package obtain
 
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
+	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
 // fakeObtains records the names an obtainer asks certificates for.
@@ -50,22 +52,22 @@ func (f *fakeObtains) got() []string {
 
 // obtainerFor runs an obtainer of p with a fake certificate source, and
 // stops it when the test ends.
-func obtainerFor(t *testing.T, p *hostPermission) *fakeObtains {
+func obtainerFor(t *testing.T, p *fakePerm) *fakeObtains {
 	t.Helper()
 	return obtainerWith(t, p, new(fakeObtains))
 }
 
 // obtainerWith is obtainerFor with the fake f.
-func obtainerWith(t *testing.T, p *hostPermission, f *fakeObtains) *fakeObtains {
+func obtainerWith(t *testing.T, p *fakePerm, f *fakeObtains) *fakeObtains {
 	t.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
-	o := newClaimObtainer(ctx, p)
+	o := New(ctx, p, zap.NewNop())
 	o.logger = zap.NewNop()
 	o.getCert = f.get
 	o.started = func() bool { return true }
-	o.start()
-	t.Cleanup(o.stop)
+	o.Start()
+	t.Cleanup(o.Stop)
 	return f
 }
 
@@ -75,12 +77,12 @@ func obtainerWith(t *testing.T, p *hostPermission, f *fakeObtains) *fakeObtains 
 // asked for; a host claimed again after losing its claim is asked again
 // (Caddy then finds its certificate in cache or storage).
 func TestObtainOnClaim_R7b_new_claims_only_allowed_ones_once(t *testing.T) {
-	p := permissionFor(t, hostPermission{AllowSuffix: []string{"example.com"}, Selector: "tenant=a", ObtainOnClaim: true},
+	p := permFor(t, permSettings{suffix: "example.com", selector: "tenant=a"},
 		claimant("shop", "shop.example.com", "tenant", "a"),
 		claimant("wild", "*.w.example.com", "tenant", "a"),
 		claimant("net", "shop.example.net", "tenant", "a"),
 		claimant("evil", "evil.example.com", "tenant", "b"))
-	c := p.conn.catalog
+	c := p.cat
 	f := obtainerFor(t, p)
 	testkit.Eventually(t, 5*time.Second, "the host claimed at start obtained", func() bool {
 		return slices.Equal(f.got(), []string{"shop.example.com"})
@@ -107,17 +109,17 @@ func TestObtainOnClaim_R7b_new_claims_only_allowed_ones_once(t *testing.T) {
 // TestObtainOnClaim_R7b_waits_for_the_config_to_run: nothing is obtained
 // before Caddy runs the config (its listeners answer the CA's challenges).
 func TestObtainOnClaim_R7b_waits_for_the_config_to_run(t *testing.T) {
-	p := permissionFor(t, hostPermission{ObtainOnClaim: true}, claimant("shop", "shop.example.com"))
+	p := permFor(t, permSettings{}, claimant("shop", "shop.example.com"))
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
 	f := new(fakeObtains)
-	o := newClaimObtainer(ctx, p)
+	o := New(ctx, p, zap.NewNop())
 	o.logger, o.getCert = zap.NewNop(), f.get
 	var running sync.Mutex
 	isRunning := false
 	o.started = func() bool { running.Lock(); defer running.Unlock(); return isRunning }
-	o.start()
-	defer o.stop()
+	o.Start()
+	defer o.Stop()
 	if testkit.Until(500*time.Millisecond, func() bool { return len(f.got()) > 0 }) {
 		t.Fatal("obtained before the config runs")
 	}
@@ -134,10 +136,10 @@ func TestObtainOnClaim_R7b_queue_overflow_retried(t *testing.T) {
 	for i := range obtainQueueCap + 2 {
 		insts = append(insts, claimant(fmt.Sprintf("i%d", i), fmt.Sprintf("h%d.example.com", i)))
 	}
-	p := permissionFor(t, hostPermission{ObtainOnClaim: true}, insts...)
+	p := permFor(t, permSettings{}, insts...)
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
-	o := newClaimObtainer(ctx, p)
+	o := New(ctx, p, zap.NewNop())
 	o.logger = zap.NewNop()
 	seen := o.scan(map[string]struct{}{})
 	if len(seen) != obtainQueueCap || o.queue.len() != obtainQueueCap {
@@ -155,8 +157,8 @@ func TestObtainOnClaim_R7b_queue_overflow_retried(t *testing.T) {
 // obtain failed is not ordered again when its label flaps (claim lost,
 // claimed again), within its backoff; other names go on.
 func TestObtainOnClaim_R7b_failed_name_backs_off_across_flaps(t *testing.T) {
-	p := permissionFor(t, hostPermission{ObtainOnClaim: true}, claimant("bad", "fail.example.com"))
-	c := p.conn.catalog
+	p := permFor(t, permSettings{}, claimant("bad", "fail.example.com"))
+	c := p.cat
 	f := obtainerFor(t, p)
 	testkit.Eventually(t, 5*time.Second, "the failing host tried once", func() bool { return len(f.got()) == 1 })
 	for i := range 3 {
@@ -183,7 +185,7 @@ func TestObtainOnClaim_R7b_failed_name_backs_off_across_flaps(t *testing.T) {
 // TestObtainOnClaim_R7b_backoff_grows_and_is_bounded: the backoff doubles
 // up to its cap, and the names remembered are bounded.
 func TestObtainOnClaim_R7b_backoff_grows_and_is_bounded(t *testing.T) {
-	o := &claimObtainer{failed: map[string]obtainFailure{}}
+	o := &Obtainer{failed: map[string]obtainFailure{}}
 	var delays []time.Duration
 	for range 9 {
 		delays = append(delays, o.backOff("x").delay)
@@ -209,8 +211,8 @@ func TestObtainOnClaim_R7b_one_tenant_never_waits_on_another(t *testing.T) {
 	for i := range 10 {
 		noisy = append(noisy, fmt.Sprintf("fail%d.noisy.example.com", i))
 	}
-	p := permissionFor(t, hostPermission{ObtainOnClaim: true}, claimant("noisy", strings.Join(noisy, ", ")))
-	c := p.conn.catalog
+	p := permFor(t, permSettings{}, claimant("noisy", strings.Join(noisy, ", ")))
+	c := p.cat
 	f := obtainerFor(t, p)
 	testkit.Eventually(t, 5*time.Second, "the noisy tenant's first name tried", func() bool { return len(f.got()) >= 1 })
 	c.Put(claimant("quiet", "shop.quiet.example.com"))
@@ -228,4 +230,78 @@ func TestObtainOnClaim_R7b_one_tenant_never_waits_on_another(t *testing.T) {
 	if q.len() != obtainPerClaimant || !q.push("two", "x") {
 		t.Errorf("one instance holds %d names of the queue, want %d, and another still gets in", q.len(), obtainPerClaimant)
 	}
+}
+
+// TestObtainOnClaim_R7b_obtain_timeout: the obtainer waits at most
+// obtain_timeout for one certificate, then goes on to the next host: a CA
+// that never answers for one name delays the others by the timeout, not
+// forever.
+func TestObtainOnClaim_R7b_obtain_timeout(t *testing.T) {
+	p := permFor(t, permSettings{timeout: 100 * time.Millisecond},
+		claimant("a", "hang.example.com"), claimant("b", "next.example.com"))
+	f := new(fakeObtains)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	f.hang = func(name string) bool { return name == "hang.example.com" }
+	f.release = release
+	obtainerWith(t, p, f)
+	testkit.Eventually(t, 10*time.Second, "the next host obtained while the first hangs", func() bool {
+		got := f.got()
+		return len(got) == 2 && got[1] == "next.example.com"
+	})
+}
+
+// permSettings are what a fake permission allows: names under suffix
+// (if set) that an instance matching selector (if set) claims exactly.
+type permSettings struct {
+	suffix, selector string
+	timeout          time.Duration
+}
+
+// fakePerm is a permission over a catalog of its own.
+type fakePerm struct {
+	cat *catalog.Catalog
+	permSettings
+	sel *selector.Selector
+}
+
+func permFor(t *testing.T, s permSettings, instances ...catalog.Instance) *fakePerm {
+	t.Helper()
+	p := &fakePerm{cat: catalog.New(catalog.Options{}), permSettings: s}
+	p.cat.Replace(instances)
+	if s.selector != "" {
+		sel, err := selector.Parse(s.selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.sel = &sel
+	}
+	return p
+}
+
+func (p *fakePerm) Snapshot() *catalog.Snapshot { return p.cat.Snapshot() }
+
+func (p *fakePerm) Decide(host string) error {
+	if p.suffix != "" && !strings.HasSuffix(host, "."+p.suffix) && host != p.suffix {
+		return errors.New("not under the suffix")
+	}
+	if p.cat.Snapshot().ClaimOf(host, p.sel) != catalog.ClaimedExactly {
+		return errors.New("not claimed")
+	}
+	return nil
+}
+
+func (p *fakePerm) ObtainTimeout() time.Duration {
+	if p.timeout == 0 {
+		return time.Minute
+	}
+	return p.timeout
+}
+
+func claimant(name, hosts string, labels ...string) catalog.Instance {
+	l := map[string]string{"caddy.host": hosts}
+	for i := 0; i+1 < len(labels); i += 2 {
+		l[labels[i]] = labels[i+1]
+	}
+	return catalog.Instance{ID: name, Name: name, Labels: l, State: catalog.StateStopped}
 }

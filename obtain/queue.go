@@ -1,4 +1,4 @@
-package caddydicer
+package obtain
 
 import (
 	"context"
