@@ -17,8 +17,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
-	"github.com/caddy-dicer/caddy-dicer/pick"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
+	"github.com/caddy-dicer/caddy-dicer/pick"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
