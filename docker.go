@@ -322,6 +322,9 @@ type dockerActions struct{ *docker.Actions }
 
 func (dockerActions) Denied(err error) bool { return docker.Denied(err) }
 func (dockerActions) Gone(err error) bool   { return docker.Gone(err) }
+func (dockerActions) Unreachable(err error) bool {
+	return docker.ConnectionFailed(err)
+}
 
 // Interface guards
 var (

@@ -56,9 +56,10 @@ func (f *fakeActions) Pause(_ context.Context, id string, _ map[string]string) e
 func (f *fakeActions) Unpause(_ context.Context, id string, _ map[string]string) error {
 	return f.do("unpause", id)
 }
-func (f *fakeActions) Denied(error) bool { return false }
-func (f *fakeActions) Gone(error) bool   { return false }
-func (f *fakeActions) Close() error      { return nil }
+func (f *fakeActions) Denied(error) bool      { return false }
+func (f *fakeActions) Gone(error) bool        { return false }
+func (f *fakeActions) Unreachable(error) bool { return false }
+func (f *fakeActions) Close() error           { return nil }
 
 // sleeper is a container labelled caddy.standby_after=1h serving host h.
 func sleeper(state catalog.State) catalog.Instance {

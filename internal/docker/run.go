@@ -203,6 +203,11 @@ func Explain(err error) follow.End {
 
 // unreachable reports whether err says the Engine could not be reached:
 // the connection failed, or was closed before any answer.
+// ConnectionFailed reports the Docker client's own error for an Engine it
+// could not connect to (for the standby's R5g, which must not import the
+// client).
+func ConnectionFailed(err error) bool { return client.IsErrConnectionFailed(err) }
+
 func unreachable(err error) bool {
 	if err == nil {
 		return false

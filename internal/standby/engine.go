@@ -37,6 +37,10 @@ type Actions interface {
 	// removed, and the catalog has not followed its removal yet (Podman
 	// sends its events 50 to 100 ms late). Another instance may serve.
 	Gone(err error) bool
+	// Unreachable reports an error of the daemon's client that says the
+	// daemon could not be reached (R5g), beyond what any network error
+	// says (a refused or reset connection, a timeout, an early end).
+	Unreachable(err error) bool
 	// Close closes the client; the Engine calls it once its last
 	// connection is gone.
 	Close() error

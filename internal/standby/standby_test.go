@@ -50,9 +50,10 @@ func (f *fakeActions) Pause(_ context.Context, id string, _ map[string]string) e
 func (f *fakeActions) Unpause(_ context.Context, id string, _ map[string]string) error {
 	return f.do("unpause", id)
 }
-func (f *fakeActions) Denied(err error) bool { return errors.Is(err, errDenied) }
-func (f *fakeActions) Gone(err error) bool   { return errors.Is(err, errGone) }
-func (f *fakeActions) Close() error          { return nil }
+func (f *fakeActions) Denied(err error) bool  { return errors.Is(err, errDenied) }
+func (f *fakeActions) Gone(err error) bool    { return errors.Is(err, errGone) }
+func (f *fakeActions) Unreachable(error) bool { return false }
+func (f *fakeActions) Close() error           { return nil }
 
 var (
 	errDenied = errors.New("denied")

@@ -10,7 +10,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/docker/docker/client"
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
@@ -375,9 +374,9 @@ func (w *Waker) wakeFor(snap *catalog.Snapshot, route catalog.Route, host string
 // reached or did not answer (R5g): the connection failed, was refused or
 // reset, ended early, or timed out. An answer of the Engine's (a status
 // with a message) is none.
-func engineUnreachable(err error) bool {
+func (w *Waker) engineUnreachable(err error) bool {
 	var ne net.Error
-	return client.IsErrConnectionFailed(err) || errors.As(err, &ne) ||
+	return w.engine.actions.Unreachable(err) || errors.As(err, &ne) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ENOENT) ||
@@ -418,7 +417,7 @@ func (w *Waker) run(wk *wake, c catalog.WakeCandidate) {
 	case err != nil && w.ctx.Err() != nil:
 		w.finish(wk, WakeCanceled, err)
 		return
-	case err != nil && engineUnreachable(err):
+	case err != nil && w.engineUnreachable(err):
 		w.finish(wk, WakeUnreachable, err)
 		return
 	case err != nil:
