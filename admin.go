@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 	"github.com/caddy-dicer/caddy-dicer/selector"
@@ -53,89 +54,8 @@ func (a adminDicer) Routes() []caddy.AdminRoute {
 	}, a.moreRoutes()...) // admin_pages.go
 }
 
-// DaemonStatus is one followed daemon, as GET /dicer/daemons shows it.
-type DaemonStatus struct {
-	Kind    string `json:"kind"`
-	Address string `json:"address"`
-	// State is connecting (never listed yet), following, or reconnecting
-	// (the last known instances are still routed to), since Since.
-	State string    `json:"state"`
-	Since time.Time `json:"since"`
-	// LastError is why the last session ended, if one did.
-	LastError   string     `json:"last_error,omitempty"`
-	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
-	Instances   int        `json:"instances"`
-	Routable    int        `json:"routable"`
-	Relists     int        `json:"relists"`
-	// LastRelistCause is why the session before the last re-listing
-	// ended: lost, fell_behind, stalled, unreachable or refused.
-	LastRelistCause string     `json:"last_relist_cause,omitempty"`
-	LastEvent       *time.Time `json:"last_event,omitempty"`
-	// Routes are the names of the routes on this daemon.
-	Routes []string `json:"routes"`
-	// Version is what the daemon said of itself at the last connect
-	// ("Docker Engine 28.5.2 (API 1.51)", "dicerd 0.9.1"; R9a), and
-	// VersionWarnings what will not work with it.
-	Version         string   `json:"version,omitempty"`
-	VersionWarnings []string `json:"version_warnings,omitempty"`
-}
-
-// InstanceStatus is one instance, as GET /dicer/instances shows it.
-type InstanceStatus struct {
-	Kind   string `json:"kind"`
-	Daemon string `json:"daemon"`
-	catalog.InstanceStatus
-	// NextWake is set while the instance's last wakes failed (scale to
-	// zero): it is not woken again before then, and requests for it get
-	// 503 with RetryAfter (seconds) meanwhile.
-	NextWake   *time.Time `json:"next_wake,omitempty"`
-	RetryAfter int        `json:"retry_after,omitempty"`
-}
-
-// RouteExplanation is one route, as GET /dicer/explain shows it.
-type RouteExplanation struct {
-	Kind   string `json:"kind"`
-	Daemon string `json:"daemon"`
-	Route  string `json:"route"`
-	// Targets are where a request for the host goes now, in order; none
-	// means 503.
-	Targets []string `json:"targets"`
-	// Candidates are the instances the route considered, each with why
-	// it is a target or not.
-	Candidates []catalog.Candidate `json:"candidates"`
-	// Wake says, when there is no target, what a request does instead
-	// on a daemon Caddy wakes instances of (scale to zero): "wakes <name>",
-	// "waits for <name>, being woken", or "503 with Retry-After: <n>"
-	// while every candidate's last wake failed.
-	Wake       string `json:"wake,omitempty"`
-	RetryAfter int    `json:"retry_after,omitempty"`
-	// Deferred says the route is a source of a `dynamic multi` whose
-	// other sources serve the host now (R5b): it answers with no
-	// upstream, and its own instances on standby stay asleep.
-	Deferred bool `json:"deferred,omitempty"`
-}
-
-// Explanation is the answer of GET /dicer/explain.
-type Explanation struct {
-	Host string `json:"host"`
-	// Path is the request path explained, cleaned (R2d); "" for none.
-	Path   string             `json:"path,omitempty"`
-	Routes []RouteExplanation `json:"routes"`
-	// Certificates are the on-demand TLS permissions' decisions for the
-	// host (R7).
-	Certificates []CertificateDecision `json:"certificates"`
-}
-
-// CertificateDecision is one permission's decision for a host.
-type CertificateDecision struct {
-	Kind    string `json:"kind"`
-	Daemon  string `json:"daemon"`
-	Allowed bool   `json:"allowed"`
-	Why     string `json:"why"`
-}
-
 func (adminDicer) daemons(w http.ResponseWriter, _ *http.Request) error {
-	out := []DaemonStatus{}
+	out := []adminapi.DaemonStatus{}
 	for _, c := range openConnections() {
 		st := c.status.snapshot()
 		n := c.catalog.Counts()
@@ -143,7 +63,7 @@ func (adminDicer) daemons(w http.ResponseWriter, _ *http.Request) error {
 		for _, count := range n.ByState {
 			total += count
 		}
-		d := DaemonStatus{
+		d := adminapi.DaemonStatus{
 			Kind: c.kind, Address: c.address, State: st.State, Since: st.Since,
 			LastError: st.LastError, Instances: total, Routable: n.Routable, Relists: st.Relists,
 			LastRelistCause: st.RelistCause,
@@ -176,10 +96,10 @@ func (adminDicer) instances(w http.ResponseWriter, r *http.Request) error {
 		}
 		match = sel.Matches
 	}
-	out := []InstanceStatus{}
+	out := []adminapi.InstanceStatus{}
 	for _, c := range openConnections() {
 		for _, st := range c.catalog.Instances(match) {
-			out = append(out, withBackoff(c.standby, InstanceStatus{Kind: c.kind, Daemon: c.address, InstanceStatus: st}))
+			out = append(out, withBackoff(c.standby, adminapi.InstanceStatus{Kind: c.kind, Daemon: c.address, InstanceStatus: st}))
 		}
 	}
 	return writeJSON(w, out)
@@ -191,7 +111,7 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New("host: missing, e.g. /dicer/explain?host=shop.example.com")}
 	}
 	host := catalog.NormalizeHost(raw)
-	out := Explanation{Host: host, Routes: []RouteExplanation{}, Certificates: []CertificateDecision{}}
+	out := adminapi.Explanation{Host: host, Routes: []adminapi.RouteExplanation{}, Certificates: []adminapi.CertificateDecision{}}
 	path := ""
 	if raw := r.URL.Query().Get("path"); raw != "" {
 		path = catalog.RequestPath(raw) // R2d
@@ -205,7 +125,7 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 			if path != "" {
 				route.Path = path
 			}
-			e := RouteExplanation{Kind: c.kind, Daemon: c.address, Route: nr.name, Targets: []string{},
+			e := adminapi.RouteExplanation{Kind: c.kind, Daemon: c.address, Route: nr.name, Targets: []string{},
 				Candidates: snap.Explain(route, host)}
 			targets, deferred := snap.Targets(nil, route, host), false
 			if g := nr.source.group; g != nil {
@@ -229,7 +149,7 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 			out.Routes = append(out.Routes, e)
 		}
 		for _, p := range c.permissions.list() {
-			d := CertificateDecision{Kind: c.kind, Daemon: c.address, Allowed: true, Why: "an instance claims it"}
+			d := adminapi.CertificateDecision{Kind: c.kind, Daemon: c.address, Allowed: true, Why: "an instance claims it"}
 			if err := p.decide(host); err != nil {
 				d.Allowed, d.Why = false, denialReason(err)
 			}
@@ -243,7 +163,7 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 
 // withBackoff adds to st the wake backoff of its instance, if any (w nil:
 // a daemon that wakes on connect).
-func withBackoff(w *standby.Waker, st InstanceStatus) InstanceStatus {
+func withBackoff(w *standby.Waker, st adminapi.InstanceStatus) adminapi.InstanceStatus {
 	if w == nil {
 		return st
 	}
@@ -259,7 +179,7 @@ func withBackoff(w *standby.Waker, st InstanceStatus) InstanceStatus {
 
 // explainWake says in e what a request does when no instance is routable
 // and cands (R5's order) may be woken: what standby.Waker.Hold would do.
-func explainWake(e *RouteExplanation, w *standby.Waker, cands []catalog.WakeCandidate) {
+func explainWake(e *adminapi.RouteExplanation, w *standby.Waker, cands []catalog.WakeCandidate) {
 	if len(cands) == 0 {
 		return
 	}
@@ -291,7 +211,7 @@ func explainWake(e *RouteExplanation, w *standby.Waker, cands []catalog.WakeCand
 
 // setDeferred says why e's candidates that would be fallbacks on their
 // own are not targets: another source of the multi serves (R5b).
-func setDeferred(e *RouteExplanation) {
+func setDeferred(e *adminapi.RouteExplanation) {
 	for i := range e.Candidates {
 		if c := &e.Candidates[i]; c.Target {
 			c.Target = false
@@ -301,7 +221,7 @@ func setDeferred(e *RouteExplanation) {
 }
 
 // setWhy sets the reason of the named candidate.
-func setWhy(e *RouteExplanation, name, why string) {
+func setWhy(e *adminapi.RouteExplanation, name, why string) {
 	for i := range e.Candidates {
 		if e.Candidates[i].Instance == name {
 			e.Candidates[i].Why = why
@@ -327,7 +247,7 @@ func denialReason(err error) string {
 	return strings.TrimPrefix(err.Error(), caddytls.ErrPermissionDenied.Error()+": ")
 }
 
-func containsDecision(list []CertificateDecision, d CertificateDecision) bool {
+func containsDecision(list []adminapi.CertificateDecision, d adminapi.CertificateDecision) bool {
 	for _, x := range list {
 		if x == d {
 			return true

@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
@@ -48,26 +49,6 @@ func (adminDicer) dashboard(w http.ResponseWriter, _ *http.Request) error {
 	return err
 }
 
-// RouteTargets is one route, as GET /dicer/routes shows it.
-type RouteTargets struct {
-	Kind   string `json:"kind"`
-	Daemon string `json:"daemon"`
-	Route  string `json:"route"`
-	// Hosts are, for each host its instances claim (caddy.host, at most
-	// maxRouteHosts of them), and on a selector route "*" for any other
-	// host, where requests go now.
-	Hosts []HostTargets `json:"hosts"`
-	// MoreHosts is the number of hosts left out.
-	MoreHosts int `json:"more_hosts,omitempty"`
-}
-
-// HostTargets are a route's targets for one host: "instance dial" each,
-// in order; none means 503 (or a wake, or the maintenance page).
-type HostTargets struct {
-	Host    string   `json:"host"`
-	Targets []string `json:"targets"`
-}
-
 // maxRouteHosts bounds the hosts GET /dicer/routes lists per route.
 const maxRouteHosts = 100
 
@@ -76,7 +57,7 @@ const maxRouteHosts = 100
 const anyHost = "any-host.dicer.invalid"
 
 func (adminDicer) routesNow(w http.ResponseWriter, _ *http.Request) error {
-	out := []RouteTargets{}
+	out := []adminapi.RouteTargets{}
 	for _, c := range openConnections() {
 		snap := c.catalog.Snapshot()
 		for _, nr := range c.routes.list() {
@@ -88,7 +69,7 @@ func (adminDicer) routesNow(w http.ResponseWriter, _ *http.Request) error {
 				}
 			}
 			hosts := claimedHosts(c.catalog.Instances(match))
-			rt := RouteTargets{Kind: c.kind, Daemon: c.address, Route: nr.name, Hosts: []HostTargets{}}
+			rt := adminapi.RouteTargets{Kind: c.kind, Daemon: c.address, Route: nr.name, Hosts: []adminapi.HostTargets{}}
 			if len(hosts) > maxRouteHosts {
 				rt.MoreHosts, hosts = len(hosts)-maxRouteHosts, hosts[:maxRouteHosts]
 			}
@@ -100,7 +81,7 @@ func (adminDicer) routesNow(w http.ResponseWriter, _ *http.Request) error {
 				if h == "*" {
 					q = anyHost
 				}
-				ht := HostTargets{Host: h, Targets: []string{}}
+				ht := adminapi.HostTargets{Host: h, Targets: []string{}}
 				for _, t := range snap.Targets(nil, route, catalog.NormalizeHost(q)) {
 					ht.Targets = append(ht.Targets, t.Instance+" "+t.Dial)
 				}
@@ -131,43 +112,22 @@ func claimedHosts(list []catalog.InstanceStatus) []string {
 	return out
 }
 
-// MaintenanceRequest is the body of POST /dicer/maintenance.
-type MaintenanceRequest struct {
-	// Selector chooses the instances, as a route's selector does.
-	Selector string `json:"selector"`
-	// On puts them in maintenance; false takes the switch off.
-	On bool `json:"on"`
-	// Message is shown on the maintenance page (default: "This site is
-	// down for maintenance."); at most 512 bytes are kept.
-	Message string `json:"message,omitempty"`
-}
-
-// MaintenanceStatus is one daemon's switches, as GET /dicer/maintenance
-// shows them, or what POST changed there.
-type MaintenanceStatus struct {
-	Kind     string                      `json:"kind"`
-	Daemon   string                      `json:"daemon"`
-	Switches []catalog.MaintenanceSwitch `json:"switches"`
-	// Changed is, after a POST, how many instances went in or out.
-	Changed int `json:"changed"`
-}
-
 // maxMaintenanceBody bounds a POST's body.
 const maxMaintenanceBody = 4096
 
 func (adminDicer) maintenance(w http.ResponseWriter, r *http.Request) error {
 	switch r.Method {
 	case http.MethodGet:
-		out := []MaintenanceStatus{}
+		out := []adminapi.MaintenanceStatus{}
 		for _, c := range openConnections() {
-			out = append(out, MaintenanceStatus{Kind: c.kind, Daemon: c.address, Switches: c.catalog.MaintenanceSwitches()})
+			out = append(out, adminapi.MaintenanceStatus{Kind: c.kind, Daemon: c.address, Switches: c.catalog.MaintenanceSwitches()})
 		}
 		return writeJSON(w, out)
 	case http.MethodPost:
 	default:
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed: use GET or POST", r.Method)}
 	}
-	var req MaintenanceRequest
+	var req adminapi.MaintenanceRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxMaintenanceBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -180,14 +140,14 @@ func (adminDicer) maintenance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 	}
-	out := []MaintenanceStatus{}
+	out := []adminapi.MaintenanceStatus{}
 	for _, c := range openConnections() {
 		n, ok := c.catalog.SetMaintenance(sel, req.Message, req.On)
 		if !ok {
 			return caddy.APIError{HTTPStatus: http.StatusConflict,
 				Err: fmt.Errorf("%s %s: %d selectors are in maintenance already", c.kind, c.address, catalog.MaxMaintenanceSelectors)}
 		}
-		out = append(out, MaintenanceStatus{Kind: c.kind, Daemon: c.address, Switches: c.catalog.MaintenanceSwitches(), Changed: n})
+		out = append(out, adminapi.MaintenanceStatus{Kind: c.kind, Daemon: c.address, Switches: c.catalog.MaintenanceSwitches(), Changed: n})
 	}
 	return writeJSON(w, out)
 }

@@ -10,32 +10,10 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
-
-// WeightRequest is the body of POST /dicer/weight: which instances, and
-// the runtime weight to give them or clear (R4c). Exactly one of Weight
-// and Clear.
-type WeightRequest struct {
-	// Selector chooses the instances by label, as a route's selector.
-	Selector string `json:"selector,omitempty"`
-	// Instance chooses the instances of that name (one per daemon at
-	// most); with Selector, an instance must match both.
-	Instance string `json:"instance,omitempty"`
-	// Weight is the weight, 0 to 10000; 0 makes them warm spares.
-	Weight *int `json:"weight,omitempty"`
-	// Clear drops their runtime weight: their caddy.weight label (or 1)
-	// counts again.
-	Clear bool `json:"clear,omitempty"`
-}
-
-// WeightChange is one instance POST /dicer/weight changed.
-type WeightChange struct {
-	Kind   string `json:"kind"`
-	Daemon string `json:"daemon"`
-	catalog.WeightChange
-}
 
 // maxWeightBody bounds the body of POST /dicer/weight.
 const maxWeightBody = 64 << 10
@@ -65,10 +43,10 @@ func (adminDicer) weight(w http.ResponseWriter, r *http.Request) error {
 	if req.Weight != nil {
 		weight = *req.Weight
 	}
-	out := []WeightChange{}
+	out := []adminapi.WeightChange{}
 	for _, c := range openConnections() {
 		for _, ch := range c.catalog.SetWeight(match, weight) {
-			out = append(out, WeightChange{Kind: c.kind, Daemon: c.address, WeightChange: ch})
+			out = append(out, adminapi.WeightChange{Kind: c.kind, Daemon: c.address, WeightChange: ch})
 		}
 	}
 	if len(out) == 0 {
@@ -77,9 +55,9 @@ func (adminDicer) weight(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, out)
 }
 
-// decodeWeightRequest reads and checks a WeightRequest.
-func decodeWeightRequest(body io.Reader) (WeightRequest, error) {
-	var req WeightRequest
+// decodeWeightRequest reads and checks an adminapi.WeightRequest.
+func decodeWeightRequest(body io.Reader) (adminapi.WeightRequest, error) {
+	var req adminapi.WeightRequest
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {

@@ -9,6 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/spf13/cobra"
+
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 )
 
 // TestBackends_registry: the registry holds every backend with its two
@@ -41,7 +43,7 @@ func TestBackends_every_list_shows_every_backend(t *testing.T) {
 	if err := printDaemons(&daemons, nil, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := printExplanation(&explain, Explanation{Host: "a.example"}); err != nil {
+	if err := printExplanation(&explain, adminapi.Explanation{Host: "a.example"}); err != nil {
 		t.Fatal(err)
 	}
 	emptyDaemons := new(DaemonsPermission).Provision(caddy.Context{})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
@@ -19,21 +20,21 @@ const hostile = "shop\x1b]0;pwned\x07\rOK\u009b2J\u202egnp.exe\tx\xff"
 func TestCLITables_EscapeControlCharacters(t *testing.T) {
 	now := time.Now()
 	var out bytes.Buffer
-	if err := printExplanation(&out, Explanation{
+	if err := printExplanation(&out, adminapi.Explanation{
 		Host: hostile,
-		Routes: []RouteExplanation{{Kind: "docker", Daemon: hostile, Route: "r", Targets: []string{hostile},
+		Routes: []adminapi.RouteExplanation{{Kind: "docker", Daemon: hostile, Route: "r", Targets: []string{hostile},
 			Candidates: []catalog.Candidate{{Instance: hostile, Dial: hostile, Why: `caddy.port "` + hostile + `" is not a port`}}}},
-		Certificates: []CertificateDecision{{Kind: "docker", Daemon: "d", Why: hostile}},
+		Certificates: []adminapi.CertificateDecision{{Kind: "docker", Daemon: "d", Why: hostile}},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := printInstances(&out, []InstanceStatus{{Kind: "docker", Daemon: hostile, InstanceStatus: catalog.InstanceStatus{
+	if err := printInstances(&out, []adminapi.InstanceStatus{{Kind: "docker", Daemon: hostile, InstanceStatus: catalog.InstanceStatus{
 		Name: hostile, State: "running", Health: "none", Verdict: hostile,
 		Networks: []catalog.NetworkStatus{{Network: hostile, Address: "10.0.0.2"}},
 	}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := printDaemons(&out, []DaemonStatus{{Kind: "docker", Address: hostile, State: "following", Since: now, LastError: hostile}}, now); err != nil {
+	if err := printDaemons(&out, []adminapi.DaemonStatus{{Kind: "docker", Address: hostile, State: "following", Since: now, LastError: hostile}}, now); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()

@@ -16,6 +16,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
@@ -60,7 +61,7 @@ func dicerCommand(cmd *cobra.Command) {
 		Short: "Lists the daemons followed: state, instances, re-lists, last error",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			var list []DaemonStatus
+			var list []adminapi.DaemonStatus
 			return query(c, "/dicer/daemons", &list, func(w io.Writer) error { return printDaemons(w, list, time.Now()) })
 		},
 	}
@@ -73,7 +74,7 @@ func dicerCommand(cmd *cobra.Command) {
 			if sel, _ := c.Flags().GetString("selector"); sel != "" {
 				uri += "?selector=" + url.QueryEscape(sel)
 			}
-			var list []InstanceStatus
+			var list []adminapi.InstanceStatus
 			return query(c, uri, &list, func(w io.Writer) error { return printInstances(w, list) })
 		},
 	}
@@ -83,7 +84,7 @@ func dicerCommand(cmd *cobra.Command) {
 		Short: "Says where a request for HOST (and PATH) goes on each route, and why not elsewhere",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(c *cobra.Command, args []string) error {
-			var e Explanation
+			var e adminapi.Explanation
 			return query(c, explainURI(args[0]), &e, func(w io.Writer) error { return printExplanation(w, e) })
 		},
 	}
@@ -141,7 +142,7 @@ func adminCall(cmd *cobra.Command, method, uri string, body []byte, v any, table
 // newTable is an aligned table on w; Flush it.
 func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
 
-func printDaemons(w io.Writer, list []DaemonStatus, now time.Time) error {
+func printDaemons(w io.Writer, list []adminapi.DaemonStatus, now time.Time) error {
 	if len(list) == 0 {
 		_, err := fmt.Fprintf(w, "no daemon followed: no loaded config has a %s module\n", oneOf(backendKinds("")))
 		return err
@@ -178,7 +179,7 @@ func printDaemons(w io.Writer, list []DaemonStatus, now time.Time) error {
 	return t.Flush()
 }
 
-func printInstances(w io.Writer, list []InstanceStatus) error {
+func printInstances(w io.Writer, list []adminapi.InstanceStatus) error {
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(w, "no instance")
 		return err
@@ -192,7 +193,7 @@ func printInstances(w io.Writer, list []InstanceStatus) error {
 	return t.Flush()
 }
 
-func printExplanation(w io.Writer, e Explanation) error {
+func printExplanation(w io.Writer, e adminapi.Explanation) error {
 	if len(e.Routes) == 0 {
 		fmt.Fprintf(w, "%s: no %s route is loaded\n", cell(e.Host), oneOf(backendKinds(upstreamsNamespace)))
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 )
 
 // maintenanceCommand is `caddy dicer maintenance SELECTOR on|off [MESSAGE]`
@@ -18,7 +20,7 @@ func maintenanceCommand() *cobra.Command {
 		Short: "Puts the instances SELECTOR matches in maintenance (503 with the maintenance page) or takes them out",
 		Args:  cobra.RangeArgs(2, 3),
 		RunE: func(c *cobra.Command, args []string) error {
-			req := MaintenanceRequest{Selector: args[0]}
+			req := adminapi.MaintenanceRequest{Selector: args[0]}
 			switch args[1] {
 			case "on":
 				req.On = true
@@ -36,9 +38,9 @@ func maintenanceCommand() *cobra.Command {
 
 // postMaintenance sends req and prints, per daemon, how many instances
 // changed and the switches now on.
-func postMaintenance(cmd *cobra.Command, req MaintenanceRequest) error {
+func postMaintenance(cmd *cobra.Command, req adminapi.MaintenanceRequest) error {
 	raw, _ := json.Marshal(req)
-	var list []MaintenanceStatus
+	var list []adminapi.MaintenanceStatus
 	return adminCall(cmd, http.MethodPost, "/dicer/maintenance", raw, &list, func(out io.Writer) error {
 		return printMaintenance(out, list)
 	})
@@ -46,7 +48,7 @@ func postMaintenance(cmd *cobra.Command, req MaintenanceRequest) error {
 
 // printMaintenance prints, per daemon, how many instances changed and the
 // switches now on.
-func printMaintenance(out io.Writer, list []MaintenanceStatus) error {
+func printMaintenance(out io.Writer, list []adminapi.MaintenanceStatus) error {
 	t := newTable(out)
 	fmt.Fprintln(t, "KIND\tDAEMON\tCHANGED\tSELECTORS IN MAINTENANCE")
 	for _, m := range list {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
@@ -37,7 +38,7 @@ instance goes (a recreated container is a new instance) or it is cleared.
 			if err != nil {
 				return err
 			}
-			var list []WeightChange
+			var list []adminapi.WeightChange
 			return adminCall(c, http.MethodPost, "/dicer/weight", body, &list, func(w io.Writer) error { return printWeights(w, list) })
 		},
 	}
@@ -46,8 +47,8 @@ instance goes (a recreated container is a new instance) or it is cleared.
 }
 
 // weightRequestOf reads `[<selector>] <n|clear>` and --instance.
-func weightRequestOf(c *cobra.Command, args []string) (WeightRequest, error) {
-	var req WeightRequest
+func weightRequestOf(c *cobra.Command, args []string) (adminapi.WeightRequest, error) {
+	var req adminapi.WeightRequest
 	req.Instance, _ = c.Flags().GetString("instance")
 	value := args[len(args)-1]
 	if len(args) == 2 {
@@ -68,7 +69,7 @@ func weightRequestOf(c *cobra.Command, args []string) (WeightRequest, error) {
 	return req, nil
 }
 
-func printWeights(w io.Writer, list []WeightChange) error {
+func printWeights(w io.Writer, list []adminapi.WeightChange) error {
 	t := newTable(w)
 	fmt.Fprintln(t, "DAEMON\tNAME\tWEIGHT")
 	for _, ch := range list {
@@ -81,7 +82,7 @@ func printWeights(w io.Writer, list []WeightChange) error {
 // in effect, and, while a runtime weight overrides it, its caddy.weight
 // label ("5 (runtime; label 90)"), which takes over again when the runtime
 // weight is cleared.
-func weightCell(in InstanceStatus) string {
+func weightCell(in adminapi.InstanceStatus) string {
 	s := weightString(in.Weight, in.RuntimeWeight)
 	if label := strings.TrimSpace(in.Labels[catalog.LabelWeight]); in.RuntimeWeight && label != "" {
 		s = strings.TrimSuffix(s, ")") + "; label " + cell(clipCell(label)) + ")"

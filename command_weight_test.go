@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
@@ -46,7 +47,7 @@ func TestWeightCommand_R4c_arguments(t *testing.T) {
 
 func TestWeightCommand_R4c_tables(t *testing.T) {
 	var out bytes.Buffer
-	if err := printWeights(&out, []WeightChange{{Kind: "docker", Daemon: "unix:///var/run/docker.sock",
+	if err := printWeights(&out, []adminapi.WeightChange{{Kind: "docker", Daemon: "unix:///var/run/docker.sock",
 		WeightChange: catalog.WeightChange{Name: "web-1", Weight: 0, Runtime: true}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestWeightCommand_R4c_tables(t *testing.T) {
 		t.Errorf("printWeights:\n%s", out.String())
 	}
 	out.Reset()
-	if err := printInstances(&out, []InstanceStatus{{Kind: "dicer", Daemon: "unix:/d.sock",
+	if err := printInstances(&out, []adminapi.InstanceStatus{{Kind: "dicer", Daemon: "unix:/d.sock",
 		InstanceStatus: catalog.InstanceStatus{Name: "web-2", Weight: 90, Verdict: "routable"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestWeightCommand_R4c_tables(t *testing.T) {
 		{map[string]string{"caddy.weight": "9\x1b[2J0123456789abcdef"}, ` 5 (runtime; label 9\x1b[2J0123456789a…) `},
 	} {
 		out.Reset()
-		if err := printInstances(&out, []InstanceStatus{{Kind: "dicer", Daemon: "unix:/d.sock", InstanceStatus: catalog.InstanceStatus{
+		if err := printInstances(&out, []adminapi.InstanceStatus{{Kind: "dicer", Daemon: "unix:/d.sock", InstanceStatus: catalog.InstanceStatus{
 			Name: "web-2", Weight: 5, RuntimeWeight: true, Labels: tc.labels, Verdict: "routable"}}}); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/daemonver"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
@@ -40,9 +41,9 @@ http://web.test:%[2]d {
 }`, addr, httpPort))
 	answers(t, tester, "web.test", http.StatusOK, hello("web-1"))
 	want := daemonver.New("dicerd", dicertest.Version, "").String()
-	var shown DaemonStatus
+	var shown adminapi.DaemonStatus
 	eventually(t, "/dicer/daemons shows the daemon's version", func() bool {
-		var list []DaemonStatus
+		var list []adminapi.DaemonStatus
 		adminJSON(t, "/dicer/daemons", &list)
 		for _, d := range list {
 			if d.Address == addr {
@@ -83,7 +84,7 @@ func TestDocker_R9a_engine_version(t *testing.T) {
 }`, httpPort, app))
 	awaitListed(t, app)
 	eventually(t, "/dicer/daemons shows the Engine's version", func() bool {
-		var list []DaemonStatus
+		var list []adminapi.DaemonStatus
 		adminJSON(t, "/dicer/daemons", &list)
 		for _, d := range list {
 			if d.Kind == "docker" && strings.Contains(d.Version, " "+v.Version+" (API "+v.APIVersion+")") {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 )
 
@@ -127,7 +128,7 @@ func TestDocker_R5a_cookie_affinity_survives_a_pause(t *testing.T) {
 func awaitRoutable(t *testing.T, app string, c dockertest.Container, routable bool) {
 	t.Helper()
 	eventually(t, fmt.Sprintf("%s routable: %v", c.Name, routable), func() bool {
-		var list []InstanceStatus
+		var list []adminapi.InstanceStatus
 		adminJSON(t, "/dicer/instances?selector="+url.QueryEscape("app="+app), &list)
 		for _, in := range list {
 			if in.Name == c.Name {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 )
 
@@ -47,7 +48,7 @@ func TestDocker_R1d_passive_health_does_not_pass_to_a_new_container_at_an_old_IP
 	if r := send(t, http.MethodGet, host, "/healthz"); r.status != http.StatusServiceUnavailable {
 		t.Fatalf("GET /healthz: %s, want the app's 503", r)
 	}
-	var ex Explanation
+	var ex adminapi.Explanation
 	adminJSON(t, "/dicer/explain?host="+url.QueryEscape(host), &ex)
 	if !explainsPassiveFailure(ex, "r1d-old") {
 		t.Errorf("explain does not show Caddy's passive failure of the old container: %+v", ex.Routes)
@@ -86,7 +87,7 @@ func send(t *testing.T, method, host, path string) reply {
 
 // explainsPassiveFailure reports whether ex shows a passive failure for
 // the named target.
-func explainsPassiveFailure(ex Explanation, instance string) bool {
+func explainsPassiveFailure(ex adminapi.Explanation, instance string) bool {
 	for _, r := range ex.Routes {
 		for _, c := range r.Candidates {
 			if strings.HasSuffix(c.Instance, instance) && c.Target && c.PassiveFails > 0 && strings.Contains(c.Why, "passive health") {

@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/docker/docker/client"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
@@ -41,7 +42,7 @@ func pauseAndWake(t *testing.T, cli *client.Client, tester *caddytest.Tester, c 
 	t.Helper()
 	down(t, cli, c, "pause")
 	eventually(t, "Caddy's catalog shows "+c.Name+" paused", func() bool {
-		var list []InstanceStatus
+		var list []adminapi.InstanceStatus
 		adminJSON(t, "/dicer/instances?selector="+url.QueryEscape("app="+app), &list)
 		return len(list) == 1 && list[0].DaemonState == "paused" && list[0].State == "standby"
 	})

@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
@@ -194,7 +195,7 @@ func TestDocker_R5l_sleepers_on_the_Engine(t *testing.T) {
 	var through, toStart, ownStart, overhead []time.Duration
 	for _, i := range picks {
 		eventually(t, "Caddy's catalog shows "+name(i)+" on standby", func() bool {
-			var list []InstanceStatus
+			var list []adminapi.InstanceStatus
 			adminJSON(t, "/dicer/instances?selector="+url.QueryEscape("app="+app), &list)
 			for _, s := range list {
 				if s.Name == dockertest.Name(name(i)) {

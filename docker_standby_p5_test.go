@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 )
 
@@ -59,7 +60,7 @@ func TestDocker_Standby_P5_wake_overhead(t *testing.T) {
 			// request may go to the paused container and hang.
 			daemonState := map[string]string{"stop": "stopped", "pause": "paused"}[mode]
 			eventually(t, "Caddy's catalog shows "+c.Name+" "+daemonState, func() bool {
-				var list []InstanceStatus
+				var list []adminapi.InstanceStatus
 				adminJSON(t, "/dicer/instances?selector="+url.QueryEscape("app="+app), &list)
 				return len(list) == 1 && list[0].DaemonState == daemonState && list[0].State == "standby"
 			})

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 )
 
@@ -51,9 +52,9 @@ func TestDocker_Standby_shown_as_standby_and_in_backoff(t *testing.T) {
 }
 
 // onlyInstance is the one instance of app in /dicer/instances.
-func onlyInstance(t *testing.T, app string) InstanceStatus {
+func onlyInstance(t *testing.T, app string) adminapi.InstanceStatus {
 	t.Helper()
-	var list []InstanceStatus
+	var list []adminapi.InstanceStatus
 	adminJSON(t, "/dicer/instances?selector="+url.QueryEscape("app="+app), &list)
 	if len(list) != 1 {
 		t.Fatalf("/dicer/instances for app=%s: %d instances, want 1", app, len(list))
@@ -62,9 +63,9 @@ func onlyInstance(t *testing.T, app string) InstanceStatus {
 }
 
 // explainHost is the one route's explanation of host.
-func explainHost(t *testing.T, host string) RouteExplanation {
+func explainHost(t *testing.T, host string) adminapi.RouteExplanation {
 	t.Helper()
-	var ex Explanation
+	var ex adminapi.Explanation
 	adminJSON(t, "/dicer/explain?host="+url.QueryEscape(host), &ex)
 	if len(ex.Routes) != 1 {
 		t.Fatalf("explain %s: %d routes, want 1", host, len(ex.Routes))

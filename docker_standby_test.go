@@ -21,6 +21,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/client"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
@@ -55,7 +56,7 @@ func standbySite(app, extra string) string {
 func awaitListed(t *testing.T, app string) {
 	t.Helper()
 	eventually(t, "Caddy's catalog lists the containers of app="+app, func() bool {
-		var list []InstanceStatus
+		var list []adminapi.InstanceStatus
 		adminJSON(t, "/dicer/instances?selector="+url.QueryEscape("app="+app), &list)
 		return len(list) > 0
 	})

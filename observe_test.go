@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
@@ -221,7 +222,7 @@ https:// {
 
 		// The admin API's explain says the same, and counts nothing.
 		for host, want := range map[string]bool{"shop.test": true, "evil.test": false} {
-			var e Explanation
+			var e adminapi.Explanation
 			adminJSON(t, "/dicer/explain?host="+host, &e)
 			if len(e.Certificates) != 1 || e.Certificates[0].Allowed != want || e.Certificates[0].Why == "" {
 				t.Errorf("explain %s: certificates %+v, want one, allowed=%v, with why", host, e.Certificates, want)
@@ -257,7 +258,7 @@ https:// {
 		before := metric(t, "caddy_dicer_relists_total", daemon)
 		d.Stop()
 		eventually(t, "the daemon's state is reconnecting", func() bool {
-			var list []DaemonStatus
+			var list []adminapi.DaemonStatus
 			adminJSON(t, "/dicer/daemons", &list)
 			return len(list) == 1 && list[0].State == stateReconnecting && list[0].LastError != ""
 		})
@@ -269,7 +270,7 @@ https:// {
 		}
 		metricGrows(t, before, "caddy_dicer_relists_total", daemon)
 		eventually(t, "the daemon is followed again, with one re-listing", func() bool {
-			var list []DaemonStatus
+			var list []adminapi.DaemonStatus
 			adminJSON(t, "/dicer/daemons", &list)
 			return len(list) == 1 && list[0].State == stateFollowing && list[0].Relists == 1 && list[0].LastRelistCause != ""
 		})
@@ -321,7 +322,7 @@ func TestCaddy_observe_verdicts_admin_and_cli(t *testing.T) {
 		"asleep":   "on standby",
 	}
 	t.Run("admin_instances", func(t *testing.T) {
-		var list []InstanceStatus
+		var list []adminapi.InstanceStatus
 		adminJSON(t, "/dicer/instances", &list)
 		got := map[string]string{}
 		for _, in := range list {
@@ -356,19 +357,19 @@ func TestCaddy_observe_verdicts_admin_and_cli(t *testing.T) {
 		if out := cli(t, "instances", "--selector", "app=web"); strings.Contains(out, "noport") {
 			t.Errorf("caddy dicer instances --selector app=web lists noport:\n%s", out)
 		}
-		var list []InstanceStatus
+		var list []adminapi.InstanceStatus
 		if err := json.Unmarshal([]byte(cli(t, "instances", "--json")), &list); err != nil || len(list) != len(want) {
 			t.Errorf("caddy dicer instances --json: %d instances, %v", len(list), err)
 		}
 	})
 
 	t.Run("admin_explain", func(t *testing.T) {
-		var e Explanation
+		var e adminapi.Explanation
 		adminJSON(t, "/dicer/explain?host=WEB.test:9080", &e)
 		if e.Host != "web.test" || len(e.Routes) != 2 {
 			t.Fatalf("explain: host %q, %d routes, want web.test and 2", e.Host, len(e.Routes))
 		}
-		byRoute := map[string]RouteExplanation{}
+		byRoute := map[string]adminapi.RouteExplanation{}
 		for _, r := range e.Routes {
 			byRoute[r.Route] = r
 		}
@@ -471,7 +472,7 @@ http://:%[2]d {
 }`, addr, httpPort, unknown))
 	answers(t, tester, "web.test", http.StatusOK, hello("web-1"))
 	eventually(t, "the unknown token's connection shows its error", func() bool {
-		var list []DaemonStatus
+		var list []adminapi.DaemonStatus
 		adminJSON(t, "/dicer/daemons", &list)
 		for _, d := range list {
 			if d.LastError != "" {
@@ -533,7 +534,7 @@ http://%[1]s:%[2]d {
 	mustGet(t, tester, host, http.StatusServiceUnavailable, "")
 
 	verdicts := func() map[string]string {
-		var list []InstanceStatus
+		var list []adminapi.InstanceStatus
 		adminJSON(t, "/dicer/instances?selector=app%3D"+app, &list)
 		out := map[string]string{}
 		for _, in := range list {

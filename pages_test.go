@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 )
 
@@ -189,12 +190,12 @@ http://two.test:%[1]d {
 		return fetchAs(t, "two.test", "/", "", 10*time.Second).body == hello("pg-maint2")
 	})
 	served := fetchAs(t, "two.test", "/", "", 10*time.Second).upstream
-	status, body := adminPostJSON(t, "/dicer/maintenance", MaintenanceRequest{Selector: "app=" + app + "-2", On: true, Message: hostileMessage})
+	status, body := adminPostJSON(t, "/dicer/maintenance", adminapi.MaintenanceRequest{Selector: "app=" + app + "-2", On: true, Message: hostileMessage})
 	if status != http.StatusOK || !strings.Contains(body, `"changed": 1`) {
 		t.Fatalf("POST /dicer/maintenance on: %d %s", status, body)
 	}
 	checkMaintenance(t, "two.test", hostileMessage, escapedMessage, served)
-	if status, body = adminPostJSON(t, "/dicer/maintenance", MaintenanceRequest{Selector: "app=" + app + "-2", On: false}); status != http.StatusOK {
+	if status, body = adminPostJSON(t, "/dicer/maintenance", adminapi.MaintenanceRequest{Selector: "app=" + app + "-2", On: false}); status != http.StatusOK {
 		t.Fatalf("POST /dicer/maintenance off: %d %s", status, body)
 	}
 	if r := fetchAs(t, "two.test", "/", browserAccept, 10*time.Second); r.status != http.StatusOK || r.body != hello("pg-maint2") {
@@ -233,11 +234,11 @@ http://api.test:%[1]d {
 		return fetchAs(t, "api.test", "/", "", 10*time.Second).body == hello("api-1")
 	})
 	served := fetchAs(t, "api.test", "/", "", 10*time.Second).upstream
-	if status, body := adminPostJSON(t, "/dicer/maintenance", MaintenanceRequest{Selector: "app=api", On: true}); status != http.StatusOK {
+	if status, body := adminPostJSON(t, "/dicer/maintenance", adminapi.MaintenanceRequest{Selector: "app=api", On: true}); status != http.StatusOK {
 		t.Fatalf("POST on: %d %s", status, body)
 	}
 	checkMaintenance(t, "api.test", "This site is down for maintenance.", "This site is down for maintenance.", served)
-	if status, body := adminPostJSON(t, "/dicer/maintenance", MaintenanceRequest{Selector: "app=api", On: false}); status != http.StatusOK {
+	if status, body := adminPostJSON(t, "/dicer/maintenance", adminapi.MaintenanceRequest{Selector: "app=api", On: false}); status != http.StatusOK {
 		t.Fatalf("POST off: %d %s", status, body)
 	}
 	if r := fetchAs(t, "api.test", "/", "", 10*time.Second); r.body != hello("api-1") {

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
@@ -391,7 +392,7 @@ func TestMultiGroupThroughCaddysMulti(t *testing.T) {
 	if err := (adminDicer{}).explain(rec, httptest.NewRequest(http.MethodGet, "/dicer/explain?host=x.example.net", nil)); err != nil {
 		t.Fatal(err)
 	}
-	var ex Explanation
+	var ex adminapi.Explanation
 	if err := json.Unmarshal(rec.Body.Bytes(), &ex); err != nil {
 		t.Fatal(err)
 	}

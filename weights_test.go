@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
@@ -49,9 +50,9 @@ func adminPost(t *testing.T, path, body string) (int, string) {
 }
 
 // adminInstances is GET /dicer/instances, decoded.
-func adminInstances(t *testing.T) []InstanceStatus {
+func adminInstances(t *testing.T) []adminapi.InstanceStatus {
 	t.Helper()
-	var list []InstanceStatus
+	var list []adminapi.InstanceStatus
 	if err := json.Unmarshal([]byte(testkit.AdminGet(t, fmt.Sprintf("localhost:%d", adminPort), "/dicer/instances")), &list); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,156 @@
+// Package adminapi is the JSON of this plugin's admin API (the routes
+// under /dicer/ of Caddy's admin endpoint): what each GET answers and
+// each POST takes. The admin module and the `caddy dicer` command share
+// it; a program reading the admin API can too.
+package adminapi
+
+import (
+	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// DaemonStatus is one followed daemon, as GET /dicer/daemons shows it.
+type DaemonStatus struct {
+	Kind    string `json:"kind"`
+	Address string `json:"address"`
+	// State is connecting (never listed yet), following, or reconnecting
+	// (the last known instances are still routed to), since Since.
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	// LastError is why the last session ended, if one did.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
+	Instances   int        `json:"instances"`
+	Routable    int        `json:"routable"`
+	Relists     int        `json:"relists"`
+	// LastRelistCause is why the session before the last re-listing
+	// ended: lost, fell_behind, stalled, unreachable or refused.
+	LastRelistCause string     `json:"last_relist_cause,omitempty"`
+	LastEvent       *time.Time `json:"last_event,omitempty"`
+	// Routes are the names of the routes on this daemon.
+	Routes []string `json:"routes"`
+	// Version is what the daemon said of itself at the last connect
+	// ("Docker Engine 28.5.2 (API 1.51)", "dicerd 0.9.1"; R9a), and
+	// VersionWarnings what will not work with it.
+	Version         string   `json:"version,omitempty"`
+	VersionWarnings []string `json:"version_warnings,omitempty"`
+}
+
+// InstanceStatus is one instance, as GET /dicer/instances shows it.
+type InstanceStatus struct {
+	Kind   string `json:"kind"`
+	Daemon string `json:"daemon"`
+	catalog.InstanceStatus
+	// NextWake is set while the instance's last wakes failed (scale to
+	// zero): it is not woken again before then, and requests for it get
+	// 503 with RetryAfter (seconds) meanwhile.
+	NextWake   *time.Time `json:"next_wake,omitempty"`
+	RetryAfter int        `json:"retry_after,omitempty"`
+}
+
+// RouteExplanation is one route, as GET /dicer/explain shows it.
+type RouteExplanation struct {
+	Kind   string `json:"kind"`
+	Daemon string `json:"daemon"`
+	Route  string `json:"route"`
+	// Targets are where a request for the host goes now, in order; none
+	// means 503.
+	Targets []string `json:"targets"`
+	// Candidates are the instances the route considered, each with why
+	// it is a target or not.
+	Candidates []catalog.Candidate `json:"candidates"`
+	// Wake says, when there is no target, what a request does instead
+	// on a daemon Caddy wakes instances of (scale to zero): "wakes <name>",
+	// "waits for <name>, being woken", or "503 with Retry-After: <n>"
+	// while every candidate's last wake failed.
+	Wake       string `json:"wake,omitempty"`
+	RetryAfter int    `json:"retry_after,omitempty"`
+	// Deferred says the route is a source of a `dynamic multi` whose
+	// other sources serve the host now (R5b): it answers with no
+	// upstream, and its own instances on standby stay asleep.
+	Deferred bool `json:"deferred,omitempty"`
+}
+
+// Explanation is the answer of GET /dicer/explain.
+type Explanation struct {
+	Host string `json:"host"`
+	// Path is the request path explained, cleaned (R2d); "" for none.
+	Path   string             `json:"path,omitempty"`
+	Routes []RouteExplanation `json:"routes"`
+	// Certificates are the on-demand TLS permissions' decisions for the
+	// host (R7).
+	Certificates []CertificateDecision `json:"certificates"`
+}
+
+// CertificateDecision is one permission's decision for a host.
+type CertificateDecision struct {
+	Kind    string `json:"kind"`
+	Daemon  string `json:"daemon"`
+	Allowed bool   `json:"allowed"`
+	Why     string `json:"why"`
+}
+
+// RouteTargets is one route, as GET /dicer/routes shows it.
+type RouteTargets struct {
+	Kind   string `json:"kind"`
+	Daemon string `json:"daemon"`
+	Route  string `json:"route"`
+	// Hosts are, for each host its instances claim (caddy.host, at most
+	// maxRouteHosts of them), and on a selector route "*" for any other
+	// host, where requests go now.
+	Hosts []HostTargets `json:"hosts"`
+	// MoreHosts is the number of hosts left out.
+	MoreHosts int `json:"more_hosts,omitempty"`
+}
+
+// HostTargets are a route's targets for one host: "instance dial" each,
+// in order; none means 503 (or a wake, or the maintenance page).
+type HostTargets struct {
+	Host    string   `json:"host"`
+	Targets []string `json:"targets"`
+}
+
+// MaintenanceRequest is the body of POST /dicer/maintenance.
+type MaintenanceRequest struct {
+	// Selector chooses the instances, as a route's selector does.
+	Selector string `json:"selector"`
+	// On puts them in maintenance; false takes the switch off.
+	On bool `json:"on"`
+	// Message is shown on the maintenance page (default: "This site is
+	// down for maintenance."); at most 512 bytes are kept.
+	Message string `json:"message,omitempty"`
+}
+
+// MaintenanceStatus is one daemon's switches, as GET /dicer/maintenance
+// shows them, or what POST changed there.
+type MaintenanceStatus struct {
+	Kind     string                      `json:"kind"`
+	Daemon   string                      `json:"daemon"`
+	Switches []catalog.MaintenanceSwitch `json:"switches"`
+	// Changed is, after a POST, how many instances went in or out.
+	Changed int `json:"changed"`
+}
+
+// WeightRequest is the body of POST /dicer/weight: which instances, and
+// the runtime weight to give them or clear (R4c). Exactly one of Weight
+// and Clear.
+type WeightRequest struct {
+	// Selector chooses the instances by label, as a route's selector.
+	Selector string `json:"selector,omitempty"`
+	// Instance chooses the instances of that name (one per daemon at
+	// most); with Selector, an instance must match both.
+	Instance string `json:"instance,omitempty"`
+	// Weight is the weight, 0 to 10000; 0 makes them warm spares.
+	Weight *int `json:"weight,omitempty"`
+	// Clear drops their runtime weight: their caddy.weight label (or 1)
+	// counts again.
+	Clear bool `json:"clear,omitempty"`
+}
+
+// WeightChange is one instance POST /dicer/weight changed.
+type WeightChange struct {
+	Kind   string `json:"kind"`
+	Daemon string `json:"daemon"`
+	catalog.WeightChange
+}
