@@ -5,17 +5,10 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
-	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicer"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
-
-func init() {
-	caddy.RegisterModule(DicerUpstreams{})
-	caddy.RegisterModule(DicerPermission{})
-}
 
 // DicerDaemon is how a module reaches a Dicer daemon. Every module (upstream
 // source or TLS permission) that names the same daemon with the same
@@ -62,108 +55,6 @@ type DicerTLS struct {
 	// ServerName is the name the daemon's certificate must carry, e.g.
 	// `dicer.internal`. Default: the host of Address.
 	ServerName string `json:"server_name,omitempty"`
-}
-
-// DicerUpstreams is a dynamic upstream source for reverse_proxy: the
-// instances of a Dicer daemon whose labels match the selector, or, without a
-// selector, those whose `caddy.host` label lists the request's host. Each
-// request is answered from an in-memory catalog that the daemon's events
-// keep current; the daemon is never asked during a request.
-//
-// Upstreams are the routable instances (running, with an address, and
-// healthy if they have a health check) in instance-name order. When none is,
-// one instance that a connection wakes from standby is returned, if any;
-// otherwise none, which reverse_proxy answers with 503.
-type DicerUpstreams struct {
-	DicerDaemon
-	upstreamSource
-}
-
-// CaddyModule returns the Caddy module information.
-func (DicerUpstreams) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "http.reverse_proxy.upstreams.dicer",
-		New: func() caddy.Module { return new(DicerUpstreams) },
-	}
-}
-
-// Provision connects to the daemon, or joins the shared connection.
-func (u *DicerUpstreams) Provision(ctx caddy.Context) error {
-	return u.provision(ctx, &u.DicerDaemon, "")
-}
-
-// UnmarshalCaddyfile sets up the source from Caddyfile tokens, either
-// the shorthand:
-//
-//	dynamic dicer [<selector> [<port>]]
-//
-// or a block with any of the settings:
-//
-//	dynamic dicer {
-//		address <target>
-//		token <token>
-//		selector <selector>
-//		port <port>
-//		published_port_host <host>
-//		readiness_timeout <duration>
-//		tls {
-//			ca <file>
-//			server_name <name>
-//		}
-//	}
-//
-// A selector with spaces is quoted: `dynamic dicer "tier in (web,edge)" 8080`.
-func (u *DicerUpstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return u.unmarshal(d, "dicer", &u.DicerDaemon, nil)
-}
-
-// DicerPermission allows an on-demand TLS certificate only for a name that
-// some instance of a Dicer daemon lists in its `caddy.host` label, whatever
-// state that instance is in. A name that only a wildcard pattern
-// (`*.example.com`) matches is refused unless `wildcards` is `allow`;
-// `allow_suffix` and `selector` narrow who gets what. The answer comes
-// from the in-memory catalog, so a scanner's handshakes never reach the
-// daemon, and a refusal costs no allocation. Each host must still resolve
-// to Caddy for the CA to validate it.
-type DicerPermission struct {
-	DicerDaemon
-	hostPermission
-}
-
-// CaddyModule returns the Caddy module information.
-func (DicerPermission) CaddyModule() caddy.ModuleInfo {
-	return caddy.ModuleInfo{
-		ID:  "tls.permission.dicer",
-		New: func() caddy.Module { return new(DicerPermission) },
-	}
-}
-
-// Provision connects to the daemon, or joins the shared connection.
-func (p *DicerPermission) Provision(ctx caddy.Context) error {
-	return p.provision(ctx, &p.DicerDaemon)
-}
-
-// UnmarshalCaddyfile sets up the permission from Caddyfile tokens:
-//
-//	permission dicer {
-//		allow_suffix        <domain>...
-//		selector            <selector>
-//		wildcards           allow|refuse
-//		address             <target>
-//		token               <token>
-//		published_port_host <host>
-//		readiness_timeout   <duration>
-//		tls {
-//			ca          <file>
-//			server_name <name>
-//		}
-//	}
-//
-// For several tenants on one daemon: `allow_suffix apps.example.com` and
-// `selector caddy.tenant=trusted` give certificates only for names under
-// apps.example.com that instances labelled caddy.tenant=trusted claim.
-func (p *DicerPermission) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return p.unmarshal(d, "dicer", &p.DicerDaemon)
 }
 
 // spec resolves the settings (placeholders) into what the Dicer adapter
@@ -246,14 +137,4 @@ func (d *DicerDaemon) unmarshalSetting(disp *caddyfile.Dispenser, seen map[strin
 // Interface guards
 var (
 	_ daemonSettings = (*DicerDaemon)(nil)
-
-	_ caddy.Provisioner           = (*DicerUpstreams)(nil)
-	_ caddy.CleanerUpper          = (*DicerUpstreams)(nil)
-	_ caddyfile.Unmarshaler       = (*DicerUpstreams)(nil)
-	_ reverseproxy.UpstreamSource = (*DicerUpstreams)(nil)
-
-	_ caddy.Provisioner           = (*DicerPermission)(nil)
-	_ caddy.CleanerUpper          = (*DicerPermission)(nil)
-	_ caddyfile.Unmarshaler       = (*DicerPermission)(nil)
-	_ caddytls.OnDemandPermission = (*DicerPermission)(nil)
 )
