@@ -1,7 +1,3 @@
-// Package caddydicer provides Caddy modules that route to the instances a
-// machine daemon runs, chosen by their labels, following the daemon's
-// events so that no Caddyfile change or reload is needed as instances come
-// and go.
 package caddydicer
 
 import (
