@@ -1,7 +1,6 @@
 package caddydicer
 
 import (
-	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,9 +23,6 @@ import (
 //	GET  /dicer/maintenance   the selectors in maintenance, per daemon (R5i)
 //	POST /dicer/maintenance   {"selector": S, "on": true|false, "message": M}: puts the instances S matches in maintenance, on every daemon
 
-//go:embed dashboard.html
-var dashboardPage []byte
-
 // moreRoutes are the admin routes of this file.
 func (a adminDicer) moreRoutes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
@@ -36,17 +32,9 @@ func (a adminDicer) moreRoutes() []caddy.AdminRoute {
 	}
 }
 
-// dashboard serves the page: one file, its script and style inline, which
-// reads the JSON routes twice a second and builds its tables with
-// textContent only, so nothing from a label is ever markup.
+// dashboard serves the page (adminapi.ServeDashboard).
 func (adminDicer) dashboard(w http.ResponseWriter, _ *http.Request) error {
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src data:")
-	_, err := w.Write(dashboardPage)
-	return err
+	return adminapi.ServeDashboard(w)
 }
 
 // maxRouteHosts bounds the hosts GET /dicer/routes lists per route.

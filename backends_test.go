@@ -1,13 +1,12 @@
 package caddydicer
 
 import (
-	"bytes"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
 	"github.com/caddy-dicer/caddy-dicer/adminapi"
@@ -22,12 +21,12 @@ func TestBackends_registry(t *testing.T) {
 		"swarm":            {"http.reverse_proxy.upstreams.swarm", "tls.permission.swarm"},
 		"zz_later_backend": {"", "tls.permission.zz_later_backend"}, // permission_multi_test.go
 	}
-	got := backends()
+	got := adminapi.Backends()
 	if len(got) != len(want) {
 		t.Errorf("backends %v, want the kinds of %v", got, want)
 	}
 	for _, b := range got {
-		if w, ok := want[b.kind]; !ok || b.upstreams != w[0] || b.permission != w[1] {
+		if w, ok := want[b.Kind]; !ok || b.Upstreams != w[0] || b.Permission != w[1] {
 			t.Errorf("backend %+v, want modules %v", b, w)
 		}
 	}
@@ -37,15 +36,12 @@ func TestBackends_registry(t *testing.T) {
 // backends to a user lists every registered one, so a new backend (Swarm
 // was once left out) is never missing from one.
 func TestBackends_every_list_shows_every_backend(t *testing.T) {
+	registered, ok := caddycmd.Commands()["dicer"]
+	if !ok {
+		t.Fatal("no caddy dicer command registered")
+	}
 	var cmd cobra.Command
-	dicerCommand(&cmd)
-	var daemons, explain bytes.Buffer
-	if err := printDaemons(&daemons, nil, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	if err := printExplanation(&explain, adminapi.Explanation{Host: "a.example"}); err != nil {
-		t.Fatal(err)
-	}
+	registered.CobraFunc(&cmd)
 	emptyDaemons := new(DaemonsPermission).Provision(caddy.Context{})
 	unknownDaemon := new(DaemonsPermission).UnmarshalCaddyfile(caddyfile.NewTestDispenser("daemons {\n podman\n}"))
 	emptyBlock := new(DaemonsPermission).UnmarshalCaddyfile(caddyfile.NewTestDispenser("daemons {\n}"))
@@ -54,14 +50,12 @@ func TestBackends_every_list_shows_every_backend(t *testing.T) {
 		namespace string // the backends it lists: those with a module there ("": all)
 	}{
 		"caddy dicer help":                    {cmd.Short, ""},
-		"caddy dicer daemons, none":           {daemons.String(), ""},
-		"caddy dicer explain, no route":       {explain.String(), upstreamsNamespace},
-		"permission daemons, none (JSON)":     {emptyDaemons.Error(), permissionNamespace},
-		"permission daemons, unknown daemon":  {unknownDaemon.Error(), permissionNamespace},
-		"permission daemons, no daemon block": {emptyBlock.Error(), permissionNamespace},
+		"permission daemons, none (JSON)":     {emptyDaemons.Error(), adminapi.PermissionNamespace},
+		"permission daemons, unknown daemon":  {unknownDaemon.Error(), adminapi.PermissionNamespace},
+		"permission daemons, no daemon block": {emptyBlock.Error(), adminapi.PermissionNamespace},
 	}
 	for where, list := range lists {
-		kinds := backendKinds(list.namespace)
+		kinds := adminapi.Kinds(list.namespace)
 		if len(kinds) < 3 {
 			t.Fatalf("%s: backends %v, want dicer, docker and swarm at least", where, kinds)
 		}
@@ -73,32 +67,13 @@ func TestBackends_every_list_shows_every_backend(t *testing.T) {
 	}
 }
 
-func TestBackends_sentences(t *testing.T) {
-	for _, tc := range []struct {
-		kinds      []string
-		one, every string
-	}{
-		{nil, "", ""},
-		{[]string{"dicer"}, "dicer", "dicer"},
-		{[]string{"dicer", "docker"}, "dicer or docker", "dicer and docker"},
-		{[]string{"dicer", "docker", "swarm"}, "dicer, docker or swarm", "dicer, docker and swarm"},
-	} {
-		if got := oneOf(tc.kinds); got != tc.one {
-			t.Errorf("oneOf(%q) = %q, want %q", tc.kinds, got, tc.one)
-		}
-		if got := allOf(tc.kinds); got != tc.every {
-			t.Errorf("allOf(%q) = %q, want %q", tc.kinds, got, tc.every)
-		}
-	}
-}
-
 // TestBackends_kind_names_the_connection: a backend's upstream source
 // names its connections (metrics, the admin API, logs) by the backend's
 // kind. (Its permission embeds the same daemon settings.)
 func TestBackends_kind_names_the_connection(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "")
-	for _, b := range backends() {
-		for _, id := range []caddy.ModuleID{b.upstreams} {
+	for _, b := range adminapi.Backends() {
+		for _, id := range []caddy.ModuleID{b.Upstreams} {
 			if id == "" {
 				continue
 			}
@@ -115,8 +90,8 @@ func TestBackends_kind_names_the_connection(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s with its defaults: %v", id, err)
 			}
-			if spec.kind != b.kind {
-				t.Errorf("%s names its connection's kind %q, want %q", id, spec.kind, b.kind)
+			if spec.kind != b.Kind {
+				t.Errorf("%s names its connection's kind %q, want %q", id, spec.kind, b.Kind)
 			}
 		}
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
+
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 )
 
 // Syntactically valid Dicer tokens (dicer-api.md §3): a generated secret is
@@ -91,9 +93,9 @@ func cfCheckModulesDecode(t *testing.T, adapted []byte) {
 					found++
 					cfStrictDecode(t, obj, "module", new(DaemonsPermission))
 				case isObj && k == "dynamic_upstreams":
-					found += cfDecodeBackend(t, obj, "source", upstreamsNamespace)
+					found += cfDecodeBackend(t, obj, "source", adminapi.UpstreamsNamespace)
 				case isObj && k == "permission":
-					found += cfDecodeBackend(t, obj, "module", permissionNamespace)
+					found += cfDecodeBackend(t, obj, "module", adminapi.PermissionNamespace)
 				}
 				walk(child)
 			}
@@ -114,7 +116,7 @@ func cfCheckModulesDecode(t *testing.T, adapted []byte) {
 func cfDecodeBackend(t *testing.T, obj map[string]any, inlineKey, namespace string) int {
 	t.Helper()
 	name, _ := obj[inlineKey].(string)
-	if !slices.Contains(backendKinds(namespace), name) {
+	if !slices.Contains(adminapi.Kinds(namespace), name) {
 		return 0
 	}
 	info, err := caddy.GetModule(namespace + "." + name)

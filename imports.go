@@ -7,6 +7,8 @@ package caddydicer
 import (
 	// http.handlers: dicer_path_prefix.
 	_ "github.com/caddy-dicer/caddy-dicer/handler"
+	// caddy dicer: the command and its dashboard.
+	_ "github.com/caddy-dicer/caddy-dicer/command"
 	// http.reverse_proxy.selection_policies: dicer_weighted, dicer_sticky.
 	_ "github.com/caddy-dicer/caddy-dicer/policy"
 )

@@ -11,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
+
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 )
 
 func init() {
@@ -53,12 +55,12 @@ func (p *hostPermission) daemonPermission() *hostPermission { return p }
 // daemonKinds lists the kinds of the registered backends that have a
 // permission, for errors: "dicer, docker, swarm".
 func daemonKinds() string {
-	return strings.Join(backendKinds(permissionNamespace), ", ")
+	return strings.Join(adminapi.Kinds(adminapi.PermissionNamespace), ", ")
 }
 
 // isDaemonKind reports whether kind names a daemon permission.
 func isDaemonKind(kind string) bool {
-	info, err := caddy.GetModule(permissionNamespace + "." + kind)
+	info, err := caddy.GetModule(adminapi.PermissionNamespace + "." + kind)
 	if err != nil {
 		return false
 	}

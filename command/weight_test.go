@@ -1,4 +1,4 @@
-package caddydicer
+package command
 
 import (
 	"bytes"
@@ -38,7 +38,7 @@ func TestWeightCommand_R4c_arguments(t *testing.T) {
 			t.Errorf("%v --instance %q: %s, want %s", tc.args, tc.instance, got, tc.want)
 		}
 		if err == nil {
-			if _, err := decodeWeightRequest(strings.NewReader(got)); err != nil {
+			if _, err := adminapi.DecodeWeightRequest(strings.NewReader(got)); err != nil {
 				t.Errorf("%s: the admin API refuses it: %v", got, err)
 			}
 		}

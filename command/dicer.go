@@ -1,4 +1,4 @@
-package caddydicer
+package command
 
 import (
 	"bytes"
@@ -50,7 +50,7 @@ admin address (--config, --adapter), else localhost:2019.
 // dicerCommand builds `caddy dicer` and its subcommands, once every
 // backend has registered its modules.
 func dicerCommand(cmd *cobra.Command) {
-	cmd.Short = "Shows the daemons, instances and routes of a running Caddy's " + allOf(backendKinds("")) + " modules"
+	cmd.Short = "Shows the daemons, instances and routes of a running Caddy's " + adminapi.AllOf(adminapi.Kinds("")) + " modules"
 	cmd.PersistentFlags().String("address", "", "The admin API's address, if not the config's or the default (localhost:2019)")
 	cmd.PersistentFlags().StringP("config", "c", "", "A config file to read the admin address from, if --address is not given")
 	cmd.PersistentFlags().StringP("adapter", "a", "", "The adapter of --config")
@@ -89,8 +89,8 @@ func dicerCommand(cmd *cobra.Command) {
 		},
 	}
 	cmd.AddCommand(daemons, instances, explain, weightCommand())
-	cmd.AddCommand(maintenanceCommand()) // command_maintenance.go
-	cmd.AddCommand(dashboardCommand())   // command_dashboard.go
+	cmd.AddCommand(maintenanceCommand()) // maintenance.go
+	cmd.AddCommand(dashboardCommand())   // dashboard.go
 }
 
 // query GETs uri from the admin endpoint the flags name, and prints it as
@@ -144,7 +144,7 @@ func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 
 
 func printDaemons(w io.Writer, list []adminapi.DaemonStatus, now time.Time) error {
 	if len(list) == 0 {
-		_, err := fmt.Fprintf(w, "no daemon followed: no loaded config has a %s module\n", oneOf(backendKinds("")))
+		_, err := fmt.Fprintf(w, "no daemon followed: no loaded config has a %s module\n", adminapi.OneOf(adminapi.Kinds("")))
 		return err
 	}
 	t := newTable(w)
@@ -195,7 +195,7 @@ func printInstances(w io.Writer, list []adminapi.InstanceStatus) error {
 
 func printExplanation(w io.Writer, e adminapi.Explanation) error {
 	if len(e.Routes) == 0 {
-		fmt.Fprintf(w, "%s: no %s route is loaded\n", cell(e.Host), oneOf(backendKinds(upstreamsNamespace)))
+		fmt.Fprintf(w, "%s: no %s route is loaded\n", cell(e.Host), adminapi.OneOf(adminapi.Kinds(adminapi.UpstreamsNamespace)))
 	}
 	for i, r := range e.Routes {
 		if i > 0 {

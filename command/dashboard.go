@@ -1,4 +1,4 @@
-package caddydicer
+package command
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
@@ -119,6 +120,22 @@ func checkDashboardListen(listen string, anyAddress bool) error {
 	return nil
 }
 
+// Dashboard is what `caddy dicer dashboard` serves for the admin
+// endpoint admin (a host:port or a unix socket address), and the token a
+// request must carry (see dashboardHandler). A program of its own may
+// serve it on a listener of its own, as the command does.
+func Dashboard(admin string) (http.Handler, string, error) {
+	reader, err := newAdminReader(admin)
+	if err != nil {
+		return nil, "", err
+	}
+	token, err := newDashboardToken()
+	if err != nil {
+		return nil, "", err
+	}
+	return dashboardHandler(reader, token), token, nil
+}
+
 // dashboardHandler serves the page at / (and /dicer/dashboard, as on the
 // admin endpoint) and relays its reads to the admin endpoint admin. A
 // request must carry token, in the URL's `token` parameter (what the
@@ -130,7 +147,7 @@ func checkDashboardListen(listen string, anyAddress bool) error {
 func dashboardHandler(admin *adminReader, token string) http.Handler {
 	mux := http.NewServeMux()
 	page := func(w http.ResponseWriter, r *http.Request) {
-		_ = adminDicer{}.dashboard(w, r)
+		_ = adminapi.ServeDashboard(w)
 	}
 	mux.HandleFunc("GET /{$}", page)
 	mux.HandleFunc("GET /dicer/dashboard", page)

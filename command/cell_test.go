@@ -1,4 +1,4 @@
-package caddydicer
+package command
 
 import (
 	"bytes"
