@@ -298,3 +298,8 @@ func (o obtainPerm) Decide(host string) error     { return o.p.decide(host) }
 func (o obtainPerm) ObtainTimeout() time.Duration { return o.p.obtainTimeout() }
 
 var _ obtain.Permission = obtainPerm{}
+
+// FollowsDaemon marks a permission that follows one daemon: every list of
+// backends the plugin shows reads them by it from Caddy's module registry
+// (adminapi.Backends).
+func (*hostPermission) FollowsDaemon() {}

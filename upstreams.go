@@ -384,3 +384,8 @@ func parseRoute(sel string, port int) (selector.Selector, error) {
 	}
 	return selector.Parse(sel) // a SyntaxError names the selector
 }
+
+// FollowsDaemon marks an upstream source that follows one daemon: every
+// list of backends the plugin shows reads them by it from Caddy's module
+// registry (adminapi.Backends).
+func (*upstreamSource) FollowsDaemon() {}
