@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/budget"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/connectwake"
@@ -35,8 +36,8 @@ func open(daemon daemonSettings) (*connection, string, error) {
 // startupWait bounds how long a config load waits for its daemons' first
 // listings, so that a daemon which is down never stops Caddy from starting
 // (R9). A load waits it at most once, however many of its daemons are down:
-// see App.
-const startupWait = 3 * time.Second
+// see dicerapp.App.
+const startupWait = dicerapp.StartupWait
 
 // connections holds the shared daemon connections across config reloads,
 // keyed by connSpec.key.
@@ -179,10 +180,11 @@ func dial(spec connSpec) (*connection, error) {
 // the deadline of the config load ctx belongs to has passed (R9). ctx
 // ending stops the wait, not the connection.
 func (c *connection) await(ctx caddy.Context) error {
-	deadline, err := loadDeadline(ctx)
+	app, err := dicerapp.Of(ctx)
 	if err != nil {
 		return err
 	}
+	deadline := app.Deadline()
 	c.started.Do(func() { c.start(deadline) })
 	wait := time.NewTimer(time.Until(deadline))
 	defer wait.Stop()

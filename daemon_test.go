@@ -160,7 +160,7 @@ func TestSharedConnection_R9_down_daemons_waited_for_once_per_load(t *testing.T)
 type testServerKey struct{}
 
 // newLoad returns the context of a new, empty config load, as Caddy gives
-// its modules (with the config's apps, such as App), and its cancel.
+// its modules (with the config's apps, such as the dicer app), and its cancel.
 func newLoad(t testing.TB) (caddy.Context, context.CancelFunc) {
 	t.Helper()
 	base, err := caddy.ProvisionContext(&caddy.Config{})

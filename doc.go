@@ -17,7 +17,8 @@
 //   - the settings every one of them embeds to name its daemon (DicerDaemon,
 //     DockerEngine, SwarmManager, daemon*.go), and the shared,
 //     reference-counted connection to it (daemon_conn.go);
-//   - in packages of their own namespace: the selection policies
+//   - in packages of their own namespace: the dicer app (package
+//     dicerapp), the selection policies
 //     (package policy), the HTTP handler dicer_path_prefix (package
 //     handler), the layer-4 handler (package layer4, brought in by its own
 //     import), the pre-obtainer of obtain_on_claim (package obtain); the

@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
@@ -33,9 +34,10 @@ import (
 // members: their upstreams are appended as Caddy does.
 
 // sourceGroup is the members of one multi, in the multi's order (Caddy
-// provisions them in that order). The config load's App holds it, so
-// it lives as long as the config that holds its multi. Membership changes only while the config
-// is provisioned or cleaned up; requests read it with one atomic load.
+// provisions them in that order). The config load's dicer app (package
+// dicerapp) holds it, so it lives as long as the config that holds its
+// multi. Membership changes only while the config is provisioned or
+// cleaned up; requests read it with one atomic load.
 type sourceGroup struct {
 	members atomic.Pointer[[]*upstreamSource]
 }
@@ -52,6 +54,16 @@ func multiParent(ctx caddy.Context) (*reverseproxy.MultiUpstreams, bool) {
 	return parent, ok
 }
 
+// multiGroup returns the group of the sources multi holds in ctx's config
+// load (the dicer app keeps it), made at the first call.
+func multiGroup(ctx caddy.Context, multi *reverseproxy.MultiUpstreams) (*sourceGroup, error) {
+	app, err := dicerapp.Of(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return app.Shared(multi, func() any { return new(sourceGroup) }).(*sourceGroup), nil
+}
+
 // joinGroup makes s a member of the group of the multi that holds it, if
 // one does.
 func (s *upstreamSource) joinGroup(ctx caddy.Context) error {
@@ -59,11 +71,10 @@ func (s *upstreamSource) joinGroup(ctx caddy.Context) error {
 	if !ok {
 		return nil
 	}
-	state, err := loadState(ctx)
+	g, err := multiGroup(ctx, parent)
 	if err != nil {
 		return err
 	}
-	g := state.group(parent)
 	for {
 		old := g.members.Load()
 		var members []*upstreamSource

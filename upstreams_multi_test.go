@@ -362,11 +362,10 @@ func TestMultiGroupThroughCaddysMulti(t *testing.T) {
 		t.Fatal(err)
 	}
 	multi := mod.(*reverseproxy.MultiUpstreams)
-	state, err := loadState(ctx)
+	group, err := multiGroup(ctx, multi)
 	if err != nil {
 		t.Fatal(err)
 	}
-	group := state.group(multi)
 	members := *group.members.Load()
 	if len(members) != 2 || members[0].conn == members[1].conn {
 		t.Fatalf("group members %v, want the two dicer sources, each on its own connection", members)

@@ -1,0 +1,92 @@
+// Package dicerapp is the `dicer` Caddy app: what the plugin's modules of
+// one config load share. It has nothing to configure; Caddy creates it,
+// once per config load, when the first module of this plugin asks for it
+// (Of), and drops it with the config.
+package dicerapp
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+func init() {
+	caddy.RegisterModule(new(App))
+}
+
+// StartupWait bounds how long a config load waits for its daemons' first
+// listings, from the first module that waits for one: the same deadline
+// for every module of the load.
+const StartupWait = 3 * time.Second
+
+// App is what the plugin's modules of one config load share: when their
+// wait for the daemons' first listings ends (Deadline), and what they
+// build together (Shared: the groups the sources of a `dynamic multi`
+// form).
+//
+// Modules are provisioned one after the other. Without a deadline shared by
+// the load, each daemon that is down would make the load wait its own
+// start-up wait, so that `caddy validate` or a start with N daemons down
+// would take N times as long.
+type App struct {
+	deadline time.Time
+
+	mu     sync.Mutex
+	shared map[any]any
+}
+
+// CaddyModule returns the Caddy module information.
+func (*App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "dicer",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Provision fixes the load's deadline: StartupWait from now, the first
+// module that asks for the app.
+func (a *App) Provision(caddy.Context) error {
+	a.deadline = time.Now().Add(StartupWait)
+	a.shared = make(map[any]any)
+	return nil
+}
+
+// Deadline is the time until which the modules of the load wait for their
+// connections to settle, the same for all of them.
+func (a *App) Deadline() time.Time { return a.deadline }
+
+// Shared returns the value kept for key in this load, made by newValue at
+// the first call for it.
+func (a *App) Shared(key any, newValue func() any) any {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	v, ok := a.shared[key]
+	if !ok {
+		v = newValue()
+		a.shared[key] = v
+	}
+	return v
+}
+
+// Start does nothing: the state is read while the load is provisioned.
+func (*App) Start() error { return nil }
+
+// Stop does nothing.
+func (*App) Stop() error { return nil }
+
+// Of returns the App of ctx's config load.
+func Of(ctx caddy.Context) (*App, error) {
+	app, err := ctx.App("dicer")
+	if err != nil {
+		return nil, fmt.Errorf("dicer: load state: %w", err)
+	}
+	return app.(*App), nil
+}
+
+// Interface guards.
+var (
+	_ caddy.App         = (*App)(nil)
+	_ caddy.Provisioner = (*App)(nil)
+)
