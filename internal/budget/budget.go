@@ -6,7 +6,8 @@
 //
 // A Ledger charges a name once per window: asking again for a name
 // already charged (the handshakes of one order, a retry) costs nothing
-// more, and is answered without a lock or a clock read (a name leaves
+// more, and is answered without a lock or a clock read (an immutable set,
+// replaced when a name is charged or forgotten) (a name leaves
 // the window at the sweep, once a minute, so a window is an hour to the
 // minute). Its memory is bounded: at most MaxNames names, domains and
 // instances each are remembered; past that, a name is refused rather than
@@ -15,6 +16,7 @@ package budget
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/publicsuffix"
@@ -43,8 +45,8 @@ type Limits struct {
 // concurrent use.
 type Ledger struct {
 	// free holds the names charged within the Window, for Charged: read
-	// without the lock.
-	free sync.Map // string -> struct{}
+	// without the lock, replaced (never changed) under it.
+	free atomic.Pointer[map[string]struct{}]
 
 	mu        sync.Mutex
 	names     map[string]time.Time   // name -> when charged
@@ -81,8 +83,23 @@ func RegisteredDomain(name string) string {
 // minute): the next Charge of it is free. It takes no lock and reads no
 // clock.
 func (l *Ledger) Charged(name string) bool {
-	_, ok := l.free.Load(name)
+	free := l.free.Load()
+	if free == nil {
+		return false
+	}
+	_, ok := (*free)[name]
 	return ok
+}
+
+// publishFree replaces the set Charged reads with the names remembered
+// now. l.mu is held. A copy per change: names are charged a few times an
+// hour per tenant, at most MaxNames an hour in all.
+func (l *Ledger) publishFree() {
+	free := make(map[string]struct{}, len(l.names))
+	for n := range l.names {
+		free[n] = struct{}{}
+	}
+	l.free.Store(&free)
 }
 
 // Close stops the sweep.
@@ -149,7 +166,7 @@ func (l *Ledger) Charge(name, instance string, lim Limits, now time.Time) Refusa
 		return l.refuse(Names, "", now)
 	}
 	l.names[name] = now
-	l.free.Store(name, struct{}{})
+	l.publishFree()
 	l.domains[domain] = append(ds, now)
 	l.instances[instance] = append(is, now)
 	l.armLocked()
@@ -181,11 +198,15 @@ func live(ts []time.Time, now time.Time) []time.Time {
 // prune forgets everything older than the Window.
 func (l *Ledger) prune(now time.Time) {
 	l.pruned = now
+	forgot := false
 	for n, at := range l.names {
 		if now.Sub(at) >= Window {
 			delete(l.names, n)
-			l.free.Delete(n)
+			forgot = true
 		}
+	}
+	if forgot {
+		l.publishFree()
 	}
 	for k, at := range l.refused {
 		if now.Sub(at) >= Window {
