@@ -6,10 +6,10 @@
 //
 // A Ledger charges a name once per window: asking again for a name
 // already charged (the handshakes of one order, a retry) costs nothing
-// more, and is answered without a lock or a clock read (an immutable set,
-// replaced when a name is charged or forgotten) (a name leaves
-// the window at the sweep, once a minute, so a window is an hour to the
-// minute). Its memory is bounded: at most MaxNames names, domains and
+// more, and is answered without a lock or a clock read: an immutable set,
+// replaced when a name is charged or forgotten. A name leaves the window
+// at the sweep, once a minute, so a window is an hour to the minute. Its
+// memory is bounded: at most MaxNames names, domains and
 // instances each are remembered; past that, a name is refused rather than
 // remembered (the budget it is refused by is "names").
 package budget
