@@ -27,17 +27,24 @@ const (
 	MaxDependencyDepth = 8
 )
 
-// scopeOf is the scope of an instance with these labels (R5k): its
-// Compose project, else its Swarm stack, else "" (neither: the instances
-// with neither form one scope of their own).
-func scopeOf(labels map[string]string) string {
+// scope is an instance's scope (R5k): its Compose project, else its Swarm
+// stack (stack set), else none (the zero scope: the instances with
+// neither label form one scope of their own). Comparing two costs no
+// allocation.
+type scope struct {
+	stack bool
+	name  string
+}
+
+// scopeOf is the scope of an instance with these labels.
+func scopeOf(labels map[string]string) scope {
 	if p := labels[LabelComposeProject]; p != "" {
-		return "compose\x00" + p
+		return scope{name: p}
 	}
 	if s := labels[LabelStackNamespace]; s != "" {
-		return "stack\x00" + s
+		return scope{stack: true, name: s}
 	}
-	return ""
+	return scope{}
 }
 
 // Dependent is an instance labelled caddy.depends_on, as the sleeper feed
@@ -48,7 +55,7 @@ type Dependent struct {
 	DependsOn *selector.Selector
 	// scope is the instance's scope; anyScope is the catalog's
 	// Options.DependsOnAnyScope.
-	scope    string
+	scope    scope
 	anyScope bool
 }
 
