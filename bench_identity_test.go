@@ -8,6 +8,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 )
 
 // BenchmarkRequestPath is what the plugin adds to one proxied request as
@@ -20,7 +22,7 @@ import (
 // two run side by side (docs/benchmarks.md).
 func BenchmarkRequestPath(b *testing.B) {
 	c := benchCatalog(1000)
-	src := benchSource(&connection{kind: "dicer", address: "unix:///bench.sock", catalog: c})
+	src := benchSource(connection.Fixture{Kind: "dicer", Address: "unix:///bench.sock", Catalog: c}.Conn())
 	benchObserved(&src)
 	w := benchWriter{http.Header{}}
 	for _, use := range []string{"unused", "placeholders"} {

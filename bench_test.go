@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/caddy-dicer/caddy-dicer/internal/budget"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -41,17 +41,16 @@ func benchCatalog(n int) *catalog.Catalog {
 
 // benchSource is a route on port 8080 of conn, its counters resolved as
 // provision resolves them.
-func benchSource(conn *connection) upstreamSource {
+func benchSource(conn *connection.Conn) upstreamSource {
 	return upstreamSource{conn: conn, route: catalog.Route{Port: 8080},
-		noUpstream: metrics.noUpstream.WithLabelValues("dicer", "unix:///bench.sock", "bench"),
-		wakes:      metrics.wakes.WithLabelValues("dicer", "unix:///bench.sock", wakeRequested),
-		keepAlive:  &keepAlive{}}
+		noUpstream: conn.NoUpstream("bench"), wakes: conn.Wakes(connection.WakeRequested),
+		keepAlive: &keepAlive{}}
 }
 
 func BenchmarkGetUpstreams(b *testing.B) {
 	for _, n := range []int{10, 1000, 10000} {
 		c := benchCatalog(n)
-		conn := &connection{catalog: c}
+		conn := connection.Fixture{Catalog: c}.Conn()
 		for _, route := range []struct {
 			name string
 			sel  string
@@ -93,8 +92,8 @@ func BenchmarkGetUpstreams(b *testing.B) {
 func BenchmarkCertificateAllowed(b *testing.B) {
 	for _, n := range []int{10, 10000} {
 		c := benchCatalog(n)
-		conn := &connection{kind: "dicer", address: "unix:///bench.sock", catalog: c, orders: budget.New()}
-		p := &DicerPermission{hostPermission: hostPermission{conn: conn, logger: zap.NewNop(), decisions: newDecisionCounters(conn)}}
+		conn := connection.Fixture{Kind: "dicer", Address: "unix:///bench.sock", Catalog: c}.Conn()
+		p := &DicerPermission{hostPermission: hostPermission{conn: conn, logger: zap.NewNop(), decisions: conn.Decisions()}}
 		ctx := context.Background()
 		b.Run(fmt.Sprintf("allowed/n=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
@@ -120,7 +119,7 @@ func BenchmarkCertificateAllowed(b *testing.B) {
 				}
 			}
 		})
-		wild := &DicerPermission{hostPermission: hostPermission{conn: conn, logger: zap.NewNop(), decisions: newDecisionCounters(conn),
+		wild := &DicerPermission{hostPermission: hostPermission{conn: conn, logger: zap.NewNop(), decisions: conn.Decisions(),
 			Wildcards: "allow", AllowSuffix: []string{"example.com"}, Selector: "app"}}
 		if err := wild.settle(); err != nil {
 			b.Fatal(err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
@@ -486,20 +487,18 @@ on_demand_tls {
 	config, _ := caddyConfig(t, globals, sites)
 	tester.InitServer(config, "caddyfile")
 	answers(t, tester, "web.example.com", http.StatusOK, hello("web-1"))
-	if refs, _ := connections.References(f.key); refs != 2 {
+	if refs := dicerapp.References(f.key); refs != 2 {
 		t.Fatalf("references after load: %d, want 2 (upstreams + permission)", refs)
 	}
-	first, _ := connections.LoadOrStore(f.key, nil)
-	connections.Delete(f.key)
+	first := dicerapp.Lookup(f.key)
 
 	globals, sites = site("two")
 	config, _ = caddyConfig(t, globals, sites)
 	tester.InitServer(config, "caddyfile")
-	if refs, _ := connections.References(f.key); refs != 2 {
+	if refs := dicerapp.References(f.key); refs != 2 {
 		t.Fatalf("references after reload: %d, want 2", refs)
 	}
-	second, _ := connections.LoadOrStore(f.key, nil)
-	connections.Delete(f.key)
+	second := dicerapp.Lookup(f.key)
 	if first != second {
 		t.Error("reload replaced the shared connection")
 	}

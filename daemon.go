@@ -12,9 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
-	"github.com/caddy-dicer/caddy-dicer/internal/standby"
-	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
 )
 
 // daemonSettings are a daemon's connection settings, as each backend
@@ -118,24 +117,13 @@ type connSpec struct {
 	run      func(ctx context.Context, sink catalog.Sink)
 	// readinessTimeout is the ReadinessTimeout setting (0: the default).
 	readinessTimeout time.Duration
-	// actions, if set, are the writes for scale to zero (Docker);
-	// standbyEngine names the daemon they write to, whose scale-to-zero
-	// state every connection to it shares (R5f: "" shares none), and
-	// standbyOptions are the connection's max_wakes and max_held (R5d).
-	actions        standby.Actions
-	standbyEngine  string
-	standbyOptions standby.Options
-	// wakesOnConnect says the daemon wakes an instance on standby when a
-	// connection reaches a published port (Dicer): a loaded pool grows
-	// by such a connection (R5j, grow.go).
-	wakesOnConnect bool
-	// scaler, if set, makes the connection's scaler of pools that grow
-	// under load by a service's replicas (Swarm, R5j) for its catalog;
-	// grew hears each replica added.
-	// (A concrete type: through an interface, the targets that the
-	// request path passes to Grow would escape, an allocation per
-	// request.)
-	scaler func(cat *catalog.Catalog, grew func()) (*swarm.Scaler, error)
+	// scaling is how the daemon's instances wake and its pools grow
+	// (connection.Scaling): Standby on Docker, WakeOnConnect on Dicer,
+	// Replicas on Swarm.
+	scaling connection.Scaling
+	// standbyEngine names the Engine whose scale-to-zero state every
+	// connection to it shares (R5f: "" shares none).
+	standbyEngine string
 }
 
 // newConnSpec puts together what opens a shared connection to a backend's
@@ -174,6 +162,12 @@ func resolve(daemon daemonSettings) (connSpec, error) {
 	spec.readinessTimeout = time.Duration(r.ReadinessTimeout)
 	spec.key = spec.connKey()
 	return spec, nil
+}
+
+// conn is what connection.New makes the connection of.
+func (s *connSpec) conn() connection.Spec {
+	return connection.Spec{Kind: s.kind, Address: s.address, Catalog: s.opts, Run: s.run,
+		ReadinessTimeout: s.readinessTimeout, Scaling: s.scaling}
 }
 
 // connKey is the connection's key in the pool: every setting that shapes

@@ -6,6 +6,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicer"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 )
@@ -77,7 +78,7 @@ func (d *DicerDaemon) spec() (connSpec, error) {
 		return connSpec{}, err
 	}
 	spec := newConnSpec("dicer", a.Address(), pph, dicer.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run)
-	spec.wakesOnConnect = true // R5j grows a pool by a connection (grow.go)
+	spec.scaling = connection.WakeOnConnect() // R5j grows a pool by a connection
 	return spec, nil
 }
 

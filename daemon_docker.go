@@ -8,6 +8,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
@@ -85,9 +87,9 @@ func (e *DockerEngine) spec() (connSpec, error) {
 	}
 	spec := newConnSpec("docker", a.Address(), pph, docker.DaemonHost(a.Address()), keyParts, a.Loop().Run)
 	spec.opts.DependsOnAnyScope = e.DependsOnScope == dependsOnAny
-	spec.actions = dockerActions{a.Actions()}
 	spec.standbyEngine = "docker\x00" + a.Key() // every connection to this Engine (R5f)
-	spec.standbyOptions = standby.Options{MaxWakes: e.MaxWakes, MaxHeld: e.MaxHeld}
+	spec.scaling = connection.Standby(dockerActions{a.Actions()}, standby.Options{MaxWakes: e.MaxWakes, MaxHeld: e.MaxHeld},
+		dicerapp.SharedEngine(spec.standbyEngine))
 	return spec, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
 )
@@ -52,9 +53,9 @@ func (m *SwarmManager) spec() (connSpec, error) {
 	}
 	spec := newConnSpec("swarm", a.Address(), "", docker.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run)
 	logger := spec.opts.Logger
-	spec.scaler = func(cat *catalog.Catalog, grew func()) (*swarm.Scaler, error) {
+	spec.scaling = connection.Replicas(func(cat *catalog.Catalog, grew func()) (*swarm.Scaler, error) {
 		return a.Scaler(cat, logger, swarm.ScaleOptions{Grew: grew}) // endpoint vip: none
-	}
+	})
 	return spec, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 )
 
 // TestSharedConnection_R9_reload_counts checks the life of a shared
@@ -33,7 +35,7 @@ func TestSharedConnection_R9_reload_counts(t *testing.T) {
 		return ctx, u, p
 	}
 	refs := func() int {
-		n, _ := connections.References(f.key)
+		n := dicerapp.References(f.key)
 		return n
 	}
 
@@ -65,7 +67,7 @@ func TestSharedConnection_R9_reload_counts(t *testing.T) {
 		t.Fatalf("after the last cleanup: %d references, want 0", refs())
 	}
 	select {
-	case <-u2.conn.done:
+	case <-u2.conn.Done():
 	default:
 		t.Fatal("the connection still follows the daemon after its last user left")
 	}

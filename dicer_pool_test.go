@@ -213,7 +213,7 @@ http://%s:%d {
 		t.Log(line) // pool-c may follow once pool-b is ready: a request learning a counter counts as one until it ends
 	}
 	for _, line := range testkit.LogLines(t, logFile, "woken instance accepts connections", `"instance":"pool-b"`) {
-		t.Log(line) // the fast path's probe (wakeprobe.go), when it was first
+		t.Log(line) // the fast path's probe (internal/connection), when it was first
 	}
 	if v := metric(t, "caddy_dicer_wakes_started_total", `kind="dicer"`, `cause="load"`); v < 1 {
 		t.Errorf("caddy_dicer_wakes_started_total{kind=dicer,cause=load} = %v, want at least 1", v)

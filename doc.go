@@ -15,14 +15,17 @@
 //     and `daemons` (tls.permission, permission*.go): a certificate only
 //     for a host an instance claims;
 //   - the settings every one of them embeds to name its daemon (DicerDaemon,
-//     DockerEngine, SwarmManager, daemon*.go), and the shared,
-//     reference-counted connection to it (daemon_conn.go);
-//   - in packages of their own namespace: the dicer app (package
-//     dicerapp), the selection policies
-//     (package policy), the HTTP handler dicer_path_prefix (package
-//     handler), the layer-4 handler (package layer4, brought in by its own
-//     import), the pre-obtainer of obtain_on_claim (package obtain); the
-//     admin API's JSON is package adminapi.
+//     DockerEngine, SwarmManager, daemon*.go), and the handle on the
+//     shared, reference-counted connection to it (daemon_conn.go; the
+//     connection itself is internal/connection, its pool package
+//     dicerapp);
+//   - in packages of their own namespace: the dicer app and the pool of
+//     connections (package dicerapp), the admin API admin.api.dicer
+//     (package adminapi), the caddy dicer command (package command), the
+//     selection policies (package policy), the HTTP handler
+//     dicer_path_prefix (package handler), the layer-4 handler (package
+//     layer4, brought in by its own import), the pre-obtainer of
+//     obtain_on_claim (package obtain).
 //
 // The user documentation is docs/index.md; the behaviour contract,
 // docs/rules.md.

@@ -29,6 +29,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
@@ -99,7 +100,7 @@ func dockerCaddyOn(t *testing.T, conn *DockerEngine, globals, sites string) (*ca
 	if err != nil {
 		t.Fatal(err)
 	}
-	if refs, _ := connections.References(f.key); refs == 0 {
+	if refs := dicerapp.References(f.key); refs == 0 {
 		t.Fatalf("the config did not reach this process's Caddy (no module here uses the Engine): " +
 			"is another `go test` of this package running? Its Caddy holds the admin port")
 	}

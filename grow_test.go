@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/connectwake"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
@@ -33,7 +34,7 @@ func BenchmarkGetUpstreamsSoftLimit(b *testing.B) {
 		}
 		cat := shopOfThree(key, "10")
 		g := connectwake.New(context.Background(), connectwake.Options{})
-		conn := &connection{catalog: cat, grower: g}
+		conn := connection.Fixture{Catalog: cat, Grower: g}.Conn()
 		u := &DicerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}, keepAlive: &keepAlive{}}}
 		benchShopUpstreams(b, c.name, &u.upstreamSource, u.GetUpstreams, c.inFlight)
 		g.Close()
@@ -73,7 +74,7 @@ func TestDicer_R5j_GetUpstreams_grows_by_connecting(t *testing.T) {
 	})
 	g := connectwake.New(context.Background(), connectwake.Options{})
 	defer g.Close()
-	u := &DicerUpstreams{upstreamSource: upstreamSource{conn: &connection{catalog: cat, grower: g}, keepAlive: &keepAlive{}}}
+	u := &DicerUpstreams{upstreamSource: upstreamSource{conn: connection.Fixture{Catalog: cat, Grower: g}.Conn(), keepAlive: &keepAlive{}}}
 	for _, tg := range cat.Snapshot().Targets(nil, u.route, "h") {
 		tg.Activity.Begin().Learn(tg.Dial, fixedInFlight(3))
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 	"go.uber.org/zap"
 
-	"github.com/caddy-dicer/caddy-dicer/internal/budget"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
@@ -29,8 +29,8 @@ func permissionFor(t testing.TB, settings hostPermission, instances ...catalog.I
 	c := catalog.New(catalog.Options{})
 	c.Replace(instances)
 	p := settings
-	p.conn, p.logger = &connection{catalog: c, orders: budget.New()}, zap.NewNop()
-	p.decisions = newDecisionCounters(p.conn)
+	p.conn, p.logger = connection.Fixture{Catalog: c}.Conn(), zap.NewNop()
+	p.decisions = p.conn.Decisions()
 	if err := p.settle(); err != nil {
 		t.Fatal(err)
 	}

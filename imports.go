@@ -5,6 +5,9 @@ package caddydicer
 // github.com/caddy-dicer/caddy-dicer` as Caddy's modules/standard brings
 // in its own.
 import (
+	// admin.api: admin.api.dicer (also imported for its registry of
+	// backends).
+	_ "github.com/caddy-dicer/caddy-dicer/adminapi"
 	// http.handlers: dicer_path_prefix.
 	_ "github.com/caddy-dicer/caddy-dicer/handler"
 	// caddy dicer: the command and its dashboard.

@@ -17,6 +17,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
@@ -123,7 +124,7 @@ https:// {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if refs, _ := connections.References(spec.key); refs != 3 {
+		if refs := dicerapp.References(spec.key); refs != 3 {
 			t.Errorf("%s: %d modules share its connection, want 3 (two routes, the permission)", name, refs)
 		}
 	}
@@ -196,10 +197,9 @@ func lists(t *testing.T, daemon daemonSettings, host string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, loaded := connections.LoadOrStore(spec.key, nil)
-	defer connections.Delete(spec.key)
-	if !loaded {
+	c := dicerapp.Lookup(spec.key)
+	if c == nil {
 		t.Fatal("no connection to the daemon")
 	}
-	return v.(*connection).catalog.Snapshot().ListsExactly(host)
+	return c.Catalog().Snapshot().ListsExactly(host)
 }

@@ -13,17 +13,21 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/docker/docker/api/types/container"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/caddy-dicer/caddy-dicer/adminapi"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
@@ -42,6 +46,29 @@ func adminJSON(t *testing.T, path string, v any) {
 	if err := json.Unmarshal([]byte(adminGet(t, path)), v); err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
+}
+
+// adminServe serves a GET of path by the admin.api.dicer module in process,
+// without an admin endpoint, and returns the answer's body.
+func adminServe(t *testing.T, path string) string {
+	t.Helper()
+	info, err := caddy.GetModule("admin.api.dicer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(path)
+	for _, r := range info.New().(caddy.AdminRouter).Routes() {
+		if r.Pattern != u.Path {
+			continue
+		}
+		rec := httptest.NewRecorder()
+		if err := r.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil)); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		return rec.Body.String()
+	}
+	t.Fatalf("GET %s: no admin route", path)
+	return ""
 }
 
 // metric is the value of the sample of name whose labels include every
@@ -260,7 +287,7 @@ https:// {
 		eventually(t, "the daemon's state is reconnecting", func() bool {
 			var list []adminapi.DaemonStatus
 			adminJSON(t, "/dicer/daemons", &list)
-			return len(list) == 1 && list[0].State == stateReconnecting && list[0].LastError != ""
+			return len(list) == 1 && list[0].State == connection.StateReconnecting && list[0].LastError != ""
 		})
 		if v := metric(t, "caddy_dicer_connected", daemon); v != 0 {
 			t.Errorf("caddy_dicer_connected while the daemon is down = %v, want 0", v)
@@ -272,7 +299,7 @@ https:// {
 		eventually(t, "the daemon is followed again, with one re-listing", func() bool {
 			var list []adminapi.DaemonStatus
 			adminJSON(t, "/dicer/daemons", &list)
-			return len(list) == 1 && list[0].State == stateFollowing && list[0].Relists == 1 && list[0].LastRelistCause != ""
+			return len(list) == 1 && list[0].State == connection.StateFollowing && list[0].Relists == 1 && list[0].LastRelistCause != ""
 		})
 		if v := metric(t, "caddy_dicer_connected", daemon); v != 1 {
 			t.Errorf("caddy_dicer_connected after the re-listing = %v, want 1", v)

@@ -12,7 +12,9 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 	"github.com/caddy-dicer/caddy-dicer/obtain"
 	"github.com/caddy-dicer/caddy-dicer/selector"
@@ -61,8 +63,8 @@ type hostPermission struct {
 	issuanceBudget
 
 	key            string
-	conn           *connection
-	decisions      decisionCounters
+	conn           *connection.Conn
+	decisions      connection.DecisionCounters
 	logger         *zap.Logger
 	suffixes       []string
 	sel            *selector.Selector
@@ -90,11 +92,11 @@ func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) err
 	if p.conn, p.key, err = open(daemon); err != nil {
 		return err
 	}
-	registerMetrics(ctx)
-	p.decisions = newDecisionCounters(p.conn)
+	dicerapp.RegisterMetrics(ctx, instanceSeries)
+	p.decisions = p.conn.Decisions()
 	p.storage = ctx.Storage()
-	p.conn.permissions.add(p)
-	if err := p.conn.await(ctx); err != nil {
+	p.conn.AddPermission(p)
+	if err := await(ctx, p.conn); err != nil {
 		return err
 	}
 	if p.ObtainOnClaim {
@@ -156,11 +158,11 @@ func allowedSuffix(raw string) (string, error) {
 // lookups and no allocation.
 func (p *hostPermission) CertificateAllowed(ctx context.Context, name string) error {
 	host := catalog.NormalizeHost(name)
-	err := p.decide(host)
+	err := p.Decide(host)
 	if err == nil {
 		err = p.charge(ctx, host) // R7d
 	}
-	p.decisions.count(err == nil)
+	p.decisions.Count(err == nil)
 	if err != nil {
 		return p.refuse(host, err)
 	}
@@ -169,11 +171,11 @@ func (p *hostPermission) CertificateAllowed(ctx context.Context, name string) er
 
 // decide is CertificateAllowed for a normalized host, neither counted nor
 // logged: the admin API's explain asks it too.
-func (p *hostPermission) decide(host string) error {
+func (p *hostPermission) Decide(host string) error {
 	if len(p.suffixes) > 0 && !underAny(host, p.suffixes) {
 		return errNotUnderSuffix
 	}
-	switch p.conn.catalog.Snapshot().ClaimOf(host, p.sel) {
+	switch p.conn.Catalog().Snapshot().ClaimOf(host, p.sel) {
 	case catalog.ClaimedExactly:
 		return nil
 	case catalog.ClaimedByWildcard:
@@ -211,9 +213,9 @@ func (p *hostPermission) Cleanup() error {
 		p.obtainer = nil
 	}
 	if p.key != "" {
-		p.conn.permissions.remove(p)
+		p.conn.RemovePermission(p)
 	}
-	release(p.key)
+	dicerapp.Release(p.key)
 	p.key = ""
 	return nil
 }
@@ -293,8 +295,8 @@ func (p *hostPermission) unmarshalSetting(d *caddyfile.Dispenser, seen map[strin
 // (package obtain, R7b).
 type obtainPerm struct{ p *hostPermission }
 
-func (o obtainPerm) Snapshot() *catalog.Snapshot  { return o.p.conn.catalog.Snapshot() }
-func (o obtainPerm) Decide(host string) error     { return o.p.decide(host) }
+func (o obtainPerm) Snapshot() *catalog.Snapshot  { return o.p.conn.Catalog().Snapshot() }
+func (o obtainPerm) Decide(host string) error     { return o.p.Decide(host) }
 func (o obtainPerm) ObtainTimeout() time.Duration { return o.p.obtainTimeout() }
 
 var _ obtain.Permission = obtainPerm{}

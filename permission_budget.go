@@ -137,15 +137,15 @@ func (p *hostPermission) charge(ctx context.Context, host string) error {
 	if lim == (budget.Limits{}) {
 		return nil
 	}
-	if p.conn.orders.Charged(host) || p.stored(ctx, host) {
+	if p.conn.Orders().Charged(host) || p.stored(ctx, host) {
 		return nil
 	}
 	now := time.Now()
-	r := p.conn.orders.Charge(host, p.conn.catalog.Snapshot().ClaimantOf(host), lim, now)
+	r := p.conn.Orders().Charge(host, p.conn.Catalog().Snapshot().ClaimantOf(host), lim, now)
 	if r.Budget == "" {
 		return nil
 	}
-	metrics.budgetRefused.WithLabelValues(p.conn.kind, p.conn.address, r.Budget).Inc()
+	p.conn.BudgetRefused(r.Budget).Inc()
 	if r.First {
 		p.logger.Warn("on-demand certificate refused: an issuance budget is spent for this hour (R7d)",
 			zap.String("name", host), zap.String("budget", r.Budget), zap.String("of", r.Key),

@@ -17,6 +17,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/budget"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 )
 
 // R7d: by default a registered domain gets 20 new names an hour and an
@@ -36,7 +37,7 @@ func TestPermission_R7d_budgets_refuse_before_any_order(t *testing.T) {
 	}
 	insts = append(insts, claimant("greedy", joinHosts(many)), claimant("other", "other.example.net"))
 	p := permissionFor(t, hostPermission{}, insts...)
-	p.conn.kind, p.conn.address = "docker", t.Name()
+	p.conn = connection.Fixture{Kind: "docker", Address: t.Name(), Catalog: p.conn.Catalog()}.Conn()
 	core, logs := observer.New(zapcore.WarnLevel)
 	p.logger = zap.New(core)
 	allowed := func(name string) error { return p.CertificateAllowed(context.Background(), name) }
@@ -65,7 +66,7 @@ func TestPermission_R7d_budgets_refuse_before_any_order(t *testing.T) {
 		t.Fatalf("another tenant's name: %v", err)
 	}
 	refused := func(b string) float64 {
-		return testutil.ToFloat64(metrics.budgetRefused.WithLabelValues("docker", t.Name(), b))
+		return testutil.ToFloat64(p.conn.BudgetRefused(b))
 	}
 	if refused(budget.Domain) != 2 || refused(budget.Instance) != 1 {
 		t.Errorf("refusals counted: domain %v, instance %v; want 2 and 1", refused(budget.Domain), refused(budget.Instance))

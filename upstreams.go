@@ -12,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 	"github.com/caddy-dicer/caddy-dicer/pick"
 	"github.com/caddy-dicer/caddy-dicer/selector"
@@ -45,12 +47,12 @@ type upstreamSource struct {
 	StripPathPrefix bool `json:"strip_path_prefix,omitempty"`
 
 	// PageSettings holds wake_page_after and page_template (R5h, R5i,
-	// pages_caddy.go).
+	// upstreams_pages.go).
 	PageSettings
 
 	logger *zap.Logger
 	key    string
-	conn   *connection
+	conn   *connection.Conn
 	view   *catalog.View
 	route  catalog.Route
 	// group is the members of the `dynamic multi` that holds the source,
@@ -66,13 +68,13 @@ type upstreamSource struct {
 	noUpstream prometheus.Counter
 	wakes      prometheus.Counter
 	// keepAlive closes the idle connections of the handler's transport
-	// (R5a, idleconns.go).
+	// (R5a, upstreams_idleconns.go).
 	keepAlive *keepAlive
 	// readsPicks is set when the route's selection policy reads the
 	// weights and identities of the upstreams (R4c, R4d, package pick).
 	readsPicks bool
 	// observed labels the series of the instances it sends requests to
-	// (R13b, instance_metrics.go).
+	// (R13b, upstreams_metrics.go).
 	observed sourceObserved
 }
 
@@ -90,17 +92,17 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 	if s.conn, s.key, err = open(daemon); err != nil {
 		return err
 	}
-	s.conn.catalog.AddRoutePort(s.Port) // probed for readiness (R1a)
+	s.conn.Catalog().AddRoutePort(s.Port) // probed for readiness (R1a)
 	s.route = catalog.Route{Port: s.Port, Network: network}
 	if !sel.Empty() {
-		s.view = s.conn.catalog.Watch(sel)
+		s.view = s.conn.Catalog().Watch(sel)
 		s.route.View = s.view
 	}
-	registerMetrics(ctx)
+	dicerapp.RegisterMetrics(ctx, instanceSeries)
 	name := routeName(sel, s.Port, network)
-	s.noUpstream = metrics.noUpstream.WithLabelValues(s.conn.kind, s.conn.address, name)
-	s.wakes = s.conn.metrics.wakes(wakeRequested)
-	if err := s.conn.await(ctx); err != nil {
+	s.noUpstream = s.conn.NoUpstream(name)
+	s.wakes = s.conn.Wakes(connection.WakeRequested)
+	if err := await(ctx, s.conn); err != nil {
 		return err
 	}
 	if err := s.joinGroup(ctx); err != nil {
@@ -109,7 +111,7 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 	s.keepAlive = &keepAlive{handler: handlerOf(ctx)}
 	s.readsPicks = pick.HandlerReads(s.keepAlive.handler)
 	s.observed = sourceObserved{conn: s.conn, route: name}
-	s.conn.routes.add(s, name) // last: the admin API reads s.group
+	s.conn.AddRoute(s, name) // last: the admin API reads s.group
 	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
 		zap.Int("port", s.Port), zap.String("network", network))
 	return nil
@@ -119,7 +121,7 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 // call, since reverse_proxy writes into them. It costs one atomic load, the
 // route's precomputed candidates, and an allocation per upstream plus two;
 // an instance labelled caddy.standby_after adds an atomic store, one
-// labelled caddy.soft_limit atomic loads (R5j, grow.go). Only a
+// labelled caddy.soft_limit atomic loads (R5j, connection.Conn.Grow). Only a
 // request that finds nothing routable and an instance to wake waits (see
 // wake). As a source of a `dynamic multi`, it answers with the multi's
 // other sources of this plugin (R5b, upstreams_multi.go): an index lookup
@@ -130,10 +132,10 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 	var targets []catalog.Target
 	deferred := false // to another source of the multi
 	pick := catalog.PickedNone
-	snap, host := s.conn.catalog.Snapshot(), catalog.NormalizeHost(r.Host)
+	snap, host := s.conn.Catalog().Snapshot(), catalog.NormalizeHost(r.Host)
 	route := s.routeFor(r, snap) // R2d
 	if s.StripPathPrefix {
-		s.stripPathPrefix(r, snap, route, host) // R2d, paths.go: routed by the client's path, sent without its prefix
+		s.stripPathPrefix(r, snap, route, host) // R2d, upstreams_paths.go: routed by the client's path, sent without its prefix
 	}
 	s.keepAlive.resolve()
 	if s.group == nil {
@@ -155,13 +157,13 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		return ups, err
 	}
 	if pick == catalog.PickedRoutable && s.group == nil {
-		s.conn.grow(snap, s.route, host, targets) // R5j: atomics unless every target is past its soft limit
+		s.conn.Grow(snap, s.route, host, targets) // R5j: atomics unless every target is past its soft limit
 	}
 	if pick == catalog.PickedStandby {
 		if s.wakes != nil && s.group == nil { // as before: a multi's member counts none
 			s.wakes.Inc() // the connection wakes it (R5)
 		}
-		s.keepAlive.closeIdle() // none from before its freeze is reused (R5a, idleconns.go)
+		s.keepAlive.closeIdle() // none from before its freeze is reused (R5a, upstreams_idleconns.go)
 	}
 	return s.upstreams(r, snap, host, targets), nil
 }
@@ -169,7 +171,7 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 // upstreams turns targets, from snap for host, into fresh upstreams,
 // recording the use of those labelled caddy.standby_after (scale to zero)
 // and, for the placeholders and metrics of who served the request, what
-// it returned (R13a, R13b, identity.go).
+// it returned (R13a, R13b, upstreams_identity.go).
 func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host string, targets []catalog.Target) []*reverseproxy.Upstream {
 	sv := s.record(r)
 	block, ups := sv.buffers(len(targets))
@@ -181,7 +183,7 @@ func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host
 		block[i].Weight, block[i].Identity = t.Weight, t.Identity
 		ups[i] = &block[i].Upstream
 		if t.Activity != nil {
-			s.conn.recordUse(r, t.Activity, &block[i].Upstream) // scale to zero, R5j (grow.go)
+			recordUse(s.conn, r, t.Activity, &block[i].Upstream) // scale to zero, R5j (upstreams_standby.go)
 		}
 	}
 	if sv != nil {
@@ -199,11 +201,11 @@ func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host
 // instance cannot be woken, the one upstream answers 503 with
 // Retry-After. Nothing to wake: no upstreams, which Caddy answers 503.
 func (s *upstreamSource) wake(r *http.Request, route catalog.Route, host string, buf []catalog.Target) ([]*reverseproxy.Upstream, error) {
-	if s.conn.standby == nil {
+	if !s.conn.WakesOnRequest() {
 		return nil, nil
 	}
 	hold, page := s.holdFor(r) // R5h
-	targets, retry := s.conn.standby.Hold(r.Context(), route, host, hold, buf)
+	targets, retry := s.conn.Hold(r.Context(), route, host, hold, buf)
 	if len(targets) == 0 {
 		if retry == 0 {
 			return nil, nil
@@ -213,12 +215,12 @@ func (s *upstreamSource) wake(r *http.Request, route catalog.Route, host string,
 				return []*reverseproxy.Upstream{u}, nil
 			}
 		}
-		if u := standInUpstream(s.conn.standby, retry); u != nil {
+		if u := standInUpstream(s.conn, retry); u != nil {
 			return []*reverseproxy.Upstream{u}, nil
 		}
 		return nil, nil
 	}
-	return s.upstreams(r, s.conn.catalog.Snapshot(), host, targets), nil
+	return s.upstreams(r, s.conn.Catalog().Snapshot(), host, targets), nil
 }
 
 // Cleanup releases the view and the shared connection, and leaves the
@@ -226,17 +228,17 @@ func (s *upstreamSource) wake(r *http.Request, route catalog.Route, host string,
 func (s *upstreamSource) Cleanup() error {
 	s.cleanupPages()
 	if s.key != "" {
-		s.conn.routes.remove(s) // first: the admin API reads the route
+		s.conn.RemoveRoute(s) // first: the admin API reads the route
 	}
 	s.leaveGroup()
 	if s.view != nil {
-		s.conn.catalog.Unwatch(s.view)
+		s.conn.Catalog().Unwatch(s.view)
 		s.view = nil
 	}
 	if s.key != "" {
-		s.conn.catalog.RemoveRoutePort(s.Port)
+		s.conn.Catalog().RemoveRoutePort(s.Port)
 	}
-	release(s.key)
+	dicerapp.Release(s.key)
 	s.key = ""
 	return nil
 }

@@ -33,7 +33,7 @@ type ConnTarget struct {
 func (s *upstreamSource) ConnTargets(ctx context.Context, host string) []ConnTarget {
 	var buf [8]catalog.Target
 	host = catalog.NormalizeHost(host)
-	targets, pick := s.conn.catalog.Snapshot().Pick(buf[:0], s.route, host, false)
+	targets, pick := s.conn.Catalog().Snapshot().Pick(buf[:0], s.route, host, false)
 	if len(targets) == 0 {
 		targets = s.holdConn(ctx, host, buf[:0])
 	}
@@ -54,14 +54,14 @@ func (s *upstreamSource) ConnTargets(ctx context.Context, host string) []ConnTar
 // instance on a daemon that Caddy wakes (Docker) and waits for it, at most
 // the wake timeout.
 func (s *upstreamSource) holdConn(ctx context.Context, host string, buf []catalog.Target) []catalog.Target {
-	if s.conn.standby == nil {
+	if !s.conn.WakesOnRequest() {
 		return nil
 	}
 	timeout := s.wakeTimeout
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	targets, _ := s.conn.standby.Hold(ctx, s.route, host, timeout, buf)
+	targets, _ := s.conn.Hold(ctx, s.route, host, timeout, buf)
 	return targets
 }
 
@@ -69,13 +69,5 @@ func (s *upstreamSource) holdConn(ctx context.Context, host string, buf []catalo
 // going on standby while it lasts (an open connection is activity, however
 // long it stays quiet: R5, R14b); call the returned func once it closes.
 func (s *upstreamSource) Opened(t ConnTarget) (closed func()) {
-	if t.activity == nil || s.conn.standby == nil {
-		return func() {}
-	}
-	s.conn.standby.Routed(t.activity, t.Dial)
-	busy := t.activity.Begin() // in flight until Learn
-	return func() {
-		busy.Learn(t.Dial, nil)
-		t.activity.Touch(time.Now()) // idle counts from the close
-	}
+	return s.conn.Opened(t.activity, t.Dial)
 }

@@ -124,7 +124,7 @@ func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []c
 	listedElsewhere := false
 	if !listedHere {
 		for _, m := range members {
-			if m != s && m.conn.catalog.Snapshot().ClaimsExactly(m.route, host) {
+			if m != s && m.conn.Catalog().Snapshot().ClaimsExactly(m.route, host) {
 				listedElsewhere = true
 				break
 			}
@@ -136,7 +136,7 @@ func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []c
 		prefix = snap.PathPrefix(route, host, listedElsewhere)
 		for _, m := range members {
 			if m != s {
-				if p := m.conn.catalog.Snapshot().PathPrefix(m.routeAt(path, false), host, listedHere || listedElsewhere); len(p) > len(prefix) {
+				if p := m.conn.Catalog().Snapshot().PathPrefix(m.routeAt(path, false), host, listedHere || listedElsewhere); len(p) > len(prefix) {
 					prefix = p
 				}
 			}
@@ -154,7 +154,7 @@ func (g *sourceGroup) targets(s *upstreamSource, snap *catalog.Snapshot, dst []c
 			before = false
 			continue
 		}
-		switch other := m.conn.catalog.Snapshot().PickOf(m.routeAt(prefix, prefix != ""), host, listedHere || listedElsewhere); {
+		switch other := m.conn.Catalog().Snapshot().PickOf(m.routeAt(prefix, prefix != ""), host, listedHere || listedElsewhere); {
 		case other == catalog.PickedRoutable,
 			other == catalog.PickedWoken && (pick == catalog.PickedStandby || before),
 			other == catalog.PickedStandby && pick == catalog.PickedStandby && before:

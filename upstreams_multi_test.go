@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -24,7 +25,7 @@ func member(t testing.TB, sel string, instances ...catalog.Instance) *upstreamSo
 	t.Helper()
 	c := catalog.New(catalog.Options{})
 	c.Replace(instances)
-	s := &upstreamSource{conn: &connection{catalog: c}, route: catalog.Route{Port: 8080}}
+	s := &upstreamSource{conn: connection.Fixture{Catalog: c}.Conn(), route: catalog.Route{Port: 8080}}
 	if sel != "" {
 		s.route.View = c.Watch(selector.MustParse(sel))
 	}
@@ -387,12 +388,8 @@ func TestMultiGroupThroughCaddysMulti(t *testing.T) {
 		t.Errorf("upstreams %q, want the a source's 127.0.0.1:1, then b-web's (in the multi's order), and not a-asleep's", dials)
 	}
 	// The admin API says the same: no target on a, which defers to b.
-	rec := httptest.NewRecorder()
-	if err := (adminDicer{}).explain(rec, httptest.NewRequest(http.MethodGet, "/dicer/explain?host=x.example.net", nil)); err != nil {
-		t.Fatal(err)
-	}
 	var ex adminapi.Explanation
-	if err := json.Unmarshal(rec.Body.Bytes(), &ex); err != nil {
+	if err := json.Unmarshal([]byte(adminServe(t, "/dicer/explain?host=x.example.net")), &ex); err != nil {
 		t.Fatal(err)
 	}
 	seen := 0

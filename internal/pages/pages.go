@@ -281,3 +281,8 @@ func plainLine(d Data) string {
 		return r
 	}, s)
 }
+
+// RetrySeconds is a Retry-After of d in whole seconds, at least 1.
+func RetrySeconds(d time.Duration) int {
+	return max(1, int((d+time.Second-1)/time.Second))
+}

@@ -1,4 +1,4 @@
-package caddydicer
+package connection
 
 import (
 	"testing"
@@ -24,12 +24,12 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 // beside Dicer's requests to instances on standby.
 func TestWakeCounters(t *testing.T) {
 	m := newConnMetrics("docker", "unix:///test-wakes.sock")
-	for i, result := range []string{wakeRequested, string(standby.WakeReady), string(standby.WakeTooSlow), string(standby.WakeDenied)} {
+	for i, result := range []string{WakeRequested, string(standby.WakeReady), string(standby.WakeTooSlow), string(standby.WakeDenied)} {
 		for range i + 1 {
 			m.wakes(result).Inc()
 		}
 	}
-	for i, result := range []string{wakeRequested, string(standby.WakeReady), string(standby.WakeTooSlow), string(standby.WakeDenied)} {
+	for i, result := range []string{WakeRequested, string(standby.WakeReady), string(standby.WakeTooSlow), string(standby.WakeDenied)} {
 		if got := counterValue(t, metrics.wakes.WithLabelValues("docker", "unix:///test-wakes.sock", result)); got != float64(i+1) {
 			t.Errorf("wakes{result=%s} = %v, want %d", result, got, i+1)
 		}

@@ -1,4 +1,4 @@
-package caddydicer
+package adminapi
 
 import (
 	"encoding/json"

@@ -151,11 +151,11 @@ func (s *upstreamSource) holdFor(r *http.Request) (hold time.Duration, page bool
 // wake_page_after (R5h): the page that reloads while an instance of the
 // route is being woken, else the unavailable page with the Retry-After.
 func (s *upstreamSource) wakePage(r *http.Request, host string, retry time.Duration) *reverseproxy.Upstream {
-	d := pages.Data{Kind: pages.KindUnavailable, Host: r.Host, RetryAfter: retrySeconds(retry),
+	d := pages.Data{Kind: pages.KindUnavailable, Host: r.Host, RetryAfter: pages.RetrySeconds(retry),
 		Message: "The service could not be started."}
-	snap := s.conn.catalog.Snapshot()
+	snap := s.conn.Catalog().Snapshot()
 	for _, wc := range snap.WakeCandidates(nil, s.route, host) {
-		if _, _, waking := s.conn.standby.WakeBackoff(wc.ID); waking {
+		if _, _, waking := s.conn.WakeBackoff(wc.ID); waking {
 			d = pages.Data{Kind: pages.KindWaking, Host: r.Host, Refresh: wakePageRefresh, RetryAfter: wakePageRefresh}
 			break
 		}

@@ -1,4 +1,4 @@
-package caddydicer
+package connection
 
 import (
 	"context"
@@ -33,7 +33,7 @@ const (
 // probe sends r to the prober and, for an instance being woken, starts
 // its fast path. The catalog calls it with its lock held: it does not
 // block.
-func (c *connection) probe(ctx context.Context, r catalog.ProbeRequest, timeout time.Duration, logger *zap.Logger) {
+func (c *Conn) probe(ctx context.Context, r catalog.ProbeRequest, timeout time.Duration) {
 	c.prober.Probe(r)
 	if !c.waking(r.ID) {
 		return
@@ -41,14 +41,14 @@ func (c *connection) probe(ctx context.Context, r catalog.ProbeRequest, timeout 
 	c.woken.Add(1)
 	go func() {
 		defer c.woken.Done()
-		c.probeWoken(ctx, r, timeout, logger)
+		c.probeWoken(ctx, r, timeout)
 	}()
 }
 
 // probeWoken tries r's dial addresses every wokenProbeEvery until one
 // accepts (the instance is ready), the wake ends, the catalog has a
 // verdict, or timeout (0: the prober's default) passes.
-func (c *connection) probeWoken(ctx context.Context, r catalog.ProbeRequest, timeout time.Duration, logger *zap.Logger) {
+func (c *Conn) probeWoken(ctx context.Context, r catalog.ProbeRequest, timeout time.Duration) {
 	if timeout <= 0 {
 		timeout = readiness.DefaultTimeout
 	}
@@ -67,7 +67,7 @@ func (c *connection) probeWoken(ctx context.Context, r catalog.ProbeRequest, tim
 			if conn, err := d.DialContext(ctx, "tcp", addr); err == nil {
 				_ = conn.Close()
 				if !c.catalog.InstanceReady(r.ID) {
-					logger.Debug("woken instance accepts connections", zap.String("instance", r.Name), zap.String("dial", addr),
+					c.logger.Debug("woken instance accepts connections", zap.String("instance", r.Name), zap.String("dial", addr),
 						zap.Int("attempts", attempts), zap.Duration("after", time.Since(start)))
 					c.markReady(r.ID, r.Gen, true)
 				}

@@ -11,6 +11,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/tracing"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 )
 
 // R13a with Caddy's own `tracing` handler: its span_attributes, the
@@ -31,7 +33,7 @@ func TestPlaceholders_R13a_on_the_tracing_span(t *testing.T) {
 	}
 	defer func() { _ = tr.Cleanup() }()
 
-	conn := &connection{kind: "dicer", address: "unix:///t.sock", catalog: benchCatalog(10)}
+	conn := connection.Fixture{Kind: "dicer", Address: "unix:///t.sock", Catalog: benchCatalog(10)}.Conn()
 	src := benchSource(conn)
 	repl := caddy.NewReplacer()
 	w := httptest.NewRecorder()

@@ -99,17 +99,7 @@ func idleCloser(rt http.RoundTripper) func() {
 	return nil
 }
 
-// closeIdle closes the idle connections of the transports of every route
-// on the connection (see above): the catalog calls it, through
+// CloseIdle closes the idle connections of the route's transport
+// (connection.Route): the connection calls it, through the catalog's
 // Options.Froze, when one of the daemon's instances freezes.
-func (r *routeSet) closeIdle() {
-	r.mu.Lock()
-	sources := make([]*upstreamSource, 0, len(r.routes))
-	for s := range r.routes {
-		sources = append(sources, s)
-	}
-	r.mu.Unlock()
-	for _, s := range sources {
-		s.keepAlive.closeIdle()
-	}
-}
+func (s *upstreamSource) CloseIdle() { s.keepAlive.closeIdle() }

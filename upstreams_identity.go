@@ -23,7 +23,7 @@ import (
 // which it sets before it dials) is looked up among them. Nothing else is
 // computed unless asked: the {dicer.upstream.*} placeholders read the
 // record when a log line or header uses them, and the per-instance metrics
-// read it once, after the request's context ended (instance_metrics.go).
+// read it once, after the request's context ended (upstreams_metrics.go).
 //
 // What this adds to a request is two allocations, the record and the
 // placeholders' function in the request's replacer, and saves two: the
@@ -183,9 +183,9 @@ func (sv *served) replace(key string) (any, bool) {
 	case "name":
 		return printable(p.block[i].Name), true
 	case "kind":
-		return p.src.conn.kind, true
+		return p.src.conn.Kind(), true
 	case "daemon":
-		return p.src.conn.address, true
+		return p.src.conn.Address(), true
 	case "route":
 		return p.src.observed.route, true
 	}

@@ -82,7 +82,7 @@ func (s *upstreamSource) routeAt(p string, exact bool) catalog.Route {
 // {dicer.path_prefix} that the dicer_path_prefix handler (package
 // handler) gives.
 func (s *upstreamSource) PathPrefix(r *http.Request) string {
-	snap := s.conn.catalog.Snapshot()
+	snap := s.conn.Catalog().Snapshot()
 	if !snap.HasPaths() {
 		return ""
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"go.uber.org/zap"
 
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
@@ -68,35 +69,35 @@ func TestR5a_a_freeze_closes_the_idle_connections_of_the_routes(t *testing.T) {
 	k := newKeptAlive(t)
 	spec := newConnSpec("r5a-test", t.Name(), "", "", nil, func(ctx context.Context, _ catalog.Sink, _ *zap.Logger) { <-ctx.Done() })
 	spec.key = spec.connKey() // as resolve keys it: released at the end
-	conn, err := dial(spec)
+	conn, err := dicerapp.Dial(spec.key, spec.conn())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { release(spec.key) })
+	t.Cleanup(func() { dicerapp.Release(spec.key) })
 	s := &upstreamSource{conn: conn, keepAlive: &keepAlive{handler: &reverseproxy.Handler{Transport: k.rt}}}
-	conn.routes.add(s, "caddy.host")
+	conn.AddRoute(s, "caddy.host")
 
 	sleepy := catalog.Instance{ID: "id-sleepy", Name: "sleepy", State: catalog.StateRunning,
 		Labels:   map[string]string{catalog.LabelHost: "sleepy.test"},
 		Networks: []catalog.Attachment{{Network: "net0", Address: "10.0.0.2"}}}
-	conn.catalog.Replace([]catalog.Instance{sleepy})
+	conn.Catalog().Replace([]catalog.Instance{sleepy})
 	s.keepAlive.resolve() // as the first request through the handler does
 	if k.get(t) != 1 || k.get(t) != 1 {
 		t.Fatalf("keep-alive: %d connections for two requests, want 1", k.opened.Load())
 	}
 	sleepy.State = catalog.StatePaused
-	conn.catalog.Put(sleepy)
+	conn.Catalog().Put(sleepy)
 	if n := k.get(t); n != 2 {
 		t.Fatalf("after a freeze: %d connections opened, want 2 (a new one)", n)
 	}
 	sleepy.State = catalog.StateRunning
-	conn.catalog.Put(sleepy)
+	conn.Catalog().Put(sleepy)
 	if n := k.get(t); n != 2 {
 		t.Fatalf("after an unpause, no freeze: %d connections opened, want 2 (the same)", n)
 	}
-	conn.routes.remove(s)
+	conn.RemoveRoute(s)
 	sleepy.State = catalog.StatePaused
-	conn.catalog.Put(sleepy)
+	conn.Catalog().Put(sleepy)
 	if n := k.get(t); n != 2 {
 		t.Fatalf("a freeze after the route left: %d connections opened, want 2 (left alone)", n)
 	}
@@ -110,14 +111,14 @@ func TestR5a_a_request_that_wakes_closes_the_idle_connections(t *testing.T) {
 	k := newKeptAlive(t)
 	spec := newConnSpec("r5a-test", t.Name(), "", "", nil, func(ctx context.Context, _ catalog.Sink, _ *zap.Logger) { <-ctx.Done() })
 	spec.key = spec.connKey() // as resolve keys it: released at the end
-	conn, err := dial(spec)
+	conn, err := dicerapp.Dial(spec.key, spec.conn())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { release(spec.key) })
+	t.Cleanup(func() { dicerapp.Release(spec.key) })
 	s := &upstreamSource{conn: conn, route: catalog.Route{Port: 8080},
 		keepAlive: &keepAlive{handler: &reverseproxy.Handler{Transport: k.rt}}}
-	conn.catalog.Replace([]catalog.Instance{{ID: "id-sleepy", Name: "sleepy", State: catalog.StateStandby, WakeOnConnect: true,
+	conn.Catalog().Replace([]catalog.Instance{{ID: "id-sleepy", Name: "sleepy", State: catalog.StateStandby, WakeOnConnect: true,
 		Labels:   map[string]string{catalog.LabelHost: "sleepy.test"},
 		Networks: []catalog.Attachment{{Network: "net0", Address: "10.0.0.2", Gateway: "10.0.0.1"}},
 		Ports:    []catalog.PublishedPort{{HostPort: 32768, GuestPort: 8080, Protocol: catalog.TCP}}}})

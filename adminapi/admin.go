@@ -1,4 +1,4 @@
-package caddydicer
+package adminapi
 
 import (
 	"encoding/json"
@@ -11,9 +11,10 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
-	"github.com/caddy-dicer/caddy-dicer/adminapi"
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
-	"github.com/caddy-dicer/caddy-dicer/internal/standby"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
+	"github.com/caddy-dicer/caddy-dicer/internal/pages"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -55,16 +56,16 @@ func (a adminDicer) Routes() []caddy.AdminRoute {
 }
 
 func (adminDicer) daemons(w http.ResponseWriter, _ *http.Request) error {
-	out := []adminapi.DaemonStatus{}
-	for _, c := range openConnections() {
-		st := c.status.snapshot()
-		n := c.catalog.Counts()
+	out := []DaemonStatus{}
+	for _, c := range dicerapp.Connections() {
+		st := c.Status()
+		n := c.Catalog().Counts()
 		total := 0
 		for _, count := range n.ByState {
 			total += count
 		}
-		d := adminapi.DaemonStatus{
-			Kind: c.kind, Address: c.address, State: st.State, Since: st.Since,
+		d := DaemonStatus{
+			Kind: c.Kind(), Address: c.Address(), State: st.State, Since: st.Since,
 			LastError: st.LastError, Instances: total, Routable: n.Routable, Relists: st.Relists,
 			LastRelistCause: st.RelistCause,
 			Routes:          []string{},
@@ -79,8 +80,8 @@ func (adminDicer) daemons(w http.ResponseWriter, _ *http.Request) error {
 		if !st.LastEvent.IsZero() {
 			d.LastEvent = &st.LastEvent
 		}
-		for _, r := range c.routes.list() {
-			d.Routes = append(d.Routes, r.name)
+		for _, r := range c.Routes() {
+			d.Routes = append(d.Routes, r.Name)
 		}
 		out = append(out, d)
 	}
@@ -96,10 +97,10 @@ func (adminDicer) instances(w http.ResponseWriter, r *http.Request) error {
 		}
 		match = sel.Matches
 	}
-	out := []adminapi.InstanceStatus{}
-	for _, c := range openConnections() {
-		for _, st := range c.catalog.Instances(match) {
-			out = append(out, withBackoff(c.standby, adminapi.InstanceStatus{Kind: c.kind, Daemon: c.address, InstanceStatus: st}))
+	out := []InstanceStatus{}
+	for _, c := range dicerapp.Connections() {
+		for _, st := range c.Catalog().Instances(match) {
+			out = append(out, withBackoff(c, InstanceStatus{Kind: c.Kind(), Daemon: c.Address(), InstanceStatus: st}))
 		}
 	}
 	return writeJSON(w, out)
@@ -111,34 +112,31 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New("host: missing, e.g. /dicer/explain?host=shop.example.com")}
 	}
 	host := catalog.NormalizeHost(raw)
-	out := adminapi.Explanation{Host: host, Routes: []adminapi.RouteExplanation{}, Certificates: []adminapi.CertificateDecision{}}
+	out := Explanation{Host: host, Routes: []RouteExplanation{}, Certificates: []CertificateDecision{}}
 	path := ""
 	if raw := r.URL.Query().Get("path"); raw != "" {
 		path = catalog.RequestPath(raw) // R2d
 		out.Path = path
 	}
 	fails := passiveFails()
-	for _, c := range openConnections() {
-		snap := c.catalog.Snapshot()
-		for _, nr := range c.routes.list() {
-			route := nr.source.route
+	for _, c := range dicerapp.Connections() {
+		snap := c.Catalog().Snapshot()
+		for _, nr := range c.Routes() {
+			route := nr.Route.CatalogRoute()
 			if path != "" {
 				route.Path = path
 			}
-			e := adminapi.RouteExplanation{Kind: c.kind, Daemon: c.address, Route: nr.name, Targets: []string{},
+			e := RouteExplanation{Kind: c.Kind(), Daemon: c.Address(), Route: nr.Name, Targets: []string{},
 				Candidates: snap.Explain(route, host)}
-			targets, deferred := snap.Targets(nil, route, host), false
-			if g := nr.source.group; g != nil {
-				targets, _, deferred = g.targets(nr.source, snap, nil, host, path)
-			}
+			targets, deferred := nr.Route.Targets(snap, host, path)
 			for _, t := range targets {
 				e.Targets = append(e.Targets, t.Instance+" "+t.Dial)
 			}
 			if deferred {
 				e.Deferred = true
 				setDeferred(&e)
-			} else if len(e.Targets) == 0 && c.standby != nil {
-				explainWake(&e, c.standby, snap.WakeCandidates(nil, route, host))
+			} else if len(e.Targets) == 0 && c.WakesOnRequest() {
+				explainWake(&e, c, snap.WakeCandidates(nil, route, host))
 			}
 			for i, cand := range e.Candidates {
 				if n := fails[cand.Dial]; cand.Target && n > 0 {
@@ -148,9 +146,9 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 			}
 			out.Routes = append(out.Routes, e)
 		}
-		for _, p := range c.permissions.list() {
-			d := adminapi.CertificateDecision{Kind: c.kind, Daemon: c.address, Allowed: true, Why: "an instance claims it"}
-			if err := p.decide(host); err != nil {
+		for _, p := range c.Permissions() {
+			d := CertificateDecision{Kind: c.Kind(), Daemon: c.Address(), Allowed: true, Why: "an instance claims it"}
+			if err := p.Decide(host); err != nil {
 				d.Allowed, d.Why = false, denialReason(err)
 			}
 			if !containsDecision(out.Certificates, d) {
@@ -163,15 +161,12 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 
 // withBackoff adds to st the wake backoff of its instance, if any (w nil:
 // a daemon that wakes on connect).
-func withBackoff(w *standby.Waker, st adminapi.InstanceStatus) adminapi.InstanceStatus {
-	if w == nil {
-		return st
-	}
-	after, failures, _ := w.WakeBackoff(st.ID)
+func withBackoff(c *connection.Conn, st InstanceStatus) InstanceStatus {
+	after, failures, _ := c.WakeBackoff(st.ID)
 	if after.IsZero() {
 		return st
 	}
-	st.NextWake, st.RetryAfter = &after, retrySeconds(time.Until(after))
+	st.NextWake, st.RetryAfter = &after, pages.RetrySeconds(time.Until(after))
 	st.Verdict += fmt.Sprintf("; its last %s failed: not woken again before %s (requests get 503 with Retry-After: %d)",
 		plural(failures, "wake"), after.UTC().Format(time.RFC3339), st.RetryAfter)
 	return st
@@ -179,13 +174,13 @@ func withBackoff(w *standby.Waker, st adminapi.InstanceStatus) adminapi.Instance
 
 // explainWake says in e what a request does when no instance is routable
 // and cands (R5's order) may be woken: what standby.Waker.Hold would do.
-func explainWake(e *adminapi.RouteExplanation, w *standby.Waker, cands []catalog.WakeCandidate) {
+func explainWake(e *RouteExplanation, c *connection.Conn, cands []catalog.WakeCandidate) {
 	if len(cands) == 0 {
 		return
 	}
 	var soonest time.Time
 	for _, wc := range cands {
-		after, failures, waking := w.WakeBackoff(wc.ID)
+		after, failures, waking := c.WakeBackoff(wc.ID)
 		why := ""
 		switch {
 		case waking:
@@ -205,13 +200,13 @@ func explainWake(e *adminapi.RouteExplanation, w *standby.Waker, cands []catalog
 		setWhy(e, wc.Name, why)
 		return
 	}
-	e.RetryAfter = retrySeconds(time.Until(soonest))
+	e.RetryAfter = pages.RetrySeconds(time.Until(soonest))
 	e.Wake = fmt.Sprintf("503 with Retry-After: %d (the last wakes of every instance on standby failed)", e.RetryAfter)
 }
 
 // setDeferred says why e's candidates that would be fallbacks on their
 // own are not targets: another source of the multi serves (R5b).
-func setDeferred(e *adminapi.RouteExplanation) {
+func setDeferred(e *RouteExplanation) {
 	for i := range e.Candidates {
 		if c := &e.Candidates[i]; c.Target {
 			c.Target = false
@@ -221,17 +216,12 @@ func setDeferred(e *adminapi.RouteExplanation) {
 }
 
 // setWhy sets the reason of the named candidate.
-func setWhy(e *adminapi.RouteExplanation, name, why string) {
+func setWhy(e *RouteExplanation, name, why string) {
 	for i := range e.Candidates {
 		if e.Candidates[i].Instance == name {
 			e.Candidates[i].Why = why
 		}
 	}
-}
-
-// retrySeconds is a Retry-After in whole seconds, at least 1.
-func retrySeconds(d time.Duration) int {
-	return max(1, int((d+time.Second-1)/time.Second))
 }
 
 func plural(n int, word string) string {
@@ -247,7 +237,7 @@ func denialReason(err error) string {
 	return strings.TrimPrefix(err.Error(), caddytls.ErrPermissionDenied.Error()+": ")
 }
 
-func containsDecision(list []adminapi.CertificateDecision, d adminapi.CertificateDecision) bool {
+func containsDecision(list []CertificateDecision, d CertificateDecision) bool {
 	for _, x := range list {
 		if x == d {
 			return true

@@ -1,29 +1,26 @@
 package caddydicer
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
-	"github.com/caddy-dicer/caddy-dicer/internal/readiness"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 )
 
 // openTestConnection puts a connection with catalog c in the pool, as an
 // open one is, until t ends.
-func openTestConnection(t testing.TB, c *catalog.Catalog) *connection {
-	_, cancel := context.WithCancel(context.Background())
-	conn := &connection{kind: "dicer", address: fmt.Sprintf("unix:///%s.sock", t.Name()), catalog: c,
-		done: make(chan struct{}), settled: make(chan struct{}), cancel: cancel, prober: &readiness.Prober{}}
+func openTestConnection(t testing.TB, c *catalog.Catalog) *connection.Conn {
+	conn := connection.Fixture{Kind: "dicer", Address: fmt.Sprintf("unix:///%s.sock", t.Name()), Catalog: c}.Conn()
 	key := "observe-test\x00" + t.Name()
-	if _, _, err := connections.LoadOrNew(key, func() (caddy.Destructor, error) { return conn, nil }); err != nil {
+	if err := dicerapp.Adopt(key, conn); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = connections.Delete(key) })
+	t.Cleanup(func() { dicerapp.Release(key) })
 	return conn
 }
 
@@ -45,12 +42,12 @@ func TestInstanceCollector_R13b_prunes_gone_instances(t *testing.T) {
 	c := catalog.New(catalog.Options{})
 	c.Replace([]catalog.Instance{{ID: "a", Name: "a", State: catalog.StateRunning}, {ID: "b", Name: "b", State: catalog.StateRunning}})
 	conn := openTestConnection(t, c)
-	closed := &connection{kind: "dicer", address: "unix:///closed.sock", catalog: c}
+	closed := connection.Fixture{Kind: "dicer", Address: "unix:///closed.sock", Catalog: c}.Conn()
 	col := newInstanceCollector()
 	for _, n := range []string{"a", "b"} {
-		col.get(instanceKey{conn.kind, conn.address, "r", n}, conn).record(200, time.Millisecond)
+		col.get(instanceKey{conn.Kind(), conn.Address(), "r", n}, conn).record(200, time.Millisecond)
 	}
-	col.get(instanceKey{closed.kind, closed.address, "r", "a"}, closed).record(0, 0)
+	col.get(instanceKey{closed.Kind(), closed.Address(), "r", "a"}, closed).record(0, 0)
 	if got := len(collect(col)); got != 2*4 {
 		t.Fatalf("%d metrics, want 8 (two live instances)", got)
 	}
@@ -76,7 +73,7 @@ func BenchmarkInstanceScrape(b *testing.B) {
 	conn := openTestConnection(b, c)
 	col := newInstanceCollector()
 	for _, in := range all {
-		col.get(instanceKey{conn.kind, conn.address, "r", in.Name}, conn).record(200, time.Millisecond)
+		col.get(instanceKey{conn.Kind(), conn.Address(), "r", in.Name}, conn).record(200, time.Millisecond)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(col)

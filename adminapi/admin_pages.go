@@ -1,4 +1,4 @@
-package caddydicer
+package adminapi
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/caddy-dicer/caddy-dicer/adminapi"
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
@@ -32,9 +32,9 @@ func (a adminDicer) moreRoutes() []caddy.AdminRoute {
 	}
 }
 
-// dashboard serves the page (adminapi.ServeDashboard).
+// dashboard serves the page (ServeDashboard).
 func (adminDicer) dashboard(w http.ResponseWriter, _ *http.Request) error {
-	return adminapi.ServeDashboard(w)
+	return ServeDashboard(w)
 }
 
 // maxRouteHosts bounds the hosts GET /dicer/routes lists per route.
@@ -45,19 +45,19 @@ const maxRouteHosts = 100
 const anyHost = "any-host.dicer.invalid"
 
 func (adminDicer) routesNow(w http.ResponseWriter, _ *http.Request) error {
-	out := []adminapi.RouteTargets{}
-	for _, c := range openConnections() {
-		snap := c.catalog.Snapshot()
-		for _, nr := range c.routes.list() {
-			route := nr.source.route
+	out := []RouteTargets{}
+	for _, c := range dicerapp.Connections() {
+		snap := c.Catalog().Snapshot()
+		for _, nr := range c.Routes() {
+			route := nr.Route.CatalogRoute()
 			var match func(map[string]string) bool
 			if route.View != nil {
-				if sel, err := selector.Parse(nr.source.Selector); err == nil {
+				if sel, err := selector.Parse(nr.Route.Selects()); err == nil {
 					match = sel.Matches
 				}
 			}
-			hosts := claimedHosts(c.catalog.Instances(match))
-			rt := adminapi.RouteTargets{Kind: c.kind, Daemon: c.address, Route: nr.name, Hosts: []adminapi.HostTargets{}}
+			hosts := claimedHosts(c.Catalog().Instances(match))
+			rt := RouteTargets{Kind: c.Kind(), Daemon: c.Address(), Route: nr.Name, Hosts: []HostTargets{}}
 			if len(hosts) > maxRouteHosts {
 				rt.MoreHosts, hosts = len(hosts)-maxRouteHosts, hosts[:maxRouteHosts]
 			}
@@ -69,7 +69,7 @@ func (adminDicer) routesNow(w http.ResponseWriter, _ *http.Request) error {
 				if h == "*" {
 					q = anyHost
 				}
-				ht := adminapi.HostTargets{Host: h, Targets: []string{}}
+				ht := HostTargets{Host: h, Targets: []string{}}
 				for _, t := range snap.Targets(nil, route, catalog.NormalizeHost(q)) {
 					ht.Targets = append(ht.Targets, t.Instance+" "+t.Dial)
 				}
@@ -106,16 +106,16 @@ const maxMaintenanceBody = 4096
 func (adminDicer) maintenance(w http.ResponseWriter, r *http.Request) error {
 	switch r.Method {
 	case http.MethodGet:
-		out := []adminapi.MaintenanceStatus{}
-		for _, c := range openConnections() {
-			out = append(out, adminapi.MaintenanceStatus{Kind: c.kind, Daemon: c.address, Switches: c.catalog.MaintenanceSwitches()})
+		out := []MaintenanceStatus{}
+		for _, c := range dicerapp.Connections() {
+			out = append(out, MaintenanceStatus{Kind: c.Kind(), Daemon: c.Address(), Switches: c.Catalog().MaintenanceSwitches()})
 		}
 		return writeJSON(w, out)
 	case http.MethodPost:
 	default:
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed: use GET or POST", r.Method)}
 	}
-	var req adminapi.MaintenanceRequest
+	var req MaintenanceRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxMaintenanceBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -128,14 +128,14 @@ func (adminDicer) maintenance(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 	}
-	out := []adminapi.MaintenanceStatus{}
-	for _, c := range openConnections() {
-		n, ok := c.catalog.SetMaintenance(sel, req.Message, req.On)
+	out := []MaintenanceStatus{}
+	for _, c := range dicerapp.Connections() {
+		n, ok := c.Catalog().SetMaintenance(sel, req.Message, req.On)
 		if !ok {
 			return caddy.APIError{HTTPStatus: http.StatusConflict,
-				Err: fmt.Errorf("%s %s: %d selectors are in maintenance already", c.kind, c.address, catalog.MaxMaintenanceSelectors)}
+				Err: fmt.Errorf("%s %s: %d selectors are in maintenance already", c.Kind(), c.Address(), catalog.MaxMaintenanceSelectors)}
 		}
-		out = append(out, adminapi.MaintenanceStatus{Kind: c.kind, Daemon: c.address, Switches: c.catalog.MaintenanceSwitches(), Changed: n})
+		out = append(out, MaintenanceStatus{Kind: c.Kind(), Daemon: c.Address(), Switches: c.Catalog().MaintenanceSwitches(), Changed: n})
 	}
 	return writeJSON(w, out)
 }

@@ -1,12 +1,9 @@
-package caddydicer
+package connection
 
 import (
-	"errors"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 )
 
 // Metrics, in Caddy's metrics registry (served at the admin API's
@@ -24,7 +21,6 @@ var metrics = struct {
 	decisions      *prometheus.CounterVec
 	noUpstream     *prometheus.CounterVec
 	budgetRefused  *prometheus.CounterVec
-	state          *stateCollector
 }{
 	eventsReceived: counter("events_received_total", "Events received from the daemon's event stream.", "kind", "daemon"),
 	eventsApplied: counter("events_applied_total",
@@ -50,37 +46,27 @@ var metrics = struct {
 		"kind", "daemon", "route"),
 	budgetRefused: counter("certificate_budget_refused_total",
 		"On-demand certificates refused by an issuance budget (R7d), by budget: domain, instance, names.", "kind", "daemon", "budget"),
-	state: newStateCollector(),
 }
 
 func counter(name, help string, labels ...string) *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "caddy", Subsystem: "dicer", Name: name, Help: help}, labels)
 }
 
-// wakeRequested is the result label of caddy_dicer_wakes_total for a
+// WakeRequested is the result label of caddy_dicer_wakes_total for a
 // request sent to an instance on standby, whose daemon wakes it at the
 // connection (Dicer). A wake Caddy makes itself (Docker: start or unpause)
 // is counted with its standby.WakeResult: ready, exited, too_slow, denied,
 // error, canceled.
-const wakeRequested = "requested"
+const WakeRequested = "requested"
 
-// registerMetrics registers the collectors into the registry of ctx's
-// config, once per registry.
-func registerMetrics(ctx caddy.Context) {
-	reg := ctx.GetMetricsRegistry()
-	if reg == nil {
-		return
-	}
-	for _, c := range []prometheus.Collector{
+// Collectors are the package's metric collectors, to register into a
+// registry: the counters, kept across config reloads, and the gauges of
+// every connection open reports, read at each scrape.
+func Collectors(open func() []*Conn) []prometheus.Collector {
+	return []prometheus.Collector{
 		metrics.eventsReceived, metrics.eventsApplied, metrics.relists, metrics.eventLatency,
-		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.budgetRefused, metrics.state,
-		instanceSeries, // R13b, instance_metrics.go
-		poolMetrics.wakesStarted, poolMetrics.pool,
-	} {
-		var already prometheus.AlreadyRegisteredError
-		if err := reg.Register(c); err != nil && !errors.As(err, &already) {
-			caddy.Log().Named("dicer").Error("registering a metric", zap.Error(err))
-		}
+		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.budgetRefused,
+		newStateCollector(open), poolMetrics.wakesStarted, &poolCollector{desc: poolInstances, open: open},
 	}
 }
 
@@ -105,8 +91,22 @@ func newConnMetrics(kind, daemon string) connMetrics {
 	}
 }
 
-// wakes is the counter of wakes with result (wakeRequested, or a
-// wakeResult) on this daemon; resolve it once for the request path.
+// Wakes is the counter of wakes with result (WakeRequested, or a
+// standby.WakeResult) on the daemon; resolve it once for the request path.
+func (c *Conn) Wakes(result string) prometheus.Counter { return c.metrics.wakes(result) }
+
+// NoUpstream is the counter of lookups on route (its name) that found no
+// instance; resolve it once for the request path.
+func (c *Conn) NoUpstream(route string) prometheus.Counter {
+	return metrics.noUpstream.WithLabelValues(c.kind, c.address, route)
+}
+
+// BudgetRefused is the counter of certificates refused by budget (R7d).
+func (c *Conn) BudgetRefused(budget string) prometheus.Counter {
+	return metrics.budgetRefused.WithLabelValues(c.kind, c.address, budget)
+}
+
+// wakes is the counter of wakes with result on this daemon.
 func (m connMetrics) wakes(result string) prometheus.Counter {
 	return metrics.wakes.WithLabelValues(m.kind, m.daemon, result)
 }
@@ -122,13 +122,13 @@ func (m connMetrics) applied(received time.Time) {
 	m.eventLatency.Observe(time.Since(received).Seconds())
 }
 
-// decisionCounters count a permission's decisions, resolved at provision
+// DecisionCounters count a permission's decisions, resolved at provision
 // so that a handshake only adds to one.
-type decisionCounters struct{ allowed, denied prometheus.Counter }
+type DecisionCounters struct{ allowed, denied prometheus.Counter }
 
-// count adds a decision; a permission not provisioned (unit tests) has no
-// counters.
-func (d decisionCounters) count(allowed bool) {
+// Count adds a decision; the zero DecisionCounters (a permission not
+// provisioned, in unit tests) counts none.
+func (d DecisionCounters) Count(allowed bool) {
 	switch {
 	case d.allowed == nil:
 	case allowed:
@@ -138,8 +138,9 @@ func (d decisionCounters) count(allowed bool) {
 	}
 }
 
-func newDecisionCounters(c *connection) decisionCounters {
-	return decisionCounters{
+// Decisions are the counters of a permission's decisions on c.
+func (c *Conn) Decisions() DecisionCounters {
+	return DecisionCounters{
 		allowed: metrics.decisions.WithLabelValues(c.kind, c.address, "allowed"),
 		denied:  metrics.decisions.WithLabelValues(c.kind, c.address, "denied"),
 	}
@@ -151,9 +152,10 @@ func newDecisionCounters(c *connection) decisionCounters {
 // closed connection leaves no stale series.
 type stateCollector struct {
 	connected, instances, routable *prometheus.Desc
+	open                           func() []*Conn
 }
 
-func newStateCollector() *stateCollector {
+func newStateCollector(open func() []*Conn) *stateCollector {
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName("caddy", "dicer", name), help, labels, nil)
 	}
@@ -162,6 +164,7 @@ func newStateCollector() *stateCollector {
 		instances: desc("instances", "Instances the daemon reported, by state.", "kind", "daemon", "state"),
 		routable: desc("routable_instances",
 			"Instances that get requests (R1-R4) on a route without settings, or on some route's port.", "kind", "daemon"),
+		open: open,
 	}
 }
 
@@ -176,14 +179,14 @@ func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 // with different settings (another token, say) report once.
 func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	seen := map[[2]string]bool{}
-	for _, c := range openConnections() {
+	for _, c := range s.open() {
 		id := [2]string{c.kind, c.address}
 		if seen[id] {
 			continue
 		}
 		seen[id] = true
 		connected := 0.0
-		if c.status.snapshot().State == stateFollowing {
+		if c.status.snapshot().State == StateFollowing {
 			connected = 1
 		}
 		ch <- prometheus.MustNewConstMetric(s.connected, prometheus.GaugeValue, connected, c.kind, c.address)

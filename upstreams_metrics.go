@@ -8,6 +8,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 )
 
 // Per-instance metrics (R13b): requests, errors, in flight and latency of
@@ -17,7 +20,7 @@ import (
 // transport we could wrap without the user's config (the handler sets its
 // transport after provisioning its upstreams, and type-asserts it), so the
 // request itself tells: GetUpstreams records what it returned
-// (identity.go), and when the request's context ends the record of the
+// (upstreams_identity.go), and when the request's context ends the record of the
 // upstream reverse_proxy selected gives the instance, with the status
 // and latency reverse_proxy left in its placeholders. A request's record
 // waits among those of requests in flight (a lock-free stack: one
@@ -40,7 +43,7 @@ type instanceKey struct{ kind, daemon, route, name string }
 // instanceStats are one instance's counters on one route: atomics only, so
 // that neither a request nor a scrape waits for the other.
 type instanceStats struct {
-	conn     *connection // whose catalog says whether the instance is still there
+	conn     *connection.Conn // whose catalog says whether the instance is still there
 	requests atomic.Uint64
 	errors   atomic.Uint64
 	host     atomic.Pointer[reverseproxy.Host]
@@ -90,14 +93,14 @@ func (st *instanceStats) learnHost(h *reverseproxy.Host) {
 // sourceObserved is what an upstream source labels its instances' series
 // with, resolved at provision.
 type sourceObserved struct {
-	conn  *connection
+	conn  *connection.Conn
 	route string
 }
 
 // stats returns the counters of the instance named name on this route,
 // made on its first request.
 func (o sourceObserved) stats(name string) *instanceStats {
-	return instanceSeries.get(instanceKey{o.conn.kind, o.conn.address, o.route, name}, o.conn)
+	return instanceSeries.get(instanceKey{o.conn.Kind(), o.conn.Address(), o.route, name}, o.conn)
 }
 
 // instanceSeries holds every instance's counters, package-level as the
@@ -134,7 +137,7 @@ func newInstanceCollector() *instanceCollector {
 }
 
 // get returns the counters of key, made (for conn) if there are none.
-func (c *instanceCollector) get(key instanceKey, conn *connection) *instanceStats {
+func (c *instanceCollector) get(key instanceKey, conn *connection.Conn) *instanceStats {
 	if v, ok := c.series.Load(key); ok {
 		return v.(*instanceStats)
 	}
@@ -215,11 +218,11 @@ func (c *instanceCollector) prune() int {
 		return int(c.n.Load())
 	}
 	defer c.pruning.Unlock()
-	open := map[*connection]bool{}
-	for _, conn := range openConnections() {
+	open := map[*connection.Conn]bool{}
+	for _, conn := range dicerapp.Connections() {
 		open[conn] = true
 	}
-	live := map[*connection]map[string]struct{}{}
+	live := map[*connection.Conn]map[string]struct{}{}
 	kept := 0
 	c.series.Range(func(k, v any) bool {
 		key, st := k.(instanceKey), v.(*instanceStats)
@@ -227,7 +230,7 @@ func (c *instanceCollector) prune() int {
 		if !ok {
 			names = map[string]struct{}{}
 			if open[st.conn] {
-				st.conn.catalog.Names(names)
+				st.conn.Catalog().Names(names)
 			}
 			live[st.conn] = names
 		}

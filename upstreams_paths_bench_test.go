@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 )
 
 // pathsCatalog is benchCatalog's n instances; with paths, the three of
@@ -51,7 +52,7 @@ func pathsCatalog(n int, paths bool) *catalog.Catalog {
 func BenchmarkGetUpstreamsPaths(b *testing.B) {
 	for _, n := range []int{10, 10000} {
 		for _, kind := range []string{"host_only", "paths"} {
-			conn := &connection{catalog: pathsCatalog(n, kind == "paths")}
+			conn := connection.Fixture{Catalog: pathsCatalog(n, kind == "paths")}.Conn()
 			u := &DicerUpstreams{upstreamSource: benchSource(conn)}
 			req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/api/v1/orders", nil)
 			req = req.WithContext(context.WithValue(req.Context(), caddyhttp.OriginalRequestCtxKey, *req))
@@ -78,7 +79,7 @@ func BenchmarkGetUpstreamsPathsRatio(b *testing.B) {
 	for _, n := range []int{10, 10000} {
 		var sources [2]*DicerUpstreams // host only, paths
 		for i := range sources {
-			sources[i] = &DicerUpstreams{upstreamSource: benchSource(&connection{catalog: pathsCatalog(n, i == 1)})}
+			sources[i] = &DicerUpstreams{upstreamSource: benchSource(connection.Fixture{Catalog: pathsCatalog(n, i == 1)}.Conn())}
 		}
 		req := httptest.NewRequest(http.MethodGet, "http://shop.example.com/api/v1/orders", nil)
 		req = req.WithContext(context.WithValue(req.Context(), caddyhttp.OriginalRequestCtxKey, *req))

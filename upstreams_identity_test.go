@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
@@ -33,7 +34,7 @@ func caddyRequest(host string) (*http.Request, *caddy.Replacer, context.CancelFu
 // the failed attempt.
 func TestPlaceholders_R13a_name_the_selected_instance(t *testing.T) {
 	c := benchCatalog(10) // web-a, web-b, web-c serve shop.example.com at 10.0.0.1-3
-	conn := &connection{kind: "dicer", address: "unix:///t.sock", catalog: c}
+	conn := connection.Fixture{Kind: "dicer", Address: "unix:///t.sock", Catalog: c}.Conn()
 	src := benchSource(conn)
 	src.observed = sourceObserved{conn: conn, route: "caddy.host port 8080"}
 	r, repl, cancel := caddyRequest("shop.example.com")

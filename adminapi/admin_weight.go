@@ -1,4 +1,4 @@
-package caddydicer
+package adminapi
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/caddy-dicer/caddy-dicer/adminapi"
+	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -25,7 +25,7 @@ func (adminDicer) weight(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodPost {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed: use POST", r.Method)}
 	}
-	req, err := adminapi.DecodeWeightRequest(io.LimitReader(r.Body, maxWeightBody))
+	req, err := DecodeWeightRequest(io.LimitReader(r.Body, maxWeightBody))
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err}
 	}
@@ -40,10 +40,10 @@ func (adminDicer) weight(w http.ResponseWriter, r *http.Request) error {
 	if req.Weight != nil {
 		weight = *req.Weight
 	}
-	out := []adminapi.WeightChange{}
-	for _, c := range openConnections() {
-		for _, ch := range c.catalog.SetWeight(match, weight) {
-			out = append(out, adminapi.WeightChange{Kind: c.kind, Daemon: c.address, WeightChange: ch})
+	out := []WeightChange{}
+	for _, c := range dicerapp.Connections() {
+		for _, ch := range c.Catalog().SetWeight(match, weight) {
+			out = append(out, WeightChange{Kind: c.Kind(), Daemon: c.Address(), WeightChange: ch})
 		}
 	}
 	if len(out) == 0 {
