@@ -5,23 +5,13 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 )
 
 // The upstream sources also route whole connections, for a proxy of
 // another Caddy app (the layer-4 handler in ./layer4, R14): the same
 // settings, catalog, readiness, rotation and scale to zero as for HTTP
 // requests, answered per connection instead of per request.
-
-// ConnTarget is an instance a connection may go to: where to dial it and
-// its name. Pass it back to Opened once a connection to it is open.
-type ConnTarget struct {
-	// Dial is the address to connect to, host:port.
-	Dial string
-	// Instance is the instance's name, for logs.
-	Instance string
-
-	activity *catalog.Activity
-}
 
 // ConnTargets returns where a connection for host may go (host: the TLS
 // server name a layer-4 route matched, or "" when it has none), as
@@ -30,7 +20,7 @@ type ConnTarget struct {
 // call waits until it is ready, ctx ends or the wake timeout passes; then
 // nothing is returned and the connection should be closed. On Dicer the
 // instance on standby is returned, and Dicer wakes it at the connection.
-func (s *upstreamSource) ConnTargets(ctx context.Context, host string) []ConnTarget {
+func (s *upstreamSource) ConnTargets(ctx context.Context, host string) []connection.Target {
 	var buf [8]catalog.Target
 	host = catalog.NormalizeHost(host)
 	targets, pick := s.conn.Catalog().Snapshot().Pick(buf[:0], s.route, host, false)
@@ -43,9 +33,9 @@ func (s *upstreamSource) ConnTargets(ctx context.Context, host string) []ConnTar
 	if len(targets) == 0 && s.noUpstream != nil {
 		s.noUpstream.Inc()
 	}
-	out := make([]ConnTarget, len(targets))
+	out := make([]connection.Target, len(targets))
 	for i, t := range targets {
-		out[i] = ConnTarget{Dial: t.Dial, Instance: t.Instance, activity: t.Activity}
+		out[i] = connection.TargetOf(t)
 	}
 	return out
 }
@@ -68,6 +58,6 @@ func (s *upstreamSource) holdConn(ctx context.Context, host string, buf []catalo
 // Opened records a connection open to t, which keeps t's instance from
 // going on standby while it lasts (an open connection is activity, however
 // long it stays quiet: R5, R14b); call the returned func once it closes.
-func (s *upstreamSource) Opened(t ConnTarget) (closed func()) {
-	return s.conn.Opened(t.activity, t.Dial)
+func (s *upstreamSource) Opened(t connection.Target) (closed func()) {
+	return s.conn.Opened(t)
 }

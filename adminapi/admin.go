@@ -100,7 +100,7 @@ func (adminDicer) instances(w http.ResponseWriter, r *http.Request) error {
 	out := []InstanceStatus{}
 	for _, c := range dicerapp.Connections() {
 		for _, st := range c.Catalog().Instances(match) {
-			out = append(out, withBackoff(c, InstanceStatus{Kind: c.Kind(), Daemon: c.Address(), InstanceStatus: st}))
+			out = append(out, withBackoff(c, instanceStatus(c.Kind(), c.Address(), st)))
 		}
 	}
 	return writeJSON(w, out)
@@ -127,7 +127,7 @@ func (adminDicer) explain(w http.ResponseWriter, r *http.Request) error {
 				route.Path = path
 			}
 			e := RouteExplanation{Kind: c.Kind(), Daemon: c.Address(), Route: nr.Name, Targets: []string{},
-				Candidates: snap.Explain(route, host)}
+				Candidates: candidates(snap.Explain(route, host))}
 			targets, deferred := nr.Route.Targets(snap, host, path)
 			for _, t := range targets {
 				e.Targets = append(e.Targets, t.Instance+" "+t.Dial)

@@ -108,7 +108,7 @@ func (adminDicer) maintenance(w http.ResponseWriter, r *http.Request) error {
 	case http.MethodGet:
 		out := []MaintenanceStatus{}
 		for _, c := range dicerapp.Connections() {
-			out = append(out, MaintenanceStatus{Kind: c.Kind(), Daemon: c.Address(), Switches: c.Catalog().MaintenanceSwitches()})
+			out = append(out, MaintenanceStatus{Kind: c.Kind(), Daemon: c.Address(), Switches: maintenanceSwitches(c.Catalog().MaintenanceSwitches())})
 		}
 		return writeJSON(w, out)
 	case http.MethodPost:
@@ -135,7 +135,7 @@ func (adminDicer) maintenance(w http.ResponseWriter, r *http.Request) error {
 			return caddy.APIError{HTTPStatus: http.StatusConflict,
 				Err: fmt.Errorf("%s %s: %d selectors are in maintenance already", c.Kind(), c.Address(), catalog.MaxMaintenanceSelectors)}
 		}
-		out = append(out, MaintenanceStatus{Kind: c.Kind(), Daemon: c.Address(), Switches: c.Catalog().MaintenanceSwitches(), Changed: n})
+		out = append(out, MaintenanceStatus{Kind: c.Kind(), Daemon: c.Address(), Switches: maintenanceSwitches(c.Catalog().MaintenanceSwitches()), Changed: n})
 	}
 	return writeJSON(w, out)
 }

@@ -43,7 +43,7 @@ func (adminDicer) weight(w http.ResponseWriter, r *http.Request) error {
 	out := []WeightChange{}
 	for _, c := range dicerapp.Connections() {
 		for _, ch := range c.Catalog().SetWeight(match, weight) {
-			out = append(out, WeightChange{Kind: c.Kind(), Daemon: c.Address(), WeightChange: ch})
+			out = append(out, WeightChange{Kind: c.Kind(), Daemon: c.Address(), ID: ch.ID, Name: ch.Name, Weight: ch.Weight, Runtime: ch.Runtime})
 		}
 	}
 	if len(out) == 0 {

@@ -7,7 +7,6 @@ package adminapi
 import (
 	"time"
 
-	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
 // DaemonStatus is one followed daemon, as GET /dicer/daemons shows it.
@@ -41,7 +40,37 @@ type DaemonStatus struct {
 type InstanceStatus struct {
 	Kind   string `json:"kind"`
 	Daemon string `json:"daemon"`
-	catalog.InstanceStatus
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	// State is the daemon's state word, or standby for a stopped or
+	// paused instance Caddy wakes on a request (caddy.standby_after),
+	// whose DaemonState then says which.
+	State       string            `json:"state"`
+	DaemonState string            `json:"daemon_state,omitempty"`
+	Health      string            `json:"health"`
+	Labels      map[string]string `json:"labels"`
+	Networks    []NetworkStatus   `json:"networks"`
+	Ports       []PortStatus      `json:"published_ports"`
+	// Routable is set when the instance gets requests (R1-R4) on a route
+	// without network or port settings, or, for an instance that names no
+	// port of its own, on one of the routes' port settings.
+	Routable bool `json:"routable"`
+	// Verdict is "routable", or why the instance gets no requests:
+	// `unhealthy`, `caddy.port "abc" is not a port`, `on networks a and b,
+	// none chosen`, `no port: publishes none and the route sets none`,
+	// `not ready: port 8080 refuses`, `on standby`, ...
+	Verdict string `json:"verdict"`
+	// Weight is its share of its rotations under the dicer_weighted and
+	// dicer_sticky policies (R4c): its runtime weight while one is set
+	// (RuntimeWeight), else its caddy.weight label, else 1.
+	Weight        int  `json:"weight"`
+	RuntimeWeight bool `json:"runtime_weight,omitempty"`
+	// LabelTypos are its label keys that look like misspelt known labels
+	// (R13c), each with the closest known one.
+	LabelTypos []LabelTypo `json:"label_typos,omitempty"`
+	// Paths are the path prefixes the instance serves under its hosts
+	// (caddy.path, normalized, R2d); none without the label.
+	Paths []string `json:"paths,omitempty"`
 	// NextWake is set while the instance's last wakes failed (scale to
 	// zero): it is not woken again before then, and requests for it get
 	// 503 with RetryAfter (seconds) meanwhile.
@@ -59,7 +88,7 @@ type RouteExplanation struct {
 	Targets []string `json:"targets"`
 	// Candidates are the instances the route considered, each with why
 	// it is a target or not.
-	Candidates []catalog.Candidate `json:"candidates"`
+	Candidates []Candidate `json:"candidates"`
 	// Wake says, when there is no target, what a request does instead
 	// on a daemon Caddy wakes instances of (scale to zero): "wakes <name>",
 	// "waits for <name>, being woken", or "503 with Retry-After: <n>"
@@ -127,7 +156,7 @@ type MaintenanceRequest struct {
 type MaintenanceStatus struct {
 	Kind     string                      `json:"kind"`
 	Daemon   string                      `json:"daemon"`
-	Switches []catalog.MaintenanceSwitch `json:"switches"`
+	Switches []MaintenanceSwitch `json:"switches"`
 	// Changed is, after a POST, how many instances went in or out.
 	Changed int `json:"changed"`
 }
@@ -152,5 +181,10 @@ type WeightRequest struct {
 type WeightChange struct {
 	Kind   string `json:"kind"`
 	Daemon string `json:"daemon"`
-	catalog.WeightChange
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	// Weight is the weight the instance has now, runtime or label.
+	Weight int `json:"weight"`
+	// Runtime is set while a runtime weight is in force.
+	Runtime bool `json:"runtime"`
 }

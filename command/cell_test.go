@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/adminapi"
-	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
 // hostile is label text a tenant could set: an OSC sequence that sets the
@@ -23,15 +22,13 @@ func TestCLITables_EscapeControlCharacters(t *testing.T) {
 	if err := printExplanation(&out, adminapi.Explanation{
 		Host: hostile,
 		Routes: []adminapi.RouteExplanation{{Kind: "docker", Daemon: hostile, Route: "r", Targets: []string{hostile},
-			Candidates: []catalog.Candidate{{Instance: hostile, Dial: hostile, Why: `caddy.port "` + hostile + `" is not a port`}}}},
+			Candidates: []adminapi.Candidate{{Instance: hostile, Dial: hostile, Why: `caddy.port "` + hostile + `" is not a port`}}}},
 		Certificates: []adminapi.CertificateDecision{{Kind: "docker", Daemon: "d", Why: hostile}},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := printInstances(&out, []adminapi.InstanceStatus{{Kind: "docker", Daemon: hostile, InstanceStatus: catalog.InstanceStatus{
-		Name: hostile, State: "running", Health: "none", Verdict: hostile,
-		Networks: []catalog.NetworkStatus{{Network: hostile, Address: "10.0.0.2"}},
-	}}}); err != nil {
+	if err := printInstances(&out, []adminapi.InstanceStatus{{Kind: "docker", Daemon: hostile, Name: hostile, State: "running", Health: "none", Verdict: hostile,
+		Networks: []adminapi.NetworkStatus{{Network: hostile, Address: "10.0.0.2"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := printDaemons(&out, []adminapi.DaemonStatus{{Kind: "docker", Address: hostile, State: "following", Since: now, LastError: hostile}}, now); err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/caddy-dicer/caddy-dicer/adminapi"
-	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
 func init() {
@@ -250,7 +249,7 @@ func ago(now, t time.Time) string {
 
 // addresses are an instance's addresses, each as network=address (the
 // address alone on a network without a name).
-func addresses(nets []catalog.NetworkStatus) string {
+func addresses(nets []adminapi.NetworkStatus) string {
 	var out []string
 	for _, n := range nets {
 		a := n.Address
@@ -267,7 +266,7 @@ func addresses(nets []catalog.NetworkStatus) string {
 
 // published are an instance's published ports as host:port->guest/proto,
 // * for every host address.
-func published(ports []catalog.PortStatus) string {
+func published(ports []adminapi.PortStatus) string {
 	var out []string
 	for _, p := range ports {
 		host := p.HostIP
@@ -290,7 +289,7 @@ func orDash(s string) string {
 // withTypos is a verdict followed by the instance's misspelt label keys
 // (R13c): `routable; label caddy.hots is not one caddy-dicer knows: did
 // you mean caddy.host?`.
-func withTypos(verdict string, typos []catalog.LabelTypo) string {
+func withTypos(verdict string, typos []adminapi.LabelTypo) string {
 	for _, t := range typos {
 		verdict += "; " + t.String()
 	}

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/caddy-dicer/caddy-dicer/adminapi"
-	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
 func TestWeightCommand_R4c_arguments(t *testing.T) {
@@ -48,7 +47,7 @@ func TestWeightCommand_R4c_arguments(t *testing.T) {
 func TestWeightCommand_R4c_tables(t *testing.T) {
 	var out bytes.Buffer
 	if err := printWeights(&out, []adminapi.WeightChange{{Kind: "docker", Daemon: "unix:///var/run/docker.sock",
-		WeightChange: catalog.WeightChange{Name: "web-1", Weight: 0, Runtime: true}}}); err != nil {
+		Name: "web-1", Weight: 0, Runtime: true}}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "web-1") || !strings.Contains(out.String(), "0 (runtime)") {
@@ -56,7 +55,7 @@ func TestWeightCommand_R4c_tables(t *testing.T) {
 	}
 	out.Reset()
 	if err := printInstances(&out, []adminapi.InstanceStatus{{Kind: "dicer", Daemon: "unix:/d.sock",
-		InstanceStatus: catalog.InstanceStatus{Name: "web-2", Weight: 90, Verdict: "routable"}}}); err != nil {
+		Name: "web-2", Weight: 90, Verdict: "routable"}}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(out.String(), "WEIGHT") || !strings.Contains(out.String(), " 90 ") {
@@ -72,8 +71,7 @@ func TestWeightCommand_R4c_tables(t *testing.T) {
 		{map[string]string{"caddy.weight": "9\x1b[2J0123456789abcdef"}, ` 5 (runtime; label 9\x1b[2J0123456789a…) `},
 	} {
 		out.Reset()
-		if err := printInstances(&out, []adminapi.InstanceStatus{{Kind: "dicer", Daemon: "unix:/d.sock", InstanceStatus: catalog.InstanceStatus{
-			Name: "web-2", Weight: 5, RuntimeWeight: true, Labels: tc.labels, Verdict: "routable"}}}); err != nil {
+		if err := printInstances(&out, []adminapi.InstanceStatus{{Kind: "dicer", Daemon: "unix:/d.sock", Name: "web-2", Weight: 5, RuntimeWeight: true, Labels: tc.labels, Verdict: "routable"}}); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(out.String(), tc.want) {

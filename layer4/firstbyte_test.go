@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	l4 "github.com/mholt/caddy-l4/layer4"
 	"go.uber.org/zap"
 
-	caddydicer "github.com/caddy-dicer/caddy-dicer"
-	"github.com/caddyserver/caddy/v2"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 )
 
 // fixedSource routes every connection to one address and counts the asks.
@@ -23,11 +23,11 @@ type fixedSource struct {
 	asked atomic.Int64
 }
 
-func (s *fixedSource) ConnTargets(context.Context, string) []caddydicer.ConnTarget {
+func (s *fixedSource) ConnTargets(context.Context, string) []connection.Target {
 	s.asked.Add(1)
-	return []caddydicer.ConnTarget{{Dial: s.dial, Instance: "echo"}}
+	return []connection.Target{{Dial: s.dial, Instance: "echo"}}
 }
-func (s *fixedSource) Opened(caddydicer.ConnTarget) func() { return func() {} }
+func (s *fixedSource) Opened(connection.Target) func() { return func() {} }
 
 // firstByteProxy is a Proxy as Provision leaves it, on src, with a real
 // loopback listener whose accepted connections it handles; it returns the

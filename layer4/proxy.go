@@ -30,7 +30,7 @@ import (
 	l4 "github.com/mholt/caddy-l4/layer4"
 	"go.uber.org/zap"
 
-	caddydicer "github.com/caddy-dicer/caddy-dicer"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
@@ -100,10 +100,10 @@ type Proxy struct {
 }
 
 // connSource is what the sources of caddy-dicer answer for a connection
-// (see caddydicer.ConnTarget).
+// (see connection.Target).
 type connSource interface {
-	ConnTargets(ctx context.Context, host string) []caddydicer.ConnTarget
-	Opened(t caddydicer.ConnTarget) (closed func())
+	ConnTargets(ctx context.Context, host string) []connection.Target
+	Opened(t connection.Target) (closed func())
 }
 
 const (
@@ -267,7 +267,7 @@ func sendPrefix(up net.Conn, cx *l4.Connection, first, buf []byte) error {
 }
 
 // dial connects to the next target in rotation, trying each once.
-func (p *Proxy) dial(ctx context.Context, targets []caddydicer.ConnTarget) (net.Conn, caddydicer.ConnTarget, error) {
+func (p *Proxy) dial(ctx context.Context, targets []connection.Target) (net.Conn, connection.Target, error) {
 	timeout := time.Duration(p.DialTimeout)
 	if timeout == 0 {
 		timeout = defaultDialTimeout
@@ -284,7 +284,7 @@ func (p *Proxy) dial(ctx context.Context, targets []caddydicer.ConnTarget) (net.
 		p.logger.Debug("dial failed", zap.String("instance", t.Instance), zap.String("dial", t.Dial), zap.Error(err))
 		errs = append(errs, fmt.Errorf("%s (%s): %w", t.Instance, t.Dial, err))
 	}
-	return nil, caddydicer.ConnTarget{}, fmt.Errorf("no instance answered: %w", errors.Join(errs...))
+	return nil, connection.Target{}, fmt.Errorf("no instance answered: %w", errors.Join(errs...))
 }
 
 // closeWriter is a connection whose writing side shuts down alone.

@@ -19,9 +19,9 @@ import (
 type LabelTypo struct {
 	// Key is the label key as the instance has it, at most two bytes
 	// longer than a known key (escape it where a person reads it).
-	Key string `json:"key"`
+	Key string
 	// Suggest is the known label key closest to Key.
-	Suggest string `json:"suggest"`
+	Suggest string
 }
 
 // String is the warning a person reads: `caddy.hots: did you mean

@@ -113,8 +113,8 @@ func (c *Catalog) SetMaintenance(sel selector.Selector, message string, on bool)
 
 // MaintenanceSwitch is a selector an operator put in maintenance.
 type MaintenanceSwitch struct {
-	Selector string `json:"selector"`
-	Message  string `json:"message"`
+	Selector string
+	Message  string
 }
 
 // MaintenanceSwitches lists the selectors in maintenance, in order.

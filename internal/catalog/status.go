@@ -12,52 +12,53 @@ import (
 
 // InstanceStatus is one instance as the catalog knows it, and its verdict.
 type InstanceStatus struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
+	ID   string
+	Name string
 	// State is the daemon's state word, or standby for a stopped or
 	// paused instance Caddy wakes on a request (caddy.standby_after),
 	// whose DaemonState then says which.
-	State       string            `json:"state"`
-	DaemonState string            `json:"daemon_state,omitempty"`
-	Health      string            `json:"health"`
-	Labels      map[string]string `json:"labels"`
-	Networks    []NetworkStatus   `json:"networks"`
-	Ports       []PortStatus      `json:"published_ports"`
+	State       string
+	DaemonState string
+	Health      string
+	Labels      map[string]string
+	Networks    []NetworkStatus
+	Ports       []PortStatus
 	// Routable is set when the instance gets requests (R1-R4) on a route
 	// without network or port settings, or, for an instance that names no
 	// port of its own, on one of the routes' port settings.
-	Routable bool `json:"routable"`
+	Routable bool
 	// Verdict is "routable", or why the instance gets no requests:
 	// `unhealthy`, `caddy.port "abc" is not a port`, `on networks a and b,
 	// none chosen`, `no port: publishes none and the route sets none`,
 	// `not ready: port 8080 refuses`, `on standby`, ...
-	Verdict string `json:"verdict"`
+	Verdict string
 	// Weight is its share of its rotations under the dicer_weighted and
 	// dicer_sticky policies (R4c): its runtime weight while one is set
 	// (RuntimeWeight), else its caddy.weight label, else 1.
-	Weight        int  `json:"weight"`
-	RuntimeWeight bool `json:"runtime_weight,omitempty"`
+	Weight        int
+	RuntimeWeight bool
 	// LabelTypos are its label keys that look like misspelt known labels
 	// (R13c), each with the closest known one.
-	LabelTypos []LabelTypo `json:"label_typos,omitempty"`
+	LabelTypos []LabelTypo
 	// Paths are the path prefixes the instance serves under its hosts
 	// (caddy.path, normalized, R2d); none without the label.
-	Paths []string `json:"paths,omitempty"`
+	Paths []string
 }
 
-// NetworkStatus is an Attachment, in JSON.
+// NetworkStatus is an Attachment, as the admin API shows it.
 type NetworkStatus struct {
-	Network string `json:"network"`
-	Address string `json:"address"`
-	Gateway string `json:"gateway,omitempty"`
+	Network string
+	Address string
+	Gateway string
 }
 
-// PortStatus is a PublishedPort, in JSON; HostIP "" is every host address.
+// PortStatus is a PublishedPort, as the admin API shows it; HostIP "" is
+// every host address.
 type PortStatus struct {
-	HostIP    string `json:"host_ip"`
-	HostPort  uint16 `json:"host_port"`
-	GuestPort uint16 `json:"guest_port"`
-	Protocol  string `json:"protocol"`
+	HostIP    string
+	HostPort  uint16
+	GuestPort uint16
+	Protocol  string
 }
 
 // Counts are the instances of a catalog by state, and how many are
@@ -191,21 +192,21 @@ func cmpOr(a, b int) int {
 // Candidate is one instance a route considered for a host, and what became
 // of it.
 type Candidate struct {
-	Instance string `json:"instance"`
+	Instance string
 	// Target is set when requests go to the instance now, at Dial.
-	Target bool   `json:"target"`
-	Dial   string `json:"dial,omitempty"`
+	Target bool
+	Dial   string
 	// PassiveFails is the number of recent failures Caddy's passive
 	// health checks count at Dial (the admin API fills it in): with
 	// max_fails at or below it, Caddy skips the target for fail_duration.
-	PassiveFails int `json:"passive_fails,omitempty"`
+	PassiveFails int
 	// Why says why requests go there ("routable", or the scale-to-zero
 	// fallback, R5) or why not (an InstanceStatus verdict, or "caddy.host
 	// lists only other hosts: ...").
-	Why string `json:"why"`
+	Why string
 	// LabelTypos are its label keys that look like misspelt known labels
 	// (R13c), each with the closest known one.
-	LabelTypos []LabelTypo `json:"label_typos,omitempty"`
+	LabelTypos []LabelTypo
 }
 
 // Explain says, for each instance route considers for host (from

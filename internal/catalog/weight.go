@@ -109,12 +109,12 @@ func (c *Catalog) warnWeighting(old, e *entry) {
 
 // WeightChange is one instance whose runtime weight SetWeight changed.
 type WeightChange struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
+	ID   string
+	Name string
 	// Weight is the weight the instance has now, runtime or label.
-	Weight int `json:"weight"`
+	Weight int
 	// Runtime is set while a runtime weight is in force.
-	Runtime bool `json:"runtime"`
+	Runtime bool
 }
 
 // SetWeight gives every instance that match selects (by its labels and

@@ -180,11 +180,29 @@ func (c *Conn) WakeBackoff(id string) (after time.Time, failures int, waking boo
 	return c.scale.standby.WakeBackoff(id)
 }
 
-// Opened records a connection open to dial, an instance with the Activity
-// a, which keeps the instance from going on standby while it lasts (an
-// open connection is activity, however long it stays quiet: R5, R14b);
-// call the returned func once it closes.
-func (c *Conn) Opened(a *catalog.Activity, dial string) (closed func()) {
+// Target is an instance a whole connection may go to (the layer-4
+// handler, R14): where to dial it and its name. Pass it back to Opened
+// once a connection to it is open.
+type Target struct {
+	// Dial is the address to connect to, host:port.
+	Dial string
+	// Instance is the instance's name, for logs.
+	Instance string
+
+	activity *catalog.Activity
+}
+
+// TargetOf is the Target of a catalog target.
+func TargetOf(t catalog.Target) Target {
+	return Target{Dial: t.Dial, Instance: t.Instance, activity: t.Activity}
+}
+
+// Opened records a connection open to t, which keeps its instance from
+// going on standby while it lasts (an open connection is activity,
+// however long it stays quiet: R5, R14b); call the returned func once it
+// closes.
+func (c *Conn) Opened(t Target) (closed func()) {
+	a, dial := t.activity, t.Dial
 	if a == nil || c.scale.mode != scaleStandby {
 		return func() {}
 	}
