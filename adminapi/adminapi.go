@@ -6,7 +6,6 @@ package adminapi
 
 import (
 	"time"
-
 )
 
 // DaemonStatus is one followed daemon, as GET /dicer/daemons shows it.
@@ -154,8 +153,8 @@ type MaintenanceRequest struct {
 // MaintenanceStatus is one daemon's switches, as GET /dicer/maintenance
 // shows them, or what POST changed there.
 type MaintenanceStatus struct {
-	Kind     string                      `json:"kind"`
-	Daemon   string                      `json:"daemon"`
+	Kind     string              `json:"kind"`
+	Daemon   string              `json:"daemon"`
 	Switches []MaintenanceSwitch `json:"switches"`
 	// Changed is, after a POST, how many instances went in or out.
 	Changed int `json:"changed"`
