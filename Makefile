@@ -131,7 +131,7 @@ generate: ## regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-g
 .PHONY: test-realapps
 test-realapps: ## the zero-downtime and scale-to-zero tests against real apps (nginx, websocketd, a slow-to-answer app) in an image built here from Debian packages with debootstrap (root; docs/realapps.md)
 	go vet ./...
-	CADDY_DICER_REALAPPS=1 go test -race -count=1 -v -run '^TestRealApps_' -timeout 30m .
+	CADDY_DICER_REALAPPS=1 go test -race -count=1 -v -run '^TestRealApps_' -timeout 30m ./integration
 
 test-podman: ## the Docker backend's Engine tests against Podman from Debian (root): rootful on a socket of its own and rootless as an unprivileged user (MODES=rootful or MODES=rootless for one); starts Podman's API service itself and removes all it made (docs/podman.md)
 	MODES="$(or $(MODES),rootful rootless)" ./e2e/podman/run.sh

@@ -9,14 +9,15 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-dicer/caddy-dicer/dicerapp"
+	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 )
 
 // TestSharedConnection_R9_reload_counts checks the life of a shared
 // connection over a reload: the new config's modules join it before the old
 // ones leave (2 -> 4 -> 2), and it closes with the last one.
 func TestSharedConnection_R9_reload_counts(t *testing.T) {
-	d, sock := testDaemon(t)
-	instance(t, d, "web-1", "127.0.0.111", map[string]string{"app": "web", "caddy.host": "web.example.com"})
+	d, sock := dicertest.OnSocket(t)
+	d.HelloInstance(t, "web-1", "127.0.0.111", map[string]string{"app": "web", "caddy.host": "web.example.com"})
 	settings := DicerDaemon{Address: "unix:" + sock}
 	f, err := resolve(&settings)
 	if err != nil {

@@ -3,7 +3,6 @@ package caddydicer
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -176,15 +175,4 @@ func fuzzTokenValue(tokens []caddyfile.Token, in string) string {
 		return ""
 	}
 	return ""
-}
-
-// fuzzing reports whether the test binary runs as go test -fuzz's
-// coordinator or worker, which run only a fuzz target.
-func fuzzing() bool {
-	for _, a := range os.Args[1:] {
-		if strings.HasPrefix(a, "-test.fuzz") {
-			return true
-		}
-	}
-	return false
 }

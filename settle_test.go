@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
+	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 )
 
 // R1a, R1b: the instances a route makes relevant are probed from its
@@ -21,11 +22,11 @@ import (
 // e2e run saw this as a 503 on the first request to the second site.)
 func TestLoad_R1b_a_later_routes_instances_are_probed_before_the_load_ends(t *testing.T) {
 	for round := range 5 {
-		d, sock := testDaemon(t)
+		d, sock := dicertest.OnSocket(t)
 		ports := map[string]int{}
 		for _, app := range []string{"web", "api"} {
 			ip := fmt.Sprintf("127.0.0.%d", 160+2*round+len(app)%2)
-			ports[app] = helloOn(t, ip, app+"-1")
+			ports[app] = dicertest.HelloPort(t, ip, app+"-1")
 			d.CreateInstance(&dicerpb.Instance{Name: app + "-1", Ip: ip, NetworkName: "default",
 				Labels: map[string]string{"app": app},
 				State:  dicerpb.InstanceState_INSTANCE_STATE_RUNNING})

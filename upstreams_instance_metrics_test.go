@@ -118,8 +118,8 @@ func TestInstanceCollector_R13b_scrape_blocks_no_request(t *testing.T) {
 	}()
 	select {
 	case <-finished:
-	case <-time.After(waitFor):
-		t.Fatalf("%d requests did not finish in %v while a scrape was blocked", n, waitFor)
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%d requests did not finish in %v while a scrape was blocked", n, 5*time.Second)
 	}
 	for range ch { // the scrape goes on and ends
 	}

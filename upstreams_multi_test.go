@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
+	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -348,10 +350,10 @@ func BenchmarkMultiGroup(b *testing.B) {
 // GetUpstreams then answers through (R5b), and the group is gone once the
 // config is unloaded.
 func TestMultiGroupThroughCaddysMulti(t *testing.T) {
-	a, sockA := testDaemon(t)
-	b, sockB := testDaemon(t)
-	asleepOn(t, a, "a-asleep", "127.0.0.147", map[string]string{"app": "web"})
-	instance(t, b, "b-web", "127.0.0.148", map[string]string{"app": "web"})
+	a, sockA := dicertest.OnSocket(t)
+	b, sockB := dicertest.OnSocket(t)
+	a.AsleepInstance(t, "a-asleep", "127.0.0.147", map[string]string{"app": "web"})
+	b.HelloInstance(t, "b-web", "127.0.0.148", map[string]string{"app": "web"})
 	ctx, cancel := newLoad(t)
 	defer cancel()
 	mod, err := ctx.LoadModuleByID("http.reverse_proxy.upstreams.multi", []byte(fmt.Sprintf(`{"sources": [
@@ -415,4 +417,27 @@ func TestMultiGroupThroughCaddysMulti(t *testing.T) {
 	if left := *group.members.Load(); len(left) != 0 {
 		t.Errorf("the group has %d members after unload, want 0", len(left))
 	}
+}
+
+// adminServe serves a GET of path by the admin.api.dicer module in process,
+// without an admin endpoint, and returns the answer's body.
+func adminServe(t *testing.T, path string) string {
+	t.Helper()
+	info, err := caddy.GetModule("admin.api.dicer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(path)
+	for _, r := range info.New().(caddy.AdminRouter).Routes() {
+		if r.Pattern != u.Path {
+			continue
+		}
+		rec := httptest.NewRecorder()
+		if err := r.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil)); err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		return rec.Body.String()
+	}
+	t.Fatalf("GET %s: no admin route", path)
+	return ""
 }

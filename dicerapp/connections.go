@@ -125,3 +125,17 @@ func Lookup(key string) *connection.Conn {
 	})
 	return out
 }
+
+// Holders is how many modules hold the open connection c (0: it is not
+// open): for tests that check modules share one.
+func Holders(c *connection.Conn) int {
+	n := 0
+	connections.Range(func(k, v any) bool {
+		if v == c {
+			n, _ = connections.References(k)
+			return false
+		}
+		return true
+	})
+	return n
+}

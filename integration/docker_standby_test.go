@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 // Scale to zero on Docker, through a real Caddy against the real Engine:
 // a request wakes a container labelled caddy.standby_after, Caddy puts it

@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 // In-process Caddy tests (caddytest): a real Caddy serves real HTTP requests
 // through the dicer modules to instances of the repo's test daemon
@@ -21,7 +21,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddytest"
 
+	_ "github.com/caddy-dicer/caddy-dicer" // the modules under test
 	"github.com/caddy-dicer/caddy-dicer/dicerapp"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
@@ -102,37 +104,6 @@ func needsCaddy(t *testing.T) {
 		if t.Skipped() {
 			t.Error("caddytest skipped the test: Caddy could not be started in this process, and these tests require it")
 		}
-	})
-}
-
-// testDaemon is a test daemon on a unix socket, closed at the end of t.
-func testDaemon(t *testing.T) (*dicertest.Daemon, string) {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "dcr") // short: sun_path holds 108 bytes
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	d := dicertest.New()
-	t.Cleanup(d.Close)
-	sock := filepath.Join(dir, "d.sock")
-	if err := d.ServeUnix(sock); err != nil {
-		t.Fatal(err)
-	}
-	return d, sock
-}
-
-// instance starts a hello server on ip (any free port) and creates a
-// running instance there whose caddy.port label names that port.
-func instance(t *testing.T, d *dicertest.Daemon, name, ip string, labels map[string]string) *dicerpb.Instance {
-	t.Helper()
-	l := map[string]string{"caddy.port": strconv.Itoa(helloOn(t, ip, name))}
-	for k, v := range labels {
-		l[k] = v
-	}
-	return d.CreateInstance(&dicerpb.Instance{
-		Name: name, Ip: ip, NetworkName: "default", Labels: l,
-		State: dicerpb.InstanceState_INSTANCE_STATE_RUNNING,
 	})
 }
 
@@ -228,11 +199,11 @@ func webSite(sock string) string {
 
 func TestCaddy_R2_selector_route_shares_requests_evenly(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
+	d, sock := dicertest.OnSocket(t)
 	for i, name := range []string{"web-1", "web-2", "web-3"} {
-		instance(t, d, name, "127.0.0."+strconv.Itoa(21+i), map[string]string{"app": "web"})
+		d.HelloInstance(t, name, "127.0.0."+strconv.Itoa(21+i), map[string]string{"app": "web"})
 	}
-	instance(t, d, "api-1", "127.0.0.24", map[string]string{"app": "api"})
+	d.HelloInstance(t, "api-1", "127.0.0.24", map[string]string{"app": "api"})
 	tester, _ := startCaddy(t, "", fmt.Sprintf(`
 :%d {
 	reverse_proxy {
@@ -282,9 +253,9 @@ func hostSite(sock string) string {
 
 func TestCaddy_R2_host_route(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
-	instance(t, d, "shop", "127.0.0.31", map[string]string{"caddy.host": "shop.example.com, www.shop.example.com"})
-	instance(t, d, "blog", "127.0.0.32", map[string]string{"caddy.host": "blog.example.com"})
+	d, sock := dicertest.OnSocket(t)
+	d.HelloInstance(t, "shop", "127.0.0.31", map[string]string{"caddy.host": "shop.example.com, www.shop.example.com"})
+	d.HelloInstance(t, "blog", "127.0.0.32", map[string]string{"caddy.host": "blog.example.com"})
 	tester, _ := startCaddy(t, "", hostSite(sock))
 
 	for host, want := range map[string]string{
@@ -309,8 +280,8 @@ func TestCaddy_R2_host_route(t *testing.T) {
 
 func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
-	instance(t, d, "web-1", "127.0.0.41", map[string]string{"app": "web"})
+	d, sock := dicertest.OnSocket(t)
+	d.HelloInstance(t, "web-1", "127.0.0.41", map[string]string{"app": "web"})
 	tester, logFile := startCaddy(t, "", webSite(sock))
 	answers(t, tester, "x", http.StatusOK, hello("web-1"))
 
@@ -333,7 +304,7 @@ func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
 		}, 503, ""},
 		{"healthy", func() { d.SetHealth("web-1", dicerpb.HealthStatus_HEALTH_STATUS_HEALTHY) }, 200, hello("web-1")},
 		{"deleted", func() { d.DeleteInstance("web-1") }, 503, ""},
-		{"created", func() { instance(t, d, "web-2", "127.0.0.42", map[string]string{"app": "web"}) }, 200, hello("web-2")},
+		{"created", func() { d.HelloInstance(t, "web-2", "127.0.0.42", map[string]string{"app": "web"}) }, 200, hello("web-2")},
 	}
 	for _, s := range steps {
 		s.change()
@@ -351,8 +322,8 @@ func TestCaddy_R6_follows_instance_changes_without_reload(t *testing.T) {
 
 func TestCaddy_R6_daemon_gone_keeps_routes(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
-	instance(t, d, "web-1", "127.0.0.51", map[string]string{"app": "web"})
+	d, sock := dicertest.OnSocket(t)
+	d.HelloInstance(t, "web-1", "127.0.0.51", map[string]string{"app": "web"})
 	tester, _ := startCaddy(t, "", webSite(sock))
 	answers(t, tester, "x", http.StatusOK, hello("web-1"))
 
@@ -366,7 +337,7 @@ func TestCaddy_R6_daemon_gone_keeps_routes(t *testing.T) {
 	// Changes while the daemon is away are picked up by the re-list.
 	d.EmitQuietly(true)
 	d.DeleteInstance("web-1")
-	instance(t, d, "web-2", "127.0.0.52", map[string]string{"app": "web"})
+	d.HelloInstance(t, "web-2", "127.0.0.52", map[string]string{"app": "web"})
 	d.EmitQuietly(false)
 	if err := d.Restart(); err != nil {
 		t.Fatal(err)
@@ -393,7 +364,7 @@ func TestCaddy_R9_daemon_down_at_start_fills_in_routes(t *testing.T) {
 
 	d := dicertest.New()
 	defer d.Close()
-	instance(t, d, "web-1", "127.0.0.61", map[string]string{"app": "web"})
+	d.HelloInstance(t, "web-1", "127.0.0.61", map[string]string{"app": "web"})
 	if err := d.ServeUnix(sock); err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +380,7 @@ func TestCaddy_R9_tcp_with_token_and_pinned_certificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	instance(t, d, "web-1", "127.0.0.71", map[string]string{"app": "web"})
+	d.HelloInstance(t, "web-1", "127.0.0.71", map[string]string{"app": "web"})
 	token := d.AddToken("caddy", "instances:read", "events:read", "networks:read")
 	t.Setenv("TEST_DICER_TOKEN", token)
 	tester, _ := startCaddy(t, "", fmt.Sprintf(`
@@ -432,7 +403,7 @@ func TestCaddy_R12_wrong_fingerprint_refused_and_logged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	instance(t, d, "web-1", "127.0.0.81", map[string]string{"app": "web"})
+	d.HelloInstance(t, "web-1", "127.0.0.81", map[string]string{"app": "web"})
 	token := d.AddToken("caddy")
 	wrong := token[:len(token)-64] + strings.Repeat("ab", 32)
 	tester, logFile := startCaddy(t, "", fmt.Sprintf(`
@@ -460,8 +431,8 @@ func TestCaddy_R12_wrong_fingerprint_refused_and_logged(t *testing.T) {
 
 func TestCaddy_R9_shared_connection_survives_reload(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
-	instance(t, d, "web-1", "127.0.0.91", map[string]string{"app": "web", "caddy.host": "web.example.com"})
+	d, sock := dicertest.OnSocket(t)
+	d.HelloInstance(t, "web-1", "127.0.0.91", map[string]string{"app": "web", "caddy.host": "web.example.com"})
 	site := func(body string) (string, string) {
 		return fmt.Sprintf(`
 on_demand_tls {
@@ -478,27 +449,23 @@ on_demand_tls {
 	}
 }`, httpPort, body, sock)
 	}
-	f, err := resolve(&DicerDaemon{Address: "unix:" + sock})
-	if err != nil {
-		t.Fatal(err)
-	}
 	tester := caddytest.NewTester(t)
 	globals, sites := site("one")
 	config, _ := caddyConfig(t, globals, sites)
 	tester.InitServer(config, "caddyfile")
 	answers(t, tester, "web.example.com", http.StatusOK, hello("web-1"))
-	if refs := dicerapp.References(f.key); refs != 2 {
+	first := openConnection("dicer", "unix:"+sock)
+	if refs := dicerapp.Holders(first); refs != 2 {
 		t.Fatalf("references after load: %d, want 2 (upstreams + permission)", refs)
 	}
-	first := dicerapp.Lookup(f.key)
 
 	globals, sites = site("two")
 	config, _ = caddyConfig(t, globals, sites)
 	tester.InitServer(config, "caddyfile")
-	if refs := dicerapp.References(f.key); refs != 2 {
+	second := openConnection("dicer", "unix:"+sock)
+	if refs := dicerapp.Holders(second); refs != 2 {
 		t.Fatalf("references after reload: %d, want 2", refs)
 	}
-	second := dicerapp.Lookup(f.key)
 	if first != second {
 		t.Error("reload replaced the shared connection")
 	}
@@ -510,9 +477,9 @@ on_demand_tls {
 
 func TestCaddy_R7_on_demand_tls_only_for_claimed_hosts(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
-	instance(t, d, "shop", "127.0.0.101", map[string]string{"caddy.host": "shop.example.com"})
-	stopped := instance(t, d, "old", "127.0.0.102", map[string]string{"caddy.host": "old.example.com"})
+	d, sock := dicertest.OnSocket(t)
+	d.HelloInstance(t, "shop", "127.0.0.101", map[string]string{"caddy.host": "shop.example.com"})
+	stopped := d.HelloInstance(t, "old", "127.0.0.102", map[string]string{"caddy.host": "old.example.com"})
 	d.SetState(stopped.GetName(), dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
 	startCaddy(t, fmt.Sprintf(`
 on_demand_tls {
@@ -541,4 +508,26 @@ https:// {
 			t.Errorf("unclaimed host %s: handshake succeeded", name)
 		}
 	}
+}
+
+// openConnection is the open connection of the daemon of kind at address
+// (as the admin API names it), nil if there is none.
+func openConnection(kind, address string) *connection.Conn {
+	for _, c := range dicerapp.Connections() {
+		if c.Kind() == kind && (address == "" || c.Address() == address) {
+			return c
+		}
+	}
+	return nil
+}
+
+// fuzzing reports whether the test binary runs as go test -fuzz's
+// coordinator or worker, which run only a fuzz target.
+func fuzzing() bool {
+	for _, a := range os.Args[1:] {
+		if strings.HasPrefix(a, "-test.fuzz") {
+			return true
+		}
+	}
+	return false
 }

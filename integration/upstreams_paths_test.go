@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func pathSite(sock string) string {
 // without changing where the request goes.
 func TestCaddy_R2d_path_prefixes(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
+	d, sock := dicertest.OnSocket(t)
 	echoInstance(t, d, "root", "127.0.0.211", map[string]string{"caddy.host": "a.test, *.w.test"})
 	echoInstance(t, d, "api", "127.0.0.212", map[string]string{"caddy.host": "a.test, *.w.test", "caddy.path": "/api"})
 	echoInstance(t, d, "v2", "127.0.0.213", map[string]string{"caddy.host": "a.test", "caddy.path": "/api/v2/"})
@@ -127,7 +127,7 @@ func TestCaddy_R2d_path_prefixes(t *testing.T) {
 // root instance keeps its path.
 func TestCaddy_R2d_strip_path_prefix_keeps_path_scoped_auth(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
+	d, sock := dicertest.OnSocket(t)
 	echoInstance(t, d, "root", "127.0.0.215", map[string]string{"caddy.host": "p.test"})
 	echoInstance(t, d, "admin", "127.0.0.216", map[string]string{"caddy.host": "p.test", "caddy.path": "/admin"})
 	// Password "secret", bcrypt of cost 4 (caddy hash-password --cost 4 would do).

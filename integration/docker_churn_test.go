@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 // Churn without a lost request (R1a, R6): containers come and go under a
 // constant load (about 400 requests a second) through a real Caddy, against the real Engine, and every

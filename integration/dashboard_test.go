@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 // The dashboard (R13d) in a real browser: headless Chromium loads it from
 // the admin endpoint and the test reads what a person would see.

@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 // The waiting page (R5h) and maintenance (R5i) through the in-process Caddy:
 // Docker against the real Engine, Dicer against the test daemon.
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/adminapi"
+	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 )
 
@@ -209,9 +210,9 @@ http://two.test:%[1]d {
 // Maintenance on Dicer: by the label, and by the admin switch (R5i).
 func TestCaddy_R5i_maintenance_on_dicer(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
-	instance(t, d, "web-1", "127.0.0.1", map[string]string{"app": "web", "caddy.maintenance": hostileMessage})
-	instance(t, d, "api-1", "127.0.0.1", map[string]string{"app": "api"})
+	d, sock := dicertest.OnSocket(t)
+	d.HelloInstance(t, "web-1", "127.0.0.1", map[string]string{"app": "web", "caddy.maintenance": hostileMessage})
+	d.HelloInstance(t, "api-1", "127.0.0.1", map[string]string{"app": "api"})
 	startCaddy(t, "", fmt.Sprintf(`
 http://web.test:%[1]d {
 	reverse_proxy {
@@ -250,8 +251,8 @@ http://api.test:%[1]d {
 // admin API (R5i).
 func TestCaddy_R5i_maintenance_cli(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
-	instance(t, d, "cli-1", "127.0.0.1", map[string]string{"app": "cli"})
+	d, sock := dicertest.OnSocket(t)
+	d.HelloInstance(t, "cli-1", "127.0.0.1", map[string]string{"app": "cli"})
 	startCaddy(t, "", fmt.Sprintf(`
 http://cli.test:%[1]d {
 	reverse_proxy {

@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 // Pools that grow under load on Dicer (R5j), through a real Caddy, against
 // the repo's test daemon with a dicertest.Host (it is not Dicer): each
@@ -100,7 +100,7 @@ func instanceCommand(name, addr string) *exec.Cmd {
 // published ports are listened on; closed at the end of t.
 func testHost(t *testing.T, wakeDelay time.Duration) (*dicertest.Host, string) {
 	t.Helper()
-	d, sock := testDaemon(t)
+	d, sock := dicertest.OnSocket(t)
 	h, err := dicertest.NewHost(d, dicertest.HostConfig{Subnet: "127.0.0.0/8", Gateway: "127.0.0.1",
 		Command: instanceCommand, WakeDelay: wakeDelay, Logf: t.Logf})
 	if err != nil {

@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func TestCaddy_R9a_daemon_version_shown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	instance(t, d, "web-1", "127.0.0.131", map[string]string{"app": "web", "caddy.host": "web.test"})
+	d.HelloInstance(t, "web-1", "127.0.0.131", map[string]string{"app": "web", "caddy.host": "web.test"})
 	t.Setenv("TEST_DICER_TOKEN", d.AddToken("caddy", "instances:read", "events:read", "networks:read"))
 	tester, logFile := startCaddy(t, "", fmt.Sprintf(`
 http://web.test:%[2]d {

@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 // Pools that grow under load (R5j) and dependencies woken first (R5k),
 // through a real Caddy against the real Engine.
@@ -362,7 +362,7 @@ func TestDocker_R5k_dependencies_stay_in_their_project(t *testing.T) {
 		Labels: labels(mine, "app", appName, "caddy.depends_on", "role="+role)})
 	appEv := testkit.WatchContainer(t, cli, app.ID)
 	host := hostName("dp-app")
-	tester, _ := dockerCaddyOn(t, &DockerEngine{MaxWakes: 1}, "", fmt.Sprintf(`
+	tester, _ := dockerCaddy(t, "", fmt.Sprintf(`
 :%d {
 	@a host %s
 	reverse_proxy @a {

@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 import (
 	"context"
@@ -27,7 +27,7 @@ import (
 // answers under the same name with another body.
 func helloInstance(t *testing.T, d *dicertest.Daemon, name, body, ip string, labels map[string]string) {
 	t.Helper()
-	l := map[string]string{"caddy.port": strconv.Itoa(helloOn(t, ip, body))}
+	l := map[string]string{"caddy.port": strconv.Itoa(dicertest.HelloPort(t, ip, body))}
 	for k, v := range labels {
 		l[k] = v
 	}
@@ -106,7 +106,7 @@ func countBodies(t *testing.T, host string, n, workers int) map[string]int {
 
 func TestCaddy_R4c_weights_split_and_change_at_runtime(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
+	d, sock := dicertest.OnSocket(t)
 	helloInstance(t, d, "web-a", "web-a", "127.0.0.171", map[string]string{"app": "web", "caddy.weight": "90"})
 	helloInstance(t, d, "web-b", "web-b", "127.0.0.172", map[string]string{"app": "web", "caddy.weight": "10"})
 	tester, logFile := startCaddy(t, "", fmt.Sprintf(`
@@ -227,7 +227,7 @@ func (c *stickyClient) visit(t *testing.T, addr, host string) (body string) {
 
 func TestCaddy_R4d_sticky_sessions_survive_recreates(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
+	d, sock := dicertest.OnSocket(t)
 	names := []string{"web-1", "web-2", "web-3"}
 	ip := func(gen, i int) string { return "127.0.0." + strconv.Itoa(181+10*gen+i) }
 	deploy := func(gen int) map[string]string {

@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 // Several daemons in one Caddy, through a real in-process Caddy: Caddy's
 // own `dynamic multi` over two test daemons (internal/dicertest; they are
@@ -8,45 +8,17 @@ package caddydicer
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 )
-
-// asleepOn creates an instance of d on standby that a connection wakes
-// (standby_after set), publishing its guest port 8080 on every host
-// address; the daemon's "wake" is a hello server on wakeIP answering as
-// the instance, so that a request that reaches it shows the instance woken.
-func asleepOn(t *testing.T, d *dicertest.Daemon, name, wakeIP string, labels map[string]string) {
-	t.Helper()
-	addr, stop, err := dicertest.ListenHello(wakeIP+":0", name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	_, port, _ := net.SplitHostPort(addr)
-	hostPort, _ := strconv.Atoi(port)
-	l := map[string]string{"caddy.port": "8080"}
-	for k, v := range labels {
-		l[k] = v
-	}
-	d.CreateInstance(&dicerpb.Instance{
-		Name: name, Ip: "10.200.0.1", NetworkName: "default", Labels: l,
-		State:        dicerpb.InstanceState_INSTANCE_STATE_STANDBY,
-		StandbyAfter: durationpb.New(5 * time.Minute),
-		Ports:        []*dicerpb.PortMapping{{HostPort: uint32(hostPort), GuestPort: 8080, Protocol: dicerpb.Protocol_PROTOCOL_TCP}},
-	})
-}
 
 // TestCaddy_multi_two_daemons_and_the_Engine is item 1 of "several
 // daemons in one Caddy": one route over two test daemons and the Docker
@@ -56,18 +28,18 @@ func asleepOn(t *testing.T, d *dicertest.Daemon, name, wakeIP string, labels map
 // `permission daemons` allowing a host claimed on any of them.
 func TestCaddy_multi_two_daemons_and_the_Engine(t *testing.T) {
 	cli := engine(t)
-	a, sockA := testDaemon(t)
-	b, sockB := testDaemon(t)
+	a, sockA := dicertest.OnSocket(t)
+	b, sockB := dicertest.OnSocket(t)
 	app := dockertest.Name("multi")
 	web := map[string]string{"app": app}
-	instance(t, a, "a-web", "127.0.0.141", web)
-	instance(t, b, "b-web", "127.0.0.142", web)
+	a.HelloInstance(t, "a-web", "127.0.0.141", web)
+	b.HelloInstance(t, "b-web", "127.0.0.142", web)
 	d := dockertest.Start(t, cli, dockertest.Options{Name: "multi-web", Labels: web})
 	dName := "multi-web" // what it answers
 	hostA, hostB, hostD := hostName("multi-a"), hostName("multi-b"), hostName("multi-d")
-	claimA := instance(t, a, "a-claim", "127.0.0.143", map[string]string{"caddy.host": hostA})
+	claimA := a.HelloInstance(t, "a-claim", "127.0.0.143", map[string]string{"caddy.host": hostA})
 	a.SetState(claimA.GetName(), dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
-	claimB := instance(t, b, "b-claim", "127.0.0.144", map[string]string{"caddy.host": hostB})
+	claimB := b.HelloInstance(t, "b-claim", "127.0.0.144", map[string]string{"caddy.host": hostB})
 	b.SetState(claimB.GetName(), dicerpb.InstanceState_INSTANCE_STATE_STOPPED, nil)
 	dockertest.Start(t, cli, dockertest.Options{Name: "multi-claim", Labels: map[string]string{"caddy.host": hostD}, NoStart: true})
 
@@ -115,16 +87,12 @@ https:// {
 
 	// Each source has its own shared connection: each daemon's is used by
 	// the two routes and the permission.
-	for name, daemon := range map[string]daemonSettings{
-		"daemon a":   &DicerDaemon{Address: "unix:" + sockA, PublishedPortHost: "127.0.0.145"},
-		"daemon b":   &DicerDaemon{Address: "unix:" + sockB, PublishedPortHost: "127.0.0.146"},
-		"the Engine": &DockerEngine{},
+	for name, daemon := range map[string][2]string{
+		"daemon a":   {"dicer", "unix:" + sockA},
+		"daemon b":   {"dicer", "unix:" + sockB},
+		"the Engine": {"docker", ""},
 	} {
-		spec, err := resolve(daemon)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if refs := dicerapp.References(spec.key); refs != 3 {
+		if refs := dicerapp.Holders(openConnection(daemon[0], daemon[1])); refs != 3 {
 			t.Errorf("%s: %d modules share its connection, want 3 (two routes, the permission)", name, refs)
 		}
 	}
@@ -154,11 +122,10 @@ https:// {
 	// instance as the fallback and half of the requests would wake it.
 	// (They list the route's host, by which the test sees them arrive.)
 	asleep := map[string]string{"app": app, "caddy.host": roundRobin}
-	asleepOn(t, a, "a-asleep", "127.0.0.145", asleep)
-	asleepOn(t, b, "b-asleep", "127.0.0.146", asleep)
+	a.AsleepInstance(t, "a-asleep", "127.0.0.145", asleep)
+	b.AsleepInstance(t, "b-asleep", "127.0.0.146", asleep)
 	eventually(t, "both daemons' catalogs hold their standby instance", func() bool {
-		return lists(t, &DicerDaemon{Address: "unix:" + sockA, PublishedPortHost: "127.0.0.145"}, roundRobin) &&
-			lists(t, &DicerDaemon{Address: "unix:" + sockB, PublishedPortHost: "127.0.0.146"}, roundRobin)
+		return lists(t, "unix:"+sockA, roundRobin) && lists(t, "unix:"+sockB, roundRobin)
 	})
 	for range 20 {
 		mustGet(t, tester, roundRobin, http.StatusOK, hello(dName))
@@ -191,13 +158,9 @@ https:// {
 
 // lists reports whether an instance of daemon, in any state, lists host
 // in its caddy.host label, as the daemon's shared connection knows it.
-func lists(t *testing.T, daemon daemonSettings, host string) bool {
+func lists(t *testing.T, address, host string) bool {
 	t.Helper()
-	spec, err := resolve(daemon)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := dicerapp.Lookup(spec.key)
+	c := openConnection("dicer", address)
 	if c == nil {
 		t.Fatal("no connection to the daemon")
 	}

@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 // In-process Caddy tests (caddytest) of the Docker Engine modules against
 // the machine's real Docker Engine: a real Caddy, with the plugin compiled
@@ -84,23 +84,12 @@ var siteOpener = regexp.MustCompile(`(?m)^(\S[^\n]*) \{$`)
 // place.
 func dockerCaddy(t *testing.T, globals, sites string) (*caddytest.Tester, string) {
 	t.Helper()
-	return dockerCaddyOn(t, &DockerEngine{}, globals, sites)
-}
-
-// dockerCaddyOn is dockerCaddy for sites whose Engine connection has the
-// settings of conn (max_wakes, ...), by which it checks the config arrived.
-func dockerCaddyOn(t *testing.T, conn *DockerEngine, globals, sites string) (*caddytest.Tester, string) {
-	t.Helper()
 	sites = siteOpener.ReplaceAllString(sites, "$1 {\n\theader "+runHeader+" "+dockertest.RunID())
 	tester, logFile := startCaddy(t, globals, sites)
 	if t.Failed() {
 		t.FailNow()
 	}
-	f, err := resolve(conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if refs := dicerapp.References(f.key); refs == 0 {
+	if dicerapp.Holders(openConnection("docker", "")) == 0 {
 		t.Fatalf("the config did not reach this process's Caddy (no module here uses the Engine): " +
 			"is another `go test` of this package running? Its Caddy holds the admin port")
 	}

@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 // Seeing inside through a real Caddy (issue 11): the metrics scraped from
 // the admin endpoint move with events, re-listings, wakes, permission
@@ -13,14 +13,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/docker/docker/api/types/container"
 	"github.com/spf13/cobra"
@@ -46,29 +43,6 @@ func adminJSON(t *testing.T, path string, v any) {
 	if err := json.Unmarshal([]byte(adminGet(t, path)), v); err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
-}
-
-// adminServe serves a GET of path by the admin.api.dicer module in process,
-// without an admin endpoint, and returns the answer's body.
-func adminServe(t *testing.T, path string) string {
-	t.Helper()
-	info, err := caddy.GetModule("admin.api.dicer")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(path)
-	for _, r := range info.New().(caddy.AdminRouter).Routes() {
-		if r.Pattern != u.Path {
-			continue
-		}
-		rec := httptest.NewRecorder()
-		if err := r.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil)); err != nil {
-			t.Fatalf("GET %s: %v", path, err)
-		}
-		return rec.Body.String()
-	}
-	t.Fatalf("GET %s: no admin route", path)
-	return ""
 }
 
 // metric is the value of the sample of name whose labels include every
@@ -128,20 +102,6 @@ func cli(t *testing.T, args ...string) string {
 	return out.String()
 }
 
-// helloOn starts a hello server for name on a free port of ip and returns
-// the port.
-func helloOn(t *testing.T, ip, name string) int {
-	t.Helper()
-	addr, stop, err := dicertest.ListenHello(ip+":0", name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	_, p, _ := net.SplitHostPort(addr)
-	port, _ := strconv.Atoi(p)
-	return port
-}
-
 // observedSites are a selector route for web.test and a route by caddy.host
 // for every other host, on the daemon at sock, with published ports
 // reached at 127.0.0.1 and the given extra settings.
@@ -167,9 +127,9 @@ http://:%[1]d {
 
 func TestCaddy_observe_metrics_move(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
-	instance(t, d, "web-1", "127.0.0.111", map[string]string{"app": "web"})
-	instance(t, d, "shop", "127.0.0.112", map[string]string{"caddy.host": "shop.test"})
+	d, sock := dicertest.OnSocket(t)
+	d.HelloInstance(t, "web-1", "127.0.0.111", map[string]string{"app": "web"})
+	d.HelloInstance(t, "shop", "127.0.0.112", map[string]string{"caddy.host": "shop.test"})
 	// On standby, its guest port published on every host address: a
 	// request wakes it (R5), here a hello server in its place.
 	d.CreateInstance(&dicerpb.Instance{
@@ -177,7 +137,7 @@ func TestCaddy_observe_metrics_move(t *testing.T) {
 		Labels:       map[string]string{"caddy.host": "sleepy.test", "caddy.port": "8080"},
 		State:        dicerpb.InstanceState_INSTANCE_STATE_STANDBY,
 		StandbyAfter: durationpb.New(time.Minute),
-		Ports:        []*dicerpb.PortMapping{{HostPort: uint32(helloOn(t, "127.0.0.1", "sleepy")), GuestPort: 8080}},
+		Ports:        []*dicerpb.PortMapping{{HostPort: uint32(dicertest.HelloPort(t, "127.0.0.1", "sleepy")), GuestPort: 8080}},
 	})
 	tester, _ := startCaddy(t, fmt.Sprintf(`
 on_demand_tls {
@@ -309,10 +269,10 @@ https:// {
 
 func TestCaddy_observe_verdicts_admin_and_cli(t *testing.T) {
 	needsCaddy(t)
-	d, sock := testDaemon(t)
-	instance(t, d, "ok", "127.0.0.121", map[string]string{"app": "web"})
-	instance(t, d, "other", "127.0.0.122", map[string]string{"app": "web", "caddy.host": "other.test"})
-	sick := instance(t, d, "sick", "127.0.0.123", map[string]string{"app": "web"})
+	d, sock := dicertest.OnSocket(t)
+	d.HelloInstance(t, "ok", "127.0.0.121", map[string]string{"app": "web"})
+	d.HelloInstance(t, "other", "127.0.0.122", map[string]string{"app": "web", "caddy.host": "other.test"})
+	sick := d.HelloInstance(t, "sick", "127.0.0.123", map[string]string{"app": "web"})
 	d.UpdateInstance(sick.GetName(), func(i *dicerpb.Instance) {
 		i.HealthCheck = &dicerpb.HealthCheck{Probe: &dicerpb.HealthCheck_Tcp{Tcp: &dicerpb.HealthCheckTCP{Port: 1}}}
 		i.Health = &dicerpb.Health{Status: dicerpb.HealthStatus_HEALTH_STATUS_UNHEALTHY}
@@ -467,7 +427,7 @@ func TestCaddy_observe_no_token_in_outputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	instance(t, d, "web-1", "127.0.0.131", map[string]string{"app": "web", "caddy.host": "web.test"})
+	d.HelloInstance(t, "web-1", "127.0.0.131", map[string]string{"app": "web", "caddy.host": "web.test"})
 	token := d.AddToken("caddy", "instances:read", "events:read", "networks:read")
 	// A token the daemon does not know, with the right fingerprint: a
 	// connection refused, whose error is shown.

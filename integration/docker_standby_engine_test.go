@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 // Scale to zero on one Engine followed by several connections, and on an
 // Engine that Caddy briefly cannot reach, through a real Caddy against the

@@ -1,4 +1,4 @@
-package caddydicer
+package integration
 
 // Real apps (docs/realapps.md): the zero-downtime and scale-to-zero tests
 // again, through a real Caddy against the real Engine, with real servers
