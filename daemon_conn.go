@@ -1,10 +1,14 @@
 package caddydicer
 
 import (
+	"fmt"
+	"os"
+
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
+	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 )
 
 // The handle on the shared connection: a module opens its daemon's
@@ -43,4 +47,16 @@ func await(ctx caddy.Context, c *connection.Conn) error {
 	}
 	c.Await(ctx, app.Deadline())
 	return nil
+}
+
+// fleetSelf names this Caddy among the Caddys that share its storage
+// (R5m): its instance ID, which Caddy keeps in its data directory, and its
+// host name.
+func fleetSelf() fleet.Self {
+	host, _ := os.Hostname()
+	id, err := caddy.InstanceID()
+	if err != nil {
+		return fleet.Self{ID: fmt.Sprintf("%s-%d", host, os.Getpid()), Host: host}
+	}
+	return fleet.Self{ID: id.String(), Host: host}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/budget"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/readiness"
 )
@@ -60,6 +61,10 @@ type Conn struct {
 	orders *budget.Ledger
 	// scale wakes instances and grows pools, as the daemon does it.
 	scale scaler
+	// fleet is what it shares with the other Caddys of a fleet (R5m),
+	// made at the first ShareThrough.
+	fleet     *fleet.Fleet
+	fleetOnce sync.Once
 
 	// started guards the start of the adapter and of settle, at the first
 	// Await, or their never starting, at a Destruct before any Await.

@@ -21,6 +21,7 @@ var metrics = struct {
 	decisions      *prometheus.CounterVec
 	noUpstream     *prometheus.CounterVec
 	budgetRefused  *prometheus.CounterVec
+	fleetErrors    *prometheus.CounterVec
 }{
 	eventsReceived: counter("events_received_total", "Events received from the daemon's event stream.", "kind", "daemon"),
 	eventsApplied: counter("events_applied_total",
@@ -44,6 +45,9 @@ var metrics = struct {
 	noUpstream: counter("no_upstream_total",
 		"Upstream lookups that found no instance to send the request to (answered 503 unless retried), by route.",
 		"kind", "daemon", "route"),
+	fleetErrors: counter("fleet_storage_errors_total",
+		"Failed reads and writes of the storage a fleet of Caddys shares (R5m), by op: read (no instance is put on standby "+
+			"meanwhile), write (a lease not renewed).", "kind", "daemon", "op"),
 	budgetRefused: counter("certificate_budget_refused_total",
 		"On-demand certificates refused by an issuance budget (R7d), by budget: domain, instance, names.", "kind", "daemon", "budget"),
 }
@@ -65,7 +69,7 @@ const WakeRequested = "requested"
 func Collectors(open func() []*Conn) []prometheus.Collector {
 	return []prometheus.Collector{
 		metrics.eventsReceived, metrics.eventsApplied, metrics.relists, metrics.eventLatency,
-		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.budgetRefused,
+		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.budgetRefused, metrics.fleetErrors,
 		newStateCollector(open), poolMetrics.wakesStarted, &poolCollector{desc: poolInstances, open: open},
 	}
 }
@@ -104,6 +108,11 @@ func (c *Conn) NoUpstream(route string) prometheus.Counter {
 // BudgetRefused is the counter of certificates refused by budget (R7d).
 func (c *Conn) BudgetRefused(budget string) prometheus.Counter {
 	return metrics.budgetRefused.WithLabelValues(c.kind, c.address, budget)
+}
+
+// fleetErrors is the counter of failed fleet storage operations op.
+func (m connMetrics) fleetErrors(op string) prometheus.Counter {
+	return metrics.fleetErrors.WithLabelValues(m.kind, m.daemon, op)
 }
 
 // wakes is the counter of wakes with result on this daemon.

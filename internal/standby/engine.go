@@ -18,6 +18,7 @@ package standby
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
@@ -125,6 +126,16 @@ type Engine struct {
 	// waking holds the IDs of the wakes in progress, for Waking: read
 	// under the catalog's lock, where e.mu may not be taken.
 	waking sync.Map
+
+	// fleet is what the Caddys sharing a storage tell each other (R5m,
+	// fleet.go); nil until ShareThrough. held are the instances another
+	// Caddy keeps awake, until when (under mu).
+	fleet      atomic.Pointer[fleetState]
+	held       map[string]time.Time
+	fleetOnce  sync.Once
+	fleetStop  context.CancelFunc
+	fleetDone  chan struct{}
+	fleetError atomic.Bool // the storage failed (logged once, until it works again)
 }
 
 // sharedActivity is the Activity every connection's catalog entry for one
@@ -132,6 +143,8 @@ type Engine struct {
 type sharedActivity struct {
 	act  *catalog.Activity
 	refs int
+	// after is the instance's standby_after, for its fleet lease (R5m).
+	after time.Duration
 }
 
 // NewEngine is the scale-to-zero state of the Engine that actions write
@@ -140,9 +153,13 @@ func NewEngine(actions Actions) *Engine {
 	return &Engine{
 		actions: actions, wakes: map[string]*wake{}, failures: map[string]*failure{},
 		acting: map[string]bool{}, shared: map[string]*sharedActivity{}, members: map[*Waker]bool{},
+		held: map[string]time.Time{},
 	}
 }
 
 // Destruct closes the Engine client; the pool calls it when the last
 // connection to the Engine is gone.
-func (e *Engine) Destruct() error { return e.actions.Close() }
+func (e *Engine) Destruct() error {
+	e.stopFleet()
+	return e.actions.Close()
+}

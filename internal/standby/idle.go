@@ -156,6 +156,10 @@ func (w *Waker) consider(q *idleQueue, it *idleItem, now time.Time) {
 		q.held[s.ID] = it // looked at again when a dependent changes (R5k)
 		return
 	}
+	if until := w.engine.heldUntil(s.ID); now.Before(until) {
+		q.schedule(it, until) // another Caddy of the fleet keeps it awake (R5m)
+		return
+	}
 	w.putOnStandby(s, idleSince)
 	// Looked at again in a while, in case it is still up then (a request
 	// came meanwhile, or the call failed); the catalog's change of it
@@ -190,6 +194,7 @@ func (w *Waker) linkOne(s catalog.Sleeper) {
 		e.shared[s.ID] = sa
 	}
 	sa.refs++
+	sa.after = s.Policy.After
 	s.Activity.Link(sa.act)
 	w.linked[s.ID] = s.Activity
 }
@@ -313,6 +318,9 @@ func (w *Waker) standby(job standbyJob) {
 	}
 	ctx, cancel := context.WithTimeout(w.ctx, actionTimeout)
 	defer cancel()
+	if w.fleetHolds(ctx, s) {
+		return // another Caddy of the fleet keeps it awake, or the fleet cannot tell (R5m)
+	}
 	action, call := "stop", e.actions.Stop
 	if s.Policy.Pause {
 		action, call = "pause", e.actions.Pause

@@ -1,0 +1,208 @@
+package standby
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
+)
+
+// One idle clock per instance across a fleet of Caddys that share a
+// storage (R5m): each Caddy's publisher writes, for every instance it
+// routes to, a lease saying when it last did and how many requests it has
+// in flight, at most once per fleet.LeaseEvery of its standby_after and
+// only while it is used; before an instance is put on standby, the leases
+// of the other Caddys are read (fleet.HeldUntil), and one that keeps it
+// awake puts the standby off until then. While the storage cannot be read
+// nothing is put on standby: logged once, counted (Options.FleetFailed).
+
+// fleetState is the fleet an Engine shares through, and who hears its
+// failures.
+type fleetState struct {
+	fleet  *fleet.Fleet
+	logger *zap.Logger
+	failed func(op string)
+}
+
+// ShareThrough makes f the fleet the Engine's scale to zero shares with
+// (f's storage set, or not: see fleet.Fleet.SetStorage), starting its
+// publisher the first time; failed, if set, hears each failed read
+// ("read") or write ("write") of the storage.
+func (e *Engine) ShareThrough(f *fleet.Fleet, logger *zap.Logger, failed func(op string)) {
+	e.fleet.Store(&fleetState{fleet: f, logger: logger, failed: failed})
+	e.fleetOnce.Do(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		e.fleetStop, e.fleetDone = cancel, make(chan struct{})
+		go e.publishLoop(ctx)
+	})
+}
+
+// stopFleet stops the publisher, if it runs.
+func (e *Engine) stopFleet() {
+	e.fleetOnce.Do(func() {}) // none may start after
+	if e.fleetStop != nil {
+		e.fleetStop()
+		<-e.fleetDone
+	}
+}
+
+// heldUntil is until when another Caddy keeps instance id awake, as last
+// read (zero: none).
+func (e *Engine) heldUntil(id string) time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.held[id]
+}
+
+// fleetHolds reports whether the instance s is not to be put on standby
+// now because another Caddy of the fleet keeps it awake, or because the
+// fleet's storage cannot be read; it records until when for the idle
+// loop, which looks at s again then.
+func (w *Waker) fleetHolds(ctx context.Context, s catalog.Sleeper) bool {
+	e := w.engine
+	st := e.fleet.Load()
+	if st == nil || !st.fleet.Shared() {
+		return false
+	}
+	now := w.now()
+	until, err := st.fleet.HeldUntil(ctx, s.ID, s.Policy.After, now)
+	if err != nil {
+		e.fleetFailed(st, "read", err)
+		until = now.Add(busyRecheck(s.Policy.After)) // stays awake; asks again then
+	} else {
+		e.fleetWorks(st)
+	}
+	e.mu.Lock()
+	if until.IsZero() {
+		delete(e.held, s.ID)
+	} else {
+		e.held[s.ID] = until
+	}
+	e.mu.Unlock()
+	if until.IsZero() {
+		return false
+	}
+	w.logger.Debug("instance kept awake by another Caddy of the fleet", zap.String("instance", s.Name),
+		zap.Time("until", until))
+	return true
+}
+
+// fleetFailed says once, until the storage works again, that the fleet's
+// storage failed, and counts each failure.
+func (e *Engine) fleetFailed(st *fleetState, op string, err error) {
+	if st.failed != nil {
+		st.failed(op)
+	}
+	if !e.fleetError.Swap(true) && st.logger != nil {
+		st.logger.Warn("the fleet's storage cannot be used: no instance is put on standby until it can "+
+			"(wakes go on)", zap.String("op", op), zap.Error(err))
+	}
+}
+
+// fleetWorks notes the storage answered, after failures.
+func (e *Engine) fleetWorks(st *fleetState) {
+	if e.fleetError.Swap(false) && st.logger != nil {
+		st.logger.Info("the fleet's storage works again")
+	}
+}
+
+// published is what the publisher last wrote of one instance.
+type published struct {
+	wrote, use time.Time
+	inFlight   int
+	// busyAt is when the publisher last saw requests in flight.
+	busyAt time.Time
+}
+
+// publishEvery is how often the publisher looks at the Engine's instances.
+const publishEvery = time.Second
+
+// publishLoop writes this Caddy's leases on the instances it routes to
+// until ctx ends (see the top of this file).
+func (e *Engine) publishLoop(ctx context.Context) {
+	defer close(e.fleetDone)
+	tick := time.NewTicker(publishEvery)
+	defer tick.Stop()
+	state := map[string]*published{}
+	type item struct {
+		id    string
+		act   *catalog.Activity
+		after time.Duration
+	}
+	var items []item
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		st := e.fleet.Load()
+		if st == nil || !st.fleet.Shared() {
+			continue
+		}
+		items = items[:0]
+		e.mu.Lock()
+		for id, sa := range e.shared {
+			if sa.after > 0 {
+				items = append(items, item{id, sa.act, sa.after})
+			}
+		}
+		e.mu.Unlock()
+		now := time.Now()
+		seen := make(map[string]bool, len(items))
+		for _, it := range items {
+			seen[it.id] = true
+			e.publishOne(ctx, st, state, it.id, it.act, it.after, now)
+		}
+		for id := range state {
+			if !seen[id] { // forgotten: its lease goes
+				_ = st.fleet.Release(ctx, id)
+				delete(state, id)
+			}
+		}
+	}
+}
+
+// publishOne writes the lease of one instance if it is due: used since the
+// last write, or with requests in flight, at most once per
+// fleet.LeaseEvery(after); an instance down (its last use forgotten) has
+// its lease deleted.
+func (e *Engine) publishOne(ctx context.Context, st *fleetState, state map[string]*published, id string, act *catalog.Activity, after time.Duration, now time.Time) {
+	p := state[id]
+	last, inFlight := act.Last(), act.InFlight()
+	if last.IsZero() {
+		if p != nil {
+			_ = st.fleet.Release(ctx, id)
+			delete(state, id)
+		}
+		return
+	}
+	if p == nil {
+		p = &published{}
+		state[id] = p
+	}
+	if inFlight > 0 {
+		p.busyAt = now
+	}
+	use := last
+	if p.busyAt.After(use) {
+		use = p.busyAt
+	}
+	changed := !use.Equal(p.use) || (inFlight > 0) != (p.inFlight > 0)
+	if !p.wrote.IsZero() && (!changed || now.Sub(p.wrote) < fleet.LeaseEvery(after)) {
+		return
+	}
+	l := fleet.Lease{LastUse: use.Round(0), InFlight: inFlight, Expires: now.Add(fleet.LeaseTTL(after)).Round(0)}
+	if err := st.fleet.Publish(ctx, id, l); err != nil {
+		e.fleetFailed(st, "write", err)
+		return
+	}
+	e.fleetWorks(st)
+	p.wrote, p.use, p.inFlight = now, use, inFlight
+}
+
+// Engine is the Engine's scale-to-zero state the Waker is part of.
+func (w *Waker) Engine() *Engine { return w.engine }
