@@ -100,7 +100,7 @@ func (adminDicer) instances(w http.ResponseWriter, r *http.Request) error {
 	out := []InstanceStatus{}
 	for _, c := range dicerapp.Connections() {
 		for _, st := range c.Catalog().Instances(match) {
-			out = append(out, withBackoff(c, instanceStatus(c.Kind(), c.Address(), st)))
+			out = append(out, withBackoff(c, instanceStatus(c, st)))
 		}
 	}
 	return writeJSON(w, out)

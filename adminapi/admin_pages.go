@@ -108,7 +108,7 @@ func (adminDicer) maintenance(w http.ResponseWriter, r *http.Request) error {
 	case http.MethodGet:
 		out := []MaintenanceStatus{}
 		for _, c := range dicerapp.Connections() {
-			out = append(out, MaintenanceStatus{Kind: c.Kind(), Daemon: c.Address(), Switches: maintenanceSwitches(c.Catalog().MaintenanceSwitches())})
+			out = append(out, MaintenanceStatus{Kind: c.Kind(), Daemon: c.Address(), Switches: maintenanceSwitches(c)})
 		}
 		return writeJSON(w, out)
 	case http.MethodPost:
@@ -130,12 +130,15 @@ func (adminDicer) maintenance(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := []MaintenanceStatus{}
 	for _, c := range dicerapp.Connections() {
-		n, ok := c.Catalog().SetMaintenance(sel, req.Message, req.On)
+		n, ok, err := c.SetMaintenance(sel, req.Message, req.On) // in a fleet, for every Caddy of it (R4e)
+		if err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("%s %s: %w", c.Kind(), c.Address(), err)}
+		}
 		if !ok {
 			return caddy.APIError{HTTPStatus: http.StatusConflict,
 				Err: fmt.Errorf("%s %s: %d selectors are in maintenance already", c.Kind(), c.Address(), catalog.MaxMaintenanceSelectors)}
 		}
-		out = append(out, MaintenanceStatus{Kind: c.Kind(), Daemon: c.Address(), Switches: maintenanceSwitches(c.Catalog().MaintenanceSwitches()), Changed: n})
+		out = append(out, MaintenanceStatus{Kind: c.Kind(), Daemon: c.Address(), Switches: maintenanceSwitches(c), Changed: n})
 	}
 	return writeJSON(w, out)
 }

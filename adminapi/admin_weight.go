@@ -16,8 +16,9 @@ import (
 const maxWeightBody = 64 << 10
 
 // weight serves POST /dicer/weight: it sets or clears the runtime weight
-// of every instance the request chooses, on every daemon followed, and
-// answers with those instances. The next request routed sees it; nothing
+// of every instance the request chooses, on every daemon followed (and,
+// with a storage shared by a fleet of Caddys, on every Caddy of it: R4e),
+// and answers with those instances. The next request routed sees it; nothing
 // is loaded. A weight lives on the instance's catalog entry, so nothing a
 // caller sends can grow memory beyond the instances: it goes with the
 // instance, and no instance that appears later gets it.
@@ -42,7 +43,11 @@ func (adminDicer) weight(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := []WeightChange{}
 	for _, c := range dicerapp.Connections() {
-		for _, ch := range c.Catalog().SetWeight(match, weight) {
+		changes, err := c.SetWeight(match, weight) // in a fleet, for every Caddy of it (R4e)
+		if err != nil {
+			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("%s %s: %w", c.Kind(), c.Address(), err)}
+		}
+		for _, ch := range changes {
 			out = append(out, WeightChange{Kind: c.Kind(), Daemon: c.Address(), ID: ch.ID, Name: ch.Name, Weight: ch.Weight, Runtime: ch.Runtime})
 		}
 	}

@@ -64,6 +64,10 @@ type InstanceStatus struct {
 	// (RuntimeWeight), else its caddy.weight label, else 1.
 	Weight        int  `json:"weight"`
 	RuntimeWeight bool `json:"runtime_weight,omitempty"`
+	// RuntimeWeightFrom is the Caddy of the fleet the runtime weight was
+	// set through (its host name and instance ID), when a storage is
+	// shared (R4e).
+	RuntimeWeightFrom string `json:"runtime_weight_from,omitempty"`
 	// LabelTypos are its label keys that look like misspelt known labels
 	// (R13c), each with the closest known one.
 	LabelTypos []LabelTypo `json:"label_typos,omitempty"`

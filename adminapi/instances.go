@@ -1,6 +1,9 @@
 package adminapi
 
-import "github.com/caddy-dicer/caddy-dicer/internal/catalog"
+import (
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
+)
 
 // The parts of the wire types that the catalog's plain values fill in,
 // and the copies from them: the JSON shape is the admin API's, the
@@ -55,11 +58,14 @@ type Candidate struct {
 type MaintenanceSwitch struct {
 	Selector string `json:"selector"`
 	Message  string `json:"message"`
+	// From is the Caddy of the fleet it was set through (its host name
+	// and instance ID), when a storage is shared (R4e).
+	From string `json:"from,omitempty"`
 }
 
-// instanceStatus is st of the daemon kind at address, on the wire.
-func instanceStatus(kind, address string, st catalog.InstanceStatus) InstanceStatus {
-	out := InstanceStatus{Kind: kind, Daemon: address, ID: st.ID, Name: st.Name, State: st.State,
+// instanceStatus is st of connection c, on the wire.
+func instanceStatus(c *connection.Conn, st catalog.InstanceStatus) InstanceStatus {
+	out := InstanceStatus{Kind: c.Kind(), Daemon: c.Address(), ID: st.ID, Name: st.Name, State: st.State,
 		DaemonState: st.DaemonState, Health: st.Health, Labels: st.Labels,
 		Networks: make([]NetworkStatus, len(st.Networks)), Ports: make([]PortStatus, len(st.Ports)),
 		Routable: st.Routable, Verdict: st.Verdict, Weight: st.Weight, RuntimeWeight: st.RuntimeWeight,
@@ -69,6 +75,9 @@ func instanceStatus(kind, address string, st catalog.InstanceStatus) InstanceSta
 	}
 	for i, p := range st.Ports {
 		out.Ports[i] = PortStatus(p)
+	}
+	if st.RuntimeWeight {
+		out.RuntimeWeightFrom = c.SwitchOrigin(st.ID)
 	}
 	return out
 }
@@ -93,10 +102,13 @@ func candidates(in []catalog.Candidate) []Candidate {
 	return out
 }
 
-func maintenanceSwitches(in []catalog.MaintenanceSwitch) []MaintenanceSwitch {
+// maintenanceSwitches are c's selectors in maintenance, with where each
+// came from.
+func maintenanceSwitches(c *connection.Conn) []MaintenanceSwitch {
+	in := c.Catalog().MaintenanceSwitches()
 	out := make([]MaintenanceSwitch, len(in))
 	for i, m := range in {
-		out[i] = MaintenanceSwitch(m)
+		out[i] = MaintenanceSwitch{Selector: m.Selector, Message: m.Message, From: c.MaintenanceOrigin(m.Selector)}
 	}
 	return out
 }

@@ -54,7 +54,11 @@ func printMaintenance(out io.Writer, list []adminapi.MaintenanceStatus) error {
 	for _, m := range list {
 		sels := make([]string, 0, len(m.Switches))
 		for _, s := range m.Switches {
-			sels = append(sels, s.Selector)
+			if s.From != "" { // set through that Caddy of the fleet (R4e)
+				sels = append(sels, s.Selector+" (from "+s.From+")")
+			} else {
+				sels = append(sels, s.Selector)
+			}
 		}
 		fmt.Fprintf(t, "%s\t%s\t%d\t%s\n", cell(m.Kind), cell(m.Daemon), m.Changed, cell(strings.Join(sels, "; ")))
 	}

@@ -81,9 +81,13 @@ func printWeights(w io.Writer, list []adminapi.WeightChange) error {
 // weightCell is an instance's weight in `caddy dicer instances`: the one
 // in effect, and, while a runtime weight overrides it, its caddy.weight
 // label ("5 (runtime; label 90)"), which takes over again when the runtime
-// weight is cleared.
+// weight is cleared, and the Caddy of the fleet it was set through ("5
+// (runtime from web-2 (id); label 90)", R4e).
 func weightCell(in adminapi.InstanceStatus) string {
 	s := weightString(in.Weight, in.RuntimeWeight)
+	if in.RuntimeWeight && in.RuntimeWeightFrom != "" {
+		s = strings.TrimSuffix(s, ")") + " from " + cell(in.RuntimeWeightFrom) + ")"
+	}
 	if label := strings.TrimSpace(in.Labels[catalog.LabelWeight]); in.RuntimeWeight && label != "" {
 		s = strings.TrimSuffix(s, ")") + "; label " + cell(clipCell(label)) + ")"
 	}

@@ -80,12 +80,12 @@ http://dash.test:%d {
 
 	var cells []string
 	if _, ok := b.Until(ctx, 20*time.Second, rowOf(c.Name), func(v json.RawMessage) bool {
-		return json.Unmarshal(v, &cells) == nil && len(cells) > 4 && cells[4] == "routable"
+		return json.Unmarshal(v, &cells) == nil && len(cells) > 5 && cells[5] == "routable"
 	}); !ok {
 		t.Fatalf("verdict never routable: %q", cells)
 	}
-	if !strings.Contains(cells[5], "note="+hostile) {
-		t.Errorf("the hostile label does not show as text: labels cell %q", cells[5])
+	if !strings.Contains(cells[6], "note="+hostile) {
+		t.Errorf("the hostile label does not show as text: labels cell %q", cells[6])
 	}
 	var pwned any
 	if err := b.Eval(`[window.pwned, document.querySelectorAll("main script, main img").length]`, &pwned); err != nil {
@@ -108,7 +108,7 @@ http://dash.test:%d {
 	}
 	bad := time.Now()
 	if took, ok := b.Until(ctx, 20*time.Second, rowOf(c.Name), func(v json.RawMessage) bool {
-		return json.Unmarshal(v, &cells) == nil && len(cells) > 4 && cells[4] == "unhealthy"
+		return json.Unmarshal(v, &cells) == nil && len(cells) > 5 && cells[5] == "unhealthy"
 	}); !ok {
 		t.Fatalf("verdict never turned unhealthy within %s: %q", took, cells)
 	}
@@ -132,7 +132,7 @@ http://dash.test:%d {
 		t.Fatal(err)
 	}
 	if _, ok := b.Until(ctx, 20*time.Second, rowOf(c.Name), func(v json.RawMessage) bool {
-		return json.Unmarshal(v, &cells) == nil && len(cells) > 4 && cells[4] == "unhealthy"
+		return json.Unmarshal(v, &cells) == nil && len(cells) > 5 && cells[5] == "unhealthy"
 	}); !ok {
 		var page string
 		_ = b.Eval(`location.href + " " + document.getElementById("status").textContent`, &page)

@@ -141,3 +141,36 @@ func (s *Snapshot) Maintenance(route Route, host string) (message string, ok boo
 	}
 	return "", false
 }
+
+// ReplaceMaintenance makes want the selectors in maintenance, with their
+// messages (a fleet's switches, R4e): the others' switches go off. It
+// returns the number of instances whose maintenance changed. A selector
+// that does not parse, or one past MaxMaintenanceSelectors, is skipped.
+func (c *Catalog) ReplaceMaintenance(want []MaintenanceSwitch) (changed int) {
+	keep := map[string]bool{}
+	for _, w := range want {
+		sel, err := selector.Parse(w.Selector)
+		if err != nil {
+			continue
+		}
+		keep[sel.String()] = true
+		c.mu.Lock()
+		rule, exists := c.maintenance[sel.String()]
+		c.mu.Unlock()
+		if exists && rule.message == MaintenanceMessage(w.Message) {
+			continue
+		}
+		n, _ := c.SetMaintenance(sel, w.Message, true)
+		changed += n
+	}
+	for _, have := range c.MaintenanceSwitches() {
+		if keep[have.Selector] {
+			continue
+		}
+		if sel, err := selector.Parse(have.Selector); err == nil {
+			n, _ := c.SetMaintenance(sel, "", false)
+			changed += n
+		}
+	}
+	return changed
+}

@@ -159,3 +159,42 @@ func sortChanges(list []WeightChange) {
 		return cmpOr(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID))
 	})
 }
+
+// SetRuntimeWeights makes want the runtime weights of the instances it
+// names by ID (a fleet's switches, R4e), and clears those of every other
+// instance: the next snapshot has them. IDs the catalog does not hold are
+// skipped. It returns the instances it changed.
+func (c *Catalog) SetRuntimeWeights(want map[string]int) []WeightChange {
+	c.mu.Lock()
+	var ids []string
+	for id, e := range c.byID {
+		w, ok := want[id]
+		if !ok {
+			w = -1
+		}
+		if !e.inst.Group && e.runtime != min(w, MaxWeight) {
+			ids = append(ids, id)
+		}
+	}
+	c.mu.Unlock()
+	var out []WeightChange
+	for _, id := range ids {
+		w, ok := want[id]
+		if !ok || w < 0 {
+			w = -1
+		}
+		w = min(w, MaxWeight)
+		c.amend(id, false, func(e *entry) bool {
+			if e.runtime == w {
+				return false
+			}
+			c.logger.Info("instance weight set at runtime by the fleet (R4c, R4e)", zap.String("instance", e.inst.Name),
+				zap.Int("weight", w), zap.Int("label_weight", e.weight))
+			e.runtime = w
+			out = append(out, WeightChange{ID: e.inst.ID, Name: e.inst.Name, Weight: e.effectiveWeight(), Runtime: e.runtime >= 0})
+			return true
+		})
+	}
+	sortChanges(out)
+	return out
+}

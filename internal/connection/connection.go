@@ -65,6 +65,12 @@ type Conn struct {
 	// made at the first ShareThrough.
 	fleet     *fleet.Fleet
 	fleetOnce sync.Once
+	// switches are the fleet's runtime switches as applied here (R4e),
+	// switchesSeen the instances the catalog held at the last look.
+	switches     fleetSwitches
+	switchesSeen int
+	// runCtx ends when the connection closes.
+	runCtx context.Context
 
 	// started guards the start of the adapter and of settle, at the first
 	// Await, or their never starting, at a Destruct before any Await.
@@ -89,6 +95,7 @@ func New(spec Spec) (*Conn, error) {
 		logger = zap.NewNop()
 	}
 	c := &Conn{
+		runCtx:  runCtx,
 		kind:    spec.Kind,
 		address: spec.Address,
 		status:  newFollowStatus(),

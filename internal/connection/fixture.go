@@ -31,7 +31,7 @@ func (f Fixture) Conn() *Conn {
 		status: newFollowStatus(), orders: budget.New(), settled: make(chan struct{}), done: make(chan struct{}),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
+	c.cancel, c.runCtx = cancel, ctx
 	c.metrics = newConnMetrics(f.Kind, f.Address)
 	c.prober = readiness.New(ctx, 0, 0, c.markReady, c.logger)
 	switch {

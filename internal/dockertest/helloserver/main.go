@@ -10,7 +10,9 @@
 //
 // To stand in for a real app's start and stop: it binds its port only
 // $LISTEN_DELAY (a Go duration) after it starts; GET /slow?d=<duration>
-// answers after that long; and on SIGTERM it drains: it stops accepting
+// answers after that long; GET /drip?n=<bytes>&every=<duration> streams
+// n bytes, one every duration (a stream that outlasts an idle time); and
+// on SIGTERM it drains: it stops accepting
 // connections at once, finishes the requests in flight, and exits
 // $EXIT_DELAY after the signal (default: as soon as they are done). GET
 // /listening answers when it began to listen (Unix time in nanoseconds),
@@ -80,6 +82,27 @@ func main() {
 		time.Sleep(d)
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, body)
+	})
+	mux.HandleFunc("/drip", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		every, _ := time.ParseDuration(r.URL.Query().Get("every"))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		flusher, _ := w.(http.Flusher)
+		for i := range min(n, 10000) {
+			if i > 0 {
+				select {
+				case <-time.After(every):
+				case <-r.Context().Done():
+					return
+				}
+			}
+			if _, err := io.WriteString(w, "x"); err != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
 	})
 	var listening atomic.Int64
 	mux.HandleFunc("/listening", func(w http.ResponseWriter, _ *http.Request) {

@@ -1,0 +1,123 @@
+package connection
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
+	"github.com/caddy-dicer/caddy-dicer/selector"
+)
+
+// fleetConn is a connection of one Caddy of a test fleet to the daemon
+// "docker unix:///d.sock", whose catalog holds web-1 and web-2.
+func fleetConn(t *testing.T, name string, storage fleet.Storage) *Conn {
+	t.Helper()
+	cat := catalog.New(catalog.Options{})
+	cat.Replace([]catalog.Instance{
+		{ID: "id-1", Name: "web-1", State: catalog.StateRunning, Labels: map[string]string{"app": "web"}},
+		{ID: "id-2", Name: "web-2", State: catalog.StateRunning, Labels: map[string]string{"app": "web"}},
+	})
+	c := Fixture{Kind: "docker", Address: "unix:///d.sock", Catalog: cat}.Conn()
+	t.Cleanup(func() { c.cancel() })
+	c.ShareThrough(storage, fleet.Self{ID: name + "-id", Host: name})
+	return c
+}
+
+// weightOf is the runtime weight of instance id in c's catalog (-1: none).
+func weightOf(c *Conn, id string) int {
+	for _, st := range c.Catalog().Instances(nil) {
+		if st.ID == id {
+			if !st.RuntimeWeight {
+				return -1
+			}
+			return st.Weight
+		}
+	}
+	return -2
+}
+
+func within(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", d, what)
+		}
+	}
+}
+
+func byName(name string) func(map[string]string, string) bool {
+	return func(_ map[string]string, n string) bool { return n == name }
+}
+
+// R4e: a weight set through one Caddy of a fleet holds on the others
+// within a second (switchesEvery), on one that starts later too, and one
+// clear through any of them clears it everywhere; the admin API says
+// where it came from.
+func TestFleet_R4e_weights_belong_to_the_fleet(t *testing.T) {
+	storage := &fleet.Memory{}
+	a, b := fleetConn(t, "caddy-a", storage), fleetConn(t, "caddy-b", storage)
+	if _, err := a.SetWeight(byName("web-2"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if weightOf(a, "id-2") != 0 {
+		t.Fatalf("A's own weight: %d", weightOf(a, "id-2"))
+	}
+	within(t, 1500*time.Millisecond, "B has A's weight", func() bool { return weightOf(b, "id-2") == 0 })
+	if got := b.SwitchOrigin("id-2"); got != "caddy-a (caddy-a-id)" {
+		t.Errorf("B says the weight came from %q", got)
+	}
+	late := fleetConn(t, "caddy-c", storage) // restarted: a new process
+	within(t, 1500*time.Millisecond, "a Caddy that starts later has the weight", func() bool { return weightOf(late, "id-2") == 0 })
+	if _, err := b.SetWeight(byName("web-2"), -1); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 1500*time.Millisecond, "A and C follow B's clear", func() bool {
+		return weightOf(a, "id-2") == -1 && weightOf(late, "id-2") == -1
+	})
+	if weightOf(a, "id-1") != -1 {
+		t.Error("web-1 got a weight")
+	}
+}
+
+// R4e: a maintenance switch set through one Caddy holds on the others,
+// and goes off everywhere by one clear.
+func TestFleet_R4e_maintenance_belongs_to_the_fleet(t *testing.T) {
+	storage := &fleet.Memory{}
+	a, b := fleetConn(t, "caddy-a", storage), fleetConn(t, "caddy-b", storage)
+	sel, _ := selector.Parse("app=web")
+	if _, ok, err := a.SetMaintenance(sel, "back soon", true); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	within(t, 1500*time.Millisecond, "B has the switch", func() bool {
+		sw := b.Catalog().MaintenanceSwitches()
+		return len(sw) == 1 && sw[0].Message == "back soon"
+	})
+	if got := b.MaintenanceOrigin("app=web"); got != "caddy-a (caddy-a-id)" {
+		t.Errorf("B says the switch came from %q", got)
+	}
+	if _, _, err := b.SetMaintenance(sel, "", false); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 1500*time.Millisecond, "A's switch off", func() bool { return len(a.Catalog().MaintenanceSwitches()) == 0 })
+}
+
+// R4e: a switch the fleet's storage cannot take changes nothing, and says
+// why; the last switches read stay in force while reads fail.
+func TestFleet_R4e_storage_down(t *testing.T) {
+	storage := &fleet.Memory{}
+	a := fleetConn(t, "caddy-a", storage)
+	if _, err := a.SetWeight(byName("web-1"), 3); err != nil {
+		t.Fatal(err)
+	}
+	down := errors.New("down")
+	storage.Fail.Store(&down)
+	if _, err := a.SetWeight(byName("web-2"), 0); !errors.Is(err, ErrFleetStorage) {
+		t.Fatalf("SetWeight with the storage down: %v", err)
+	}
+	time.Sleep(2 * switchesEvery) // reads fail meanwhile
+	if weightOf(a, "id-2") != -1 || weightOf(a, "id-1") != 3 {
+		t.Errorf("weights %d and %d, want web-2 unchanged and web-1's 3 kept", weightOf(a, "id-2"), weightOf(a, "id-1"))
+	}
+}
