@@ -66,6 +66,26 @@ func TestFleet_R5m_a_stream_through_one_Caddy_outlives_the_others_idle_clock(t *
 	t.Logf("on standby %s after the stream ended", time.Since(ended).Round(100*time.Millisecond))
 }
 
+// R5m, the control: two Caddys that do not share a storage keep an idle
+// clock each, and B stops the container in the middle of A's stream (what
+// the test above would see without leases; the test image drains on
+// SIGTERM, so the stream itself may finish, an app that does not would
+// cut it).
+func TestFleet_R5m_without_a_shared_storage_the_other_stops_it_mid_stream(t *testing.T) {
+	_, ev, host := standbyApp(t, "fleet-apart", false)
+	a, b := newCaddy(t, "a", t.TempDir()), newCaddy(t, "b", t.TempDir())
+	routes(t, a, host)
+	routes(t, b, host)
+	start := time.Now()
+	_, body, _, _ := a.get(host, "/drip?n=60&every=200ms", 30*time.Second)
+	ended := time.Now()
+	stopped, ok := ev.First(events.ActionKill, nil)
+	if !ok || !stopped.Before(ended) {
+		t.Fatalf("apart: no kill during the stream (%d of 60 bytes): want B's idle stop in its middle", len(body))
+	}
+	t.Logf("apart: B stopped the container %s into A's %s stream", stopped.Sub(start).Round(100*time.Millisecond), ended.Sub(start).Round(100*time.Millisecond))
+}
+
 // R5m: Caddy A killed with SIGKILL mid-stream holds the container awake
 // no longer than its lease: B puts it on standby within the lease (4 s
 // for standby_after 3s) plus standby_after of the kill.
@@ -93,15 +113,15 @@ func TestFleet_R5m_a_killed_Caddy_holds_nothing_past_its_lease(t *testing.T) {
 	}
 }
 
-// R4e: a weight of 0 set through A: B sends nothing to that instance
-// within a second, and still after B restarts; cleared through B, A sends
-// to it again.
+// R4e: three Caddys; a weight of 0 set through A: B and C send nothing to
+// that instance within a second, and B still after it restarts; cleared
+// through B, A sends to it again.
 func TestFleet_R4e_a_weight_set_on_one_Caddy_holds_on_the_other(t *testing.T) {
 	host := dockertest.Name("fleet-weight") + ".test"
 	one := dockertest.Start(t, cli, dockertest.Options{Name: "fleet-w1", Labels: map[string]string{"caddy.host": host}})
-	two := dockertest.Start(t, cli, dockertest.Options{Name: "fleet-w2", Labels: map[string]string{"caddy.host": host}})
+	_ = dockertest.Start(t, cli, dockertest.Options{Name: "fleet-w2", Labels: map[string]string{"caddy.host": host}})
 	storage := t.TempDir()
-	a, b := newCaddy(t, "a", storage), newCaddy(t, "b", storage)
+	a, b, c := newCaddy(t, "a", storage), newCaddy(t, "b", storage), newCaddy(t, "c", storage)
 	served := func(p *caddyProc, n int) map[string]int {
 		out := map[string]int{}
 		for range n {
@@ -112,32 +132,41 @@ func TestFleet_R4e_a_weight_set_on_one_Caddy_holds_on_the_other(t *testing.T) {
 		return out
 	}
 	until(t, 15*time.Second, "both Caddys route to both", func() bool {
-		return len(served(a, 10)) == 2 && len(served(b, 10)) == 2
+		return len(served(a, 10)) == 2 && len(served(b, 10)) == 2 && len(served(c, 10)) == 2
 	})
 	if status, body := a.adminPost("/dicer/weight", `{"instance": "`+one.Name+`", "weight": 0}`); status != 200 {
 		t.Fatalf("POST /dicer/weight through A: %d %s", status, body)
 	}
 	set := time.Now()
-	until(t, 1500*time.Millisecond, "B sends nothing to "+one.Name, func() bool {
-		got := served(b, 20)
-		return got[one.Name] == 0 && got[two.Name] == 20
+	until(t, 1500*time.Millisecond, "B and C send nothing to "+one.Name, func() bool {
+		gotB, gotC := served(b, 20), served(c, 20)
+		return gotB["fleet-w1"] == 0 && gotB["fleet-w2"] == 20 && gotC["fleet-w1"] == 0 && gotC["fleet-w2"] == 20
 	})
-	t.Logf("B followed A's weight within %s", time.Since(set).Round(10*time.Millisecond))
+	t.Logf("B and C followed A's weight within %s", time.Since(set).Round(10*time.Millisecond))
+	// B's admin API says the weight came through A (its instance ID, in
+	// its data directory).
+	aID, err := os.ReadFile(filepath.Join(a.home, "caddy", "instance.uuid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if list := b.adminGet("/dicer/instances"); !strings.Contains(list, `"runtime_weight_from": "`) || !strings.Contains(list, strings.TrimSpace(string(aID))) {
+		t.Errorf("B's /dicer/instances does not say the weight came through A (%s):\n%s", aID, list)
+	}
 	b.stop()
 	b.start()
 	until(t, 15*time.Second, "B routes again after its restart", func() bool { return len(served(b, 1)) == 1 })
 	until(t, 1500*time.Millisecond, "B, restarted, still sends nothing to "+one.Name, func() bool {
 		got := served(b, 20)
-		return got[one.Name] == 0 && got[two.Name] == 20
+		return got["fleet-w1"] == 0 && got["fleet-w2"] == 20
 	})
-	if got := served(b, 40); got[one.Name] != 0 {
-		t.Fatalf("B, restarted, sent %d of 40 to the instance of weight 0", got[one.Name])
+	if got := served(b, 40); got["fleet-w1"] != 0 {
+		t.Fatalf("B, restarted, sent %d of 40 to the instance of weight 0", got["fleet-w1"])
 	}
 	if status, body := b.adminPost("/dicer/weight", `{"instance": "`+one.Name+`", "clear": true}`); status != 200 {
 		t.Fatalf("POST /dicer/weight clear through B: %d %s", status, body)
 	}
-	until(t, 1500*time.Millisecond, "A sends to "+one.Name+" again", func() bool { return served(a, 20)[one.Name] > 0 })
-	if got := served(a, 40); got[one.Name] == 0 || got[two.Name] == 0 {
+	until(t, 1500*time.Millisecond, "A sends to "+one.Name+" again", func() bool { return served(a, 20)["fleet-w1"] > 0 })
+	if got := served(a, 40); got["fleet-w1"] == 0 || got["fleet-w2"] == 0 {
 		t.Errorf("A after the clear: %v, want both", got)
 	}
 }

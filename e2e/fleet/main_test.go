@@ -277,6 +277,17 @@ func (p *caddyProc) adminPost(path, body string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
+// adminGet GETs path from the Caddy's admin endpoint, "" on failure.
+func (p *caddyProc) adminGet(path string) string {
+	res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", p.admin, path))
+	if err != nil {
+		return ""
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}
+
 // until waits until cond holds, failing t after d.
 func until(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
