@@ -136,6 +136,9 @@ type Engine struct {
 	fleetStop  context.CancelFunc
 	fleetDone  chan struct{}
 	fleetError atomic.Bool // the storage failed (logged once, until it works again)
+	// fleetKick tells the publisher an instance was used after a quiet
+	// time: its lease is written at once, not at the next tick.
+	fleetKick chan struct{}
 }
 
 // sharedActivity is the Activity every connection's catalog entry for one
@@ -153,7 +156,7 @@ func NewEngine(actions Actions) *Engine {
 	return &Engine{
 		actions: actions, wakes: map[string]*wake{}, failures: map[string]*failure{},
 		acting: map[string]bool{}, shared: map[string]*sharedActivity{}, members: map[*Waker]bool{},
-		held: map[string]time.Time{},
+		held: map[string]time.Time{}, fleetKick: make(chan struct{}, 1),
 	}
 }
 

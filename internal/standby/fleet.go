@@ -117,8 +117,23 @@ type published struct {
 	busyAt time.Time
 }
 
-// publishEvery is how often the publisher looks at the Engine's instances.
-const publishEvery = time.Second
+// publishEvery is how often the publisher looks at the Engine's instances;
+// an instance used after quietBeforeKick without a request makes it look
+// at once, so that a request another Caddy could not know of yet is
+// published within the storage's write time, not the next tick.
+const (
+	publishEvery    = time.Second
+	quietBeforeKick = 500 * time.Millisecond
+)
+
+// kickPublisher makes the publisher look now (without blocking: a look
+// already asked for covers this one).
+func (e *Engine) kickPublisher() {
+	select {
+	case e.fleetKick <- struct{}{}:
+	default:
+	}
+}
 
 // publishLoop writes this Caddy's leases on the instances it routes to
 // until ctx ends (see the top of this file).
@@ -138,6 +153,7 @@ func (e *Engine) publishLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-e.fleetKick:
 		}
 		st := e.fleet.Load()
 		if st == nil || !st.fleet.Shared() {
