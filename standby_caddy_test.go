@@ -18,6 +18,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
+	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 )
 
@@ -162,21 +163,26 @@ func benchShopUpstreams(b *testing.B, name string, u *upstreamSource, get func(*
 // BenchmarkGetUpstreamsStandby is GetUpstreams for a route of three
 // running containers, labelled caddy.standby_after or not, on a Docker-like
 // connection (with scale to zero): the price of recording activity, once
-// reverse_proxy's in-flight counters are known.
+// reverse_proxy's in-flight counters are known; and in a fleet (a storage
+// shared, R5m), whose leases are written off the request path.
 func BenchmarkGetUpstreamsStandby(b *testing.B) {
-	for _, labelled := range []bool{false, true} {
+	for _, c := range []struct{ labelled, fleet bool }{{false, false}, {true, false}, {true, true}} {
 		key := ""
-		if labelled {
+		if c.labelled {
 			key = catalog.LabelStandbyAfter
 		}
 		cat := shopOfThree(key, "15m")
 		ctx, cancel := context.WithCancel(context.Background())
 		w := standby.New(ctx, &fakeActions{}, cat, zap.NewNop(), standby.Options{})
 		conn := connection.Fixture{Catalog: cat, Standby: w}.Conn()
+		if c.fleet {
+			conn.ShareThrough(&fleet.Memory{}, fleet.Self{ID: "bench"})
+		}
 		u := &DockerUpstreams{upstreamSource: upstreamSource{conn: conn, route: catalog.Route{Port: 8080}}}
-		benchShopUpstreams(b, fmt.Sprintf("labelled=%v", labelled), &u.upstreamSource, u.GetUpstreams, 0)
+		benchShopUpstreams(b, fmt.Sprintf("labelled=%v/fleet=%v", c.labelled, c.fleet), &u.upstreamSource, u.GetUpstreams, 0)
 		cancel()
-		w.Close()
+		_ = conn.Destruct() // closes w
+
 	}
 }
 

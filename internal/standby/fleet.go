@@ -208,7 +208,8 @@ func (e *Engine) publishOne(ctx context.Context, st *fleetState, state map[strin
 		use = p.busyAt
 	}
 	changed := !use.Equal(p.use) || (inFlight > 0) != (p.inFlight > 0)
-	if !p.wrote.IsZero() && (!changed || now.Sub(p.wrote) < fleet.LeaseEvery(after)) {
+	// (A tick's jitter may not put a write off by a whole tick.)
+	if !p.wrote.IsZero() && (!changed || now.Sub(p.wrote) < fleet.LeaseEvery(after)-publishEvery/4) {
 		return
 	}
 	l := fleet.Lease{LastUse: use.Round(0), InFlight: inFlight, Expires: now.Add(fleet.LeaseTTL(after)).Round(0)}

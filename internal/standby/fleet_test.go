@@ -129,3 +129,52 @@ func TestFleet_R5m_an_unreadable_storage_stops_nothing(t *testing.T) {
 		t.Error("no line saying the storage works again")
 	}
 }
+
+// countingStorage counts the writes to a fleet.Memory.
+type countingStorage struct {
+	fleet.Memory
+	stores atomic.Int32
+}
+
+func (c *countingStorage) Store(ctx context.Context, key string, value []byte) error {
+	c.stores.Add(1)
+	return c.Memory.Store(ctx, key, value)
+}
+
+// R5m, the cost: a container with a request in flight all along is
+// leased at most once per fleet.LeaseEvery of its standby_after (1 s for
+// 3 s), and one used once and then idle is leased once: the writes per
+// minute per instance the docs give (60 and 1 for standby_after 3s; 6
+// for 30s, 1 for 5m and longer).
+func TestFleet_R5m_writes_per_minute(t *testing.T) {
+	storage := &countingStorage{}
+	f := &fakeActions{then: func(string, string) error { return nil }}
+	busy := newFleetCaddy(t, "caddy-a", storage, f)
+	busy.cat.Replace([]catalog.Instance{func() catalog.Instance {
+		in := sleeper(catalog.StateRunning)
+		in.Labels[catalog.LabelStandbyAfter] = "3s"
+		return in
+	}()})
+	end := busy.request(t)
+	const window = 4 * time.Second
+	time.Sleep(window) // the publisher's writes over the window, counted
+	end()
+	n := int(storage.stores.Load())
+	perMinute := float64(n) * float64(time.Minute) / float64(window)
+	t.Logf("a container busy all along (standby_after 3s): %d lease writes in %s, %.0f a minute", n, window, perMinute)
+	if max := int(window/fleet.LeaseEvery(3*time.Second)) + 1; n > max || n == 0 {
+		t.Errorf("%d writes in %s, want 1 to %d", n, window, max)
+	}
+	idle := &countingStorage{}
+	quiet := newFleetCaddy(t, "caddy-b", idle, f)
+	quiet.request(t)()
+	for deadline := time.Now().Add(3 * time.Second); idle.stores.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the used container was never leased")
+		}
+	}
+	time.Sleep(2 * publishEvery) // two more looks: nothing new to say
+	if n := idle.stores.Load(); n != 1 {
+		t.Errorf("a container used once: %d writes, want 1", n)
+	}
+}

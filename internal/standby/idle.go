@@ -183,6 +183,9 @@ func (w *Waker) linkOne(s catalog.Sleeper) {
 	defer e.mu.Unlock()
 	old := w.linked[s.ID]
 	if old == s.Activity {
+		if sa := e.shared[s.ID]; sa != nil {
+			sa.after = s.Policy.After // its label changed
+		}
 		return
 	}
 	if old != nil {
