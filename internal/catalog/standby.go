@@ -95,6 +95,10 @@ type Activity struct {
 	// linked are the Activities linked to this one, whose own counts of
 	// requests begun before the link still run.
 	linked atomic.Pointer[[]*Activity]
+	// fleet is the requests the other Caddys of a fleet have in flight to
+	// the instance, as last read from their leases (R5j, R5m): Load adds
+	// them.
+	fleet atomic.Int32
 }
 
 type dialCount struct {
@@ -193,6 +197,20 @@ func (a *Activity) Touch(now time.Time) (first bool) {
 		storeLatest(&l.last, l.at(now)) // linked meanwhile
 	}
 	return first
+}
+
+// TouchAfter is Touch that also reports whether the request before this
+// one was at least quiet ago (or there was none): the first use after a
+// pause, which a fleet's lease publisher hears of at once (R5m). The same
+// atomics as Touch.
+func (a *Activity) TouchAfter(now time.Time, quiet time.Duration) (first, afterQuiet bool) {
+	r := a.root()
+	n := r.at(now)
+	prev := r.last.Swap(n)
+	if l := a.link.Load(); l != nil && l != r {
+		storeLatest(&l.last, l.at(now)) // linked meanwhile
+	}
+	return prev == 0, prev == 0 || n-prev >= int64(quiet)
 }
 
 // Reset forgets the last request: the instance is down.
@@ -341,8 +359,12 @@ func (a *Activity) Load() int {
 			pending, counted = pending+lp, counted+lc
 		}
 	}
-	return max(pending, counted)
+	return max(pending, counted) + int(r.fleet.Load())
 }
+
+// SetFleetLoad sets the requests the other Caddys of a fleet have in
+// flight to the instance (their leases' sum, R5j), which Load adds.
+func (a *Activity) SetFleetLoad(n int) { a.root().fleet.Store(int32(min(n, 1<<30))) }
 
 // own is a's own count, without the Activities linked to it.
 func (a *Activity) own() int {

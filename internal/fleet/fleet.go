@@ -185,6 +185,44 @@ func (f *Fleet) HeldUntil(ctx context.Context, instance string, after time.Durat
 	return until, nil
 }
 
+// OthersInFlight is the sum of the requests in flight the other Caddys'
+// leases on instance say, over those not expired at now: the fleet's load
+// on it beyond this Caddy's (R5j).
+func (f *Fleet) OthersInFlight(ctx context.Context, instance string, now time.Time) (int, error) {
+	s := f.store()
+	if s == nil {
+		return 0, nil
+	}
+	keys, err := s.List(ctx, leaseDir(instance), false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	own, sum := safeKey(f.self.ID), 0
+	for i, key := range keys {
+		if i == maxLeases {
+			break
+		}
+		if path.Base(key) == own {
+			continue
+		}
+		b, err := s.Load(ctx, key)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		var l Lease
+		if json.Unmarshal(b, &l) == nil && now.Before(l.Expires) && l.InFlight > 0 {
+			sum += min(l.InFlight, 1<<20)
+		}
+	}
+	return sum, nil
+}
+
 // Release deletes this Caddy's lease on instance (it went down, or is
 // forgotten).
 func (f *Fleet) Release(ctx context.Context, instance string) error {
@@ -206,8 +244,8 @@ func LeaseEvery(after time.Duration) time.Duration {
 	return min(max(after/3, time.Second), time.Minute)
 }
 
-// LeaseTTL is how long a lease written every LeaseEvery(after) lasts.
-func LeaseTTL(after time.Duration) time.Duration { return 3*LeaseEvery(after) + time.Second }
+// LeaseTTL is how long a lease renewed every every lasts.
+func LeaseTTL(every time.Duration) time.Duration { return 3*every + time.Second }
 
 // Memory is a Storage in this process's memory, shared by the Fleets
 // given it: for tests, where it stands for a fleet's shared storage. Fail,

@@ -146,8 +146,11 @@ type Engine struct {
 type sharedActivity struct {
 	act  *catalog.Activity
 	refs int
-	// after is the instance's standby_after, for its fleet lease (R5m).
+	// after is the instance's standby_after, for its fleet lease (R5m),
+	// and pool says it is labelled caddy.soft_limit: the fleet's load on
+	// it is read every second (R5j).
 	after time.Duration
+	pool  bool
 }
 
 // NewEngine is the scale-to-zero state of the Engine that actions write

@@ -146,6 +146,7 @@ func (e *Engine) publishLoop(ctx context.Context) {
 		id    string
 		act   *catalog.Activity
 		after time.Duration
+		pool  bool
 	}
 	var items []item
 	for {
@@ -162,8 +163,8 @@ func (e *Engine) publishLoop(ctx context.Context) {
 		items = items[:0]
 		e.mu.Lock()
 		for id, sa := range e.shared {
-			if sa.after > 0 {
-				items = append(items, item{id, sa.act, sa.after})
+			if sa.after > 0 || sa.pool {
+				items = append(items, item{id, sa.act, sa.after, sa.pool})
 			}
 		}
 		e.mu.Unlock()
@@ -171,7 +172,14 @@ func (e *Engine) publishLoop(ctx context.Context) {
 		seen := make(map[string]bool, len(items))
 		for _, it := range items {
 			seen[it.id] = true
-			e.publishOne(ctx, st, state, it.id, it.act, it.after, now)
+			every := fleet.LeaseEvery(it.after)
+			if it.pool {
+				every = fleet.LeaseEvery(0) // its load, every second (R5j)
+			}
+			e.publishOne(ctx, st, state, it.id, it.act, every, now)
+			if it.pool {
+				e.readLoad(ctx, st, it.id, it.act, now)
+			}
 		}
 		for id := range state {
 			if !seen[id] { // forgotten: its lease goes
@@ -182,11 +190,24 @@ func (e *Engine) publishLoop(ctx context.Context) {
 	}
 }
 
+// readLoad sets the fleet's load on a pool's instance beyond this Caddy's
+// (R5j): the requests in flight the other Caddys' leases say. Unreadable:
+// the load last read stays.
+func (e *Engine) readLoad(ctx context.Context, st *fleetState, id string, act *catalog.Activity, now time.Time) {
+	n, err := st.fleet.OthersInFlight(ctx, id, now)
+	if err != nil {
+		e.fleetFailed(st, "read", err)
+		return
+	}
+	act.SetFleetLoad(n)
+}
+
 // publishOne writes the lease of one instance if it is due: used since the
-// last write, or with requests in flight, at most once per
-// fleet.LeaseEvery(after); an instance down (its last use forgotten) has
+// last write, or with requests in flight, at most once per every (a
+// third of its standby_after, or a second for a pool's instance, whose
+// load the fleet shares); an instance down (its last use forgotten) has
 // its lease deleted.
-func (e *Engine) publishOne(ctx context.Context, st *fleetState, state map[string]*published, id string, act *catalog.Activity, after time.Duration, now time.Time) {
+func (e *Engine) publishOne(ctx context.Context, st *fleetState, state map[string]*published, id string, act *catalog.Activity, every time.Duration, now time.Time) {
 	p := state[id]
 	last, inFlight := act.Last(), act.InFlight()
 	if last.IsZero() {
@@ -209,10 +230,10 @@ func (e *Engine) publishOne(ctx context.Context, st *fleetState, state map[strin
 	}
 	changed := !use.Equal(p.use) || (inFlight > 0) != (p.inFlight > 0)
 	// (A tick's jitter may not put a write off by a whole tick.)
-	if !p.wrote.IsZero() && (!changed || now.Sub(p.wrote) < fleet.LeaseEvery(after)-publishEvery/4) {
+	if !p.wrote.IsZero() && (!changed || now.Sub(p.wrote) < every-publishEvery/4) {
 		return
 	}
-	l := fleet.Lease{LastUse: use.Round(0), InFlight: inFlight, Expires: now.Add(fleet.LeaseTTL(after)).Round(0)}
+	l := fleet.Lease{LastUse: use.Round(0), InFlight: inFlight, Expires: now.Add(fleet.LeaseTTL(every)).Round(0)}
 	if err := st.fleet.Publish(ctx, id, l); err != nil {
 		e.fleetFailed(st, "write", err)
 		return

@@ -3,6 +3,7 @@ package standby
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // fleetCaddy is one Caddy of a test fleet: its own Engine state and
@@ -167,8 +169,13 @@ func TestFleet_R5m_writes_per_minute(t *testing.T) {
 	}
 	idle := &countingStorage{}
 	quiet := newFleetCaddy(t, "caddy-b", idle, f)
+	quiet.cat.Replace([]catalog.Instance{func() catalog.Instance {
+		in := sleeper(catalog.StateRunning)
+		in.Labels[catalog.LabelStandbyAfter] = "1h" // not on standby during the count
+		return in
+	}()})
 	quiet.request(t)()
-	for deadline := time.Now().Add(3 * time.Second); idle.stores.Load() == 0; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(5 * time.Second); idle.stores.Load() == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the used container was never leased")
 		}
@@ -176,5 +183,61 @@ func TestFleet_R5m_writes_per_minute(t *testing.T) {
 	time.Sleep(2 * publishEvery) // two more looks: nothing new to say
 	if n := idle.stores.Load(); n != 1 {
 		t.Errorf("a container used once: %d writes, want 1", n)
+	}
+}
+
+// R5j across a fleet: two Caddys each with one request in flight to a
+// pool's only running instance (caddy.soft_limit 1): neither alone is past
+// the limit, the fleet is; once B has read A's lease, B's next request
+// grows the pool. Apart (no shared storage), it does not.
+func TestFleet_R5j_the_pool_grows_on_the_fleets_load(t *testing.T) {
+	for _, shared := range []bool{true, false} {
+		labels := map[string]string{catalog.LabelHost: "h", catalog.LabelSoftLimit: "1", catalog.LabelStandbyAfter: "1h"}
+		insts := []catalog.Instance{member("a", catalog.StateRunning, labels), member("b", catalog.StateStopped, labels)}
+		storage := &fleet.Memory{}
+		var ps []*poolCase
+		for _, name := range []string{"caddy-a", "caddy-b"} {
+			p := newPoolCase(t, insts...)
+			fl := fleet.New(fleet.Self{ID: name})
+			fl.SetStorage(storage)
+			if !shared {
+				fl.SetStorage(&fleet.Memory{})
+			}
+			p.w.Engine().ShareThrough(fl, zap.NewNop(), nil)
+			t.Cleanup(p.w.Engine().stopFleet)
+			ps = append(ps, p)
+		}
+		route := catalog.Route{Port: 8080}
+		var actB *catalog.Activity
+		for _, p := range ps { // one request in flight through each Caddy
+			ts := p.cat.Snapshot().Targets(nil, route, "h")
+			if len(ts) != 1 {
+				t.Fatalf("targets %v", ts)
+			}
+			p.w.Routed(ts[0].Activity, ts[0].Dial)
+			inFlight := new(hostCount)
+			inFlight.n.Store(1)
+			ts[0].Activity.Begin().Learn(ts[0].Dial, inFlight)
+			actB = ts[0].Activity
+		}
+		b := ps[1]
+		if !shared {
+			time.Sleep(3 * publishEvery) // the leases it would read by then
+			if n := actB.Load(); n != 1 {
+				t.Fatalf("apart: B's load %d, want its own 1", n)
+			}
+			snap := b.cat.Snapshot()
+			b.w.Grow(snap, route, "h", snap.Targets(nil, route, "h"))
+			if c := b.callList(); len(c) != 0 {
+				t.Errorf("apart: calls %v, want none (B alone is at its soft limit)", c)
+			}
+			continue
+		}
+		testkit.Eventually(t, 3*time.Second, "B reads A's load", func() bool { return actB.Load() == 2 })
+		snap := b.cat.Snapshot()
+		b.w.Grow(snap, route, "h", snap.Targets(nil, route, "h"))
+		testkit.Eventually(t, 3*time.Second, "B grows the pool", func() bool {
+			return slices.Equal(b.callList(), []string{"start id-b"})
+		})
 	}
 }

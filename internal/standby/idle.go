@@ -184,7 +184,7 @@ func (w *Waker) linkOne(s catalog.Sleeper) {
 	old := w.linked[s.ID]
 	if old == s.Activity {
 		if sa := e.shared[s.ID]; sa != nil {
-			sa.after = s.Policy.After // its label changed
+			sa.after, sa.pool = s.Policy.After, inPool(s) // its labels changed
 		}
 		return
 	}
@@ -197,9 +197,18 @@ func (w *Waker) linkOne(s catalog.Sleeper) {
 		e.shared[s.ID] = sa
 	}
 	sa.refs++
-	sa.after = s.Policy.After
+	sa.after, sa.pool = s.Policy.After, inPool(s)
 	s.Activity.Link(sa.act)
 	w.linked[s.ID] = s.Activity
+	if !s.Activity.Last().IsZero() {
+		e.kickPublisher() // used before it was linked: its lease at once (R5m)
+	}
+}
+
+// inPool reports whether s is labelled caddy.soft_limit (R5j).
+func inPool(s catalog.Sleeper) bool {
+	_, ok := s.Labels[catalog.LabelSoftLimit]
+	return ok
 }
 
 // unlink undoes linkOne for an instance the catalog no longer has.

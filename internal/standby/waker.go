@@ -203,11 +203,11 @@ func (w *Waker) Close() {
 // flight. Atomics only, no lock: it is on the request path.
 func (w *Waker) Routed(a *catalog.Activity, dial string) (learn bool) {
 	now := w.now()
-	prev := a.Last()
-	if a.Touch(now) {
+	first, afterQuiet := a.TouchAfter(now, quietBeforeKick)
+	if first {
 		w.touch(a) // served for the first time since it started: the idle timer starts
 	}
-	if prev.IsZero() || now.Sub(prev) >= quietBeforeKick {
+	if afterQuiet {
 		w.engine.kickPublisher() // a fleet's other Caddys learn of it at once (R5m, fleet.go)
 	}
 	return a.Learning(dial, now)
