@@ -137,7 +137,7 @@ type DecisionCounters struct{ allowed, denied prometheus.Counter }
 
 // Count adds a decision; the zero DecisionCounters (a permission not
 // provisioned, in unit tests) counts none.
-func (d DecisionCounters) Count(allowed bool) {
+func (d *DecisionCounters) Count(allowed bool) {
 	switch {
 	case d.allowed == nil:
 	case allowed:
