@@ -52,8 +52,12 @@ func (c *Conn) ShareThrough(storage fleet.Storage, self fleet.Self) {
 		go c.syncSwitches()
 	})
 	c.fleet.SetStorage(storage)
-	if c.scale.mode == scaleStandby {
-		c.scale.standby.Engine().ShareThrough(c.fleet, c.logger, func(op string) { c.metrics.fleetErrors(op).Inc() })
+	failed := func(op string) { c.metrics.fleetErrors(op).Inc() }
+	switch c.scale.mode {
+	case scaleStandby:
+		c.scale.standby.Engine().ShareThrough(c.fleet, c.logger, failed)
+	case scaleReplicas:
+		c.scale.replicas.ShareThrough(c.fleet, failed)
 	}
 }
 

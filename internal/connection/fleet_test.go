@@ -1,12 +1,14 @@
 package connection
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
+	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -120,4 +122,24 @@ func TestFleet_R4e_storage_down(t *testing.T) {
 	if weightOf(a, "id-2") != -1 || weightOf(a, "id-1") != 3 {
 		t.Errorf("weights %d and %d, want web-2 unchanged and web-1's 3 kept", weightOf(a, "id-2"), weightOf(a, "id-1"))
 	}
+}
+
+// A Swarm route with endpoint vip has no scaler (the load of a VIP is no
+// task's): the connection's Scaling is none, and a loaded route grows
+// nothing rather than call a missing scaler.
+func TestScaling_replicas_without_a_scaler_is_none(t *testing.T) {
+	c, err := New(Spec{Kind: "swarm", Address: "unix:///s.sock",
+		Run:     func(ctx context.Context, _ catalog.Sink) { <-ctx.Done() },
+		Scaling: Replicas(func(*catalog.Catalog, func()) (*swarm.Scaler, error) { return nil, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Destruct()
+	act := catalog.NewActivity()
+	ts := []catalog.Target{{Dial: "10.0.0.2:80", Instance: "web.1", SoftLimit: 1, Activity: act}}
+	c.Grow(c.Catalog().Snapshot(), catalog.Route{}, "h", ts) // no panic
+	if c.Routed(act, "10.0.0.2:80") || c.WakesOnRequest() {
+		t.Error("a connection without a scaler counts or wakes")
+	}
+	c.ShareThrough(&fleet.Memory{}, fleet.Self{ID: "me"})
 }

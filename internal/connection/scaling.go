@@ -99,6 +99,9 @@ func (s Scaling) make(ctx context.Context, c *Conn) (scaler, error) {
 		if out.replicas, err = s.replicas(c.catalog, func() { c.metrics.wakesStarted(standby.CauseLoad).Inc() }); err != nil {
 			return scaler{}, err
 		}
+		if out.replicas == nil {
+			out.mode = scaleNone // endpoint vip: no task's load to scale by
+		}
 	}
 	return out, nil
 }

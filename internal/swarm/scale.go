@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/docker/docker/api/types/filters"
@@ -77,6 +78,9 @@ type Scaler struct {
 	// afterLook and afterSample, if set, hear the end of each look at a
 	// service and of each sample (tests).
 	afterLook, afterSample func()
+
+	// fleet, if set, is the fleet the load is shared with (fleet.go).
+	fleet atomic.Pointer[fleetHook]
 }
 
 // scaleState is the Scaler's own state of one service, under its mu.
@@ -305,14 +309,16 @@ func (s *Scaler) shrinkLoop() {
 }
 
 // considerShrinking takes one replica away from each service whose load
-// (requests in flight through this Caddy to its tasks) has fitted in one
-// replica fewer, by its soft limit, for its caddy.standby_after.
+// (requests in flight through this Caddy to its tasks, and through the
+// other Caddys of a fleet) has fitted in one replica fewer, by its soft
+// limit, for its caddy.standby_after.
 func (s *Scaler) considerShrinking() {
 	svcs := s.index.scaledServices(nil)
 	if len(svcs) == 0 {
 		return
 	}
 	load := s.loadByService()
+	s.shareLoad(svcs, load) // a fleet's load (R5j, fleet.go)
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
