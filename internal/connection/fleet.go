@@ -50,6 +50,9 @@ func (c *Conn) ShareThrough(storage fleet.Storage, self fleet.Self) {
 		c.fleet = fleet.New(self)
 		c.fleet.SetStorage(storage)
 		go c.syncSwitches()
+		if c.scale.mode == scaleOnConnect {
+			go c.shareLoadLoop() // a Dicer pool's load (R5j, fleetload.go)
+		}
 	})
 	c.fleet.SetStorage(storage)
 	failed := func(op string) { c.metrics.fleetErrors(op).Inc() }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connectwake"
 	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
 	"github.com/caddy-dicer/caddy-dicer/selector"
@@ -143,3 +144,37 @@ func TestScaling_replicas_without_a_scaler_is_none(t *testing.T) {
 	}
 	c.ShareThrough(&fleet.Memory{}, fleet.Self{ID: "me"})
 }
+
+// R5j in a fleet, on a daemon that wakes on connect (Dicer): two Caddys
+// with one request in flight each to a pool instance (caddy.soft_limit 1):
+// each sees the fleet's load, 2, past the limit, within two seconds.
+func TestFleet_R5j_a_dicer_pool_sees_the_fleets_load(t *testing.T) {
+	storage := &fleet.Memory{}
+	acts := make([]*catalog.Activity, 0, 2)
+	for _, name := range []string{"caddy-a", "caddy-b"} {
+		cat := catalog.New(catalog.Options{})
+		cat.Replace([]catalog.Instance{{ID: "vm-1", Name: "web-1", State: catalog.StateRunning,
+			Labels:   map[string]string{catalog.LabelHost: "h", catalog.LabelSoftLimit: "1", catalog.LabelPort: "8080"},
+			Networks: []catalog.Attachment{{Network: "n", Address: "10.0.0.2"}}}})
+		g := connectwake.New(context.Background(), connectwake.Options{})
+		t.Cleanup(g.Close)
+		c := Fixture{Kind: "dicer", Address: "unix:///d.sock", Catalog: cat, Grower: g}.Conn()
+		t.Cleanup(func() { c.cancel() })
+		c.ShareThrough(storage, fleet.Self{ID: name})
+		ts := cat.Snapshot().Targets(nil, catalog.Route{Port: 8080}, "h")
+		if len(ts) != 1 || ts[0].Activity == nil {
+			t.Fatalf("targets %v", ts)
+		}
+		one := inFlight(1)
+		ts[0].Activity.Begin().Learn(ts[0].Dial, &one)
+		acts = append(acts, ts[0].Activity)
+	}
+	within(t, 3*time.Second, "both see the fleet's load", func() bool {
+		return acts[0].Load() == 2 && acts[1].Load() == 2 && acts[0].InFlight() == 1
+	})
+}
+
+// inFlight is a fixed in-flight counter.
+type inFlight int
+
+func (n *inFlight) NumRequests() int { return int(*n) }
