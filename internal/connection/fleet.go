@@ -119,6 +119,9 @@ func (c *Conn) readSwitches(f *fleet.Fleet) {
 // raw is what was applied last and the catalog holds no instance it did
 // not hold then. c.switches.mu is held.
 func (c *Conn) applySwitches(sw fleet.Switches, raw []byte) {
+	if raw == nil && c.switches.applied == nil {
+		return // no switch was ever set: nothing to apply, no catalog to count
+	}
 	if raw != nil && bytes.Equal(raw, c.switches.applied) && !c.catalogGrew() {
 		return
 	}
