@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 	"github.com/caddy-dicer/caddy-dicer/selector"
@@ -36,8 +34,8 @@ type fleetSwitches struct {
 	applied []byte
 	weights map[string]fleet.WeightSwitch
 	maint   map[string]fleet.MaintenanceSwitch
-	// failing says a read failed (logged once, until one works).
-	failing bool
+	// health logs a failed read once, until one works.
+	health fleet.Health
 }
 
 // ShareThrough makes storage, the config's, the one the connection shares
@@ -102,16 +100,10 @@ func (c *Conn) readSwitches(f *fleet.Fleet) {
 	sw, raw, err := f.LoadSwitches(ctx, c.daemonKey())
 	if err != nil {
 		c.metrics.fleetErrors("read").Inc()
-		if !c.switches.failing {
-			c.switches.failing = true
-			c.logger.Warn("the fleet's switches cannot be read: the last ones read stay in force", zap.Error(err))
-		}
+		c.switches.health.Failed(c.logger, "the fleet's switches cannot be read: the last ones read stay in force", err)
 		return
 	}
-	if c.switches.failing {
-		c.switches.failing = false
-		c.logger.Info("the fleet's switches can be read again")
-	}
+	c.switches.health.Works(c.logger)
 	c.applySwitches(sw, raw)
 }
 

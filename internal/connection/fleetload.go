@@ -29,7 +29,7 @@ func (c *Conn) shareLoadLoop() {
 	defer tick.Stop()
 	published := map[string]int{}
 	var buf []catalog.Sleeper
-	failing := false
+	var health fleet.Health
 	for {
 		select {
 		case <-c.runCtx.Done():
@@ -41,45 +41,34 @@ func (c *Conn) shareLoadLoop() {
 			continue
 		}
 		buf = c.catalog.Sleepers(buf[:0])
-		ok := c.shareLoad(f, buf, published)
-		if !ok && !failing {
-			c.logger.Warn("the fleet's storage cannot be used: the pools' load is this Caddy's own until it can")
-		} else if ok && failing {
-			c.logger.Info("the fleet's storage works again")
+		if err := c.shareLoad(f, buf, published); err != nil {
+			health.Failed(c.logger, "the fleet's storage cannot be used: the pools' load is this Caddy's own until it can", err)
+		} else {
+			health.Works(c.logger)
 		}
-		failing = !ok
 	}
 }
 
 // shareLoad writes and reads the load of the pool instances among
-// sleepers once; false if the storage failed.
-func (c *Conn) shareLoad(f *fleet.Fleet, sleepers []catalog.Sleeper, published map[string]int) bool {
+// sleepers once; the last error of the storage, if any.
+func (c *Conn) shareLoad(f *fleet.Fleet, sleepers []catalog.Sleeper, published map[string]int) (failed error) {
 	ctx, cancel := context.WithTimeout(c.runCtx, loadEvery)
 	defer cancel()
-	now, ok := time.Now(), true
+	now := time.Now()
 	seen := make(map[string]bool, len(sleepers))
 	for _, sl := range sleepers {
 		if _, pool := sl.Labels[catalog.LabelSoftLimit]; !pool || sl.Activity == nil {
 			continue
 		}
 		seen[sl.ID] = true
-		own := sl.Activity.InFlight()
-		if own > 0 || published[sl.ID] > 0 {
-			l := fleet.Lease{LastUse: now.Round(0), InFlight: own, Expires: now.Add(fleet.LeaseTTL(loadEvery)).Round(0)}
-			if err := f.Publish(ctx, sl.ID, l); err != nil {
-				c.metrics.fleetErrors("write").Inc()
-				ok = false
-			} else {
-				published[sl.ID] = own
-			}
-		}
-		others, err := f.OthersInFlight(ctx, sl.ID, now)
+		others, op, err := f.ShareLoad(ctx, sl.ID, sl.Activity.InFlight(), published, loadEvery, now)
 		if err != nil {
-			c.metrics.fleetErrors("read").Inc()
-			ok = false
-			continue
+			c.metrics.fleetErrors(op).Inc()
+			failed = err
 		}
-		sl.Activity.SetFleetLoad(others)
+		if op != "read" {
+			sl.Activity.SetFleetLoad(others)
+		}
 	}
 	for id := range published {
 		if !seen[id] {
@@ -89,5 +78,5 @@ func (c *Conn) shareLoad(f *fleet.Fleet, sleepers []catalog.Sleeper, published m
 			delete(published, id)
 		}
 	}
-	return ok
+	return failed
 }

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 )
 
 // Actions are the writes a connection may make to its daemon; the
@@ -130,12 +131,12 @@ type Engine struct {
 	// fleet is what the Caddys sharing a storage tell each other (R5m,
 	// fleet.go); nil until ShareThrough. held are the instances another
 	// Caddy keeps awake, until when (under mu).
-	fleet      atomic.Pointer[fleetState]
-	held       map[string]time.Time
-	fleetOnce  sync.Once
-	fleetStop  context.CancelFunc
-	fleetDone  chan struct{}
-	fleetError atomic.Bool // the storage failed (logged once, until it works again)
+	fleet       atomic.Pointer[fleetState]
+	held        map[string]time.Time
+	fleetOnce   sync.Once
+	fleetStop   context.CancelFunc
+	fleetDone   chan struct{}
+	fleetHealth fleet.Health // the storage failed (logged once, until it works again)
 	// fleetKick tells the publisher an instance was used after a quiet
 	// time: its lease is written at once, not at the next tick.
 	fleetKick chan struct{}

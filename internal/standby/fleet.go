@@ -73,7 +73,7 @@ func (w *Waker) fleetHolds(ctx context.Context, s catalog.Sleeper) bool {
 		e.fleetFailed(st, "read", err)
 		until = now.Add(busyRecheck(s.Policy.After)) // stays awake; asks again then
 	} else {
-		e.fleetWorks(st)
+		e.fleetHealth.Works(st.logger)
 	}
 	e.mu.Lock()
 	if until.IsZero() {
@@ -90,23 +90,14 @@ func (w *Waker) fleetHolds(ctx context.Context, s catalog.Sleeper) bool {
 	return true
 }
 
-// fleetFailed says once, until the storage works again, that the fleet's
-// storage failed, and counts each failure.
+// fleetFailed counts a failed call of the fleet's storage and says once,
+// until it works again, that nothing is put on standby meanwhile.
 func (e *Engine) fleetFailed(st *fleetState, op string, err error) {
 	if st.failed != nil {
 		st.failed(op)
 	}
-	if !e.fleetError.Swap(true) && st.logger != nil {
-		st.logger.Warn("the fleet's storage cannot be used: no instance is put on standby until it can "+
-			"(wakes go on)", zap.String("op", op), zap.Error(err))
-	}
-}
-
-// fleetWorks notes the storage answered, after failures.
-func (e *Engine) fleetWorks(st *fleetState) {
-	if e.fleetError.Swap(false) && st.logger != nil {
-		st.logger.Info("the fleet's storage works again")
-	}
+	e.fleetHealth.Failed(st.logger, "the fleet's storage cannot be used: no instance is put on standby until it can "+
+		"(wakes go on)", err)
 }
 
 // published is what the publisher last wrote of one instance.
@@ -238,7 +229,7 @@ func (e *Engine) publishOne(ctx context.Context, st *fleetState, state map[strin
 		e.fleetFailed(st, "write", err)
 		return
 	}
-	e.fleetWorks(st)
+	e.fleetHealth.Works(st.logger)
 	p.wrote, p.use, p.inFlight = now, use, inFlight
 }
 

@@ -2,7 +2,6 @@ package swarm
 
 import (
 	"context"
-	"sync/atomic"
 
 	"go.uber.org/zap"
 
@@ -23,10 +22,10 @@ type fleetHook struct {
 	f      *fleet.Fleet
 	failed func(op string)
 	log    *zap.Logger
-	// published is the load last written per service (the sample loop's
-	// alone), failing whether a call failed since the last that worked.
+	// published is the load last written per lease key (the sample
+	// loop's alone).
 	published map[string]int
-	failing   atomic.Bool
+	health    fleet.Health
 }
 
 // ShareThrough makes the Scaler share its load with f's fleet; failed, if
@@ -53,21 +52,15 @@ func (s *Scaler) shareLoad(svcs []scaledService, load map[string]int) {
 	now := s.now()
 	tasks := s.index.activities(s.cat.Sleepers(nil))
 	for _, sv := range svcs {
-		own, key := load[sv.id], serviceLease(sv.id)
-		if own > 0 || h.published[sv.id] > 0 {
-			l := fleet.Lease{LastUse: now.Round(0), InFlight: own, Expires: now.Add(fleet.LeaseTTL(s.sample)).Round(0)}
-			if err := h.f.Publish(ctx, key, l); err != nil {
-				h.fail("write", err)
-			} else {
-				h.published[sv.id] = own
-			}
-		}
-		others, err := h.f.OthersInFlight(ctx, key, now)
+		others, op, err := h.f.ShareLoad(ctx, serviceLease(sv.id), load[sv.id], h.published, s.sample, now)
 		if err != nil {
-			h.fail("read", err)
+			h.fail(op, err)
+		} else {
+			h.health.Works(h.log)
+		}
+		if op == "read" {
 			continue // this Caddy's own load, as without a fleet
 		}
-		h.works()
 		load[sv.id] += others
 		acts := tasks[sv.id]
 		for _, a := range acts {
@@ -80,15 +73,7 @@ func (h *fleetHook) fail(op string, err error) {
 	if h.failed != nil {
 		h.failed(op)
 	}
-	if !h.failing.Swap(true) && h.log != nil {
-		h.log.Warn("the fleet's storage cannot be used: the services' load is this Caddy's own until it can", zap.String("op", op), zap.Error(err))
-	}
-}
-
-func (h *fleetHook) works() {
-	if h.failing.Swap(false) && h.log != nil {
-		h.log.Info("the fleet's storage works again")
-	}
+	h.health.Failed(h.log, "the fleet's storage cannot be used: the services' load is this Caddy's own until it can", err)
 }
 
 // activities are the Activities of the tasks of each scaled service (the
