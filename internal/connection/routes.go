@@ -49,7 +49,7 @@ func (c *Conn) RemoveRoute(route Route) { c.routes.remove(route) }
 func (c *Conn) Routes() []NamedRoute { return c.routes.list() }
 
 // AddPermission puts p on the connection, for the admin API.
-func (c *Conn) AddPermission(p Permission) { c.permissions.add(p) }
+func (c *Conn) AddPermission(p Permission) { c.permissions.add(p, struct{}{}) }
 
 // RemovePermission takes p off the connection.
 func (c *Conn) RemovePermission(p Permission) { c.permissions.remove(p) }
@@ -57,81 +57,66 @@ func (c *Conn) RemovePermission(p Permission) { c.permissions.remove(p) }
 // Permissions are the permissions on the connection.
 func (c *Conn) Permissions() []Permission { return c.permissions.list() }
 
-// routeSet holds the routes on a connection, with their names.
-type routeSet struct {
-	mu     sync.Mutex
-	routes map[Route]string
+// members is a set of values of the connection (its routes with their
+// names, its permissions), safe for concurrent use.
+type members[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]V
 }
 
-func (r *routeSet) add(s Route, name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.routes == nil {
-		r.routes = make(map[Route]string)
+func (s *members[K, V]) add(k K, v V) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[K]V)
 	}
-	r.routes[s] = name
+	s.m[k] = v
 }
 
-func (r *routeSet) remove(s Route) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.routes, s)
+func (s *members[K, V]) remove(k K) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, k)
 }
 
+// each calls f for each member, outside the lock, on a copy.
+func (s *members[K, V]) each(f func(K, V)) {
+	s.mu.Lock()
+	keys, vals := make([]K, 0, len(s.m)), make([]V, 0, len(s.m))
+	for k, v := range s.m {
+		keys, vals = append(keys, k), append(vals, v)
+	}
+	s.mu.Unlock()
+	for i := range keys {
+		f(keys[i], vals[i])
+	}
+}
+
+// routeSet holds the routes on a connection, with their names.
+type routeSet struct{ members[Route, string] }
+
+// list returns the routes by name, one per name: during a reload, the old
+// config's routes and the new one's overlap.
 func (r *routeSet) list() []NamedRoute {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var out []NamedRoute
-	for s, name := range r.routes {
+	r.each(func(s Route, name string) {
 		if !slices.ContainsFunc(out, func(n NamedRoute) bool { return n.Name == name }) {
 			out = append(out, NamedRoute{name, s})
 		}
-	}
+	})
 	slices.SortFunc(out, func(a, b NamedRoute) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
 // closeIdle closes the idle connections of the transports of every route
 // on the connection (R5a): an instance was seen frozen.
-func (r *routeSet) closeIdle() {
-	r.mu.Lock()
-	routes := make([]Route, 0, len(r.routes))
-	for s := range r.routes {
-		routes = append(routes, s)
-	}
-	r.mu.Unlock()
-	for _, s := range routes {
-		s.CloseIdle()
-	}
-}
+func (r *routeSet) closeIdle() { r.each(func(s Route, _ string) { s.CloseIdle() }) }
 
 // permissionSet holds the permissions on a connection.
-type permissionSet struct {
-	mu    sync.Mutex
-	perms map[Permission]bool
-}
-
-func (p *permissionSet) add(h Permission) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.perms == nil {
-		p.perms = make(map[Permission]bool)
-	}
-	p.perms[h] = true
-}
-
-func (p *permissionSet) remove(h Permission) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.perms, h)
-}
+type permissionSet struct{ members[Permission, struct{}] }
 
 func (p *permissionSet) list() []Permission {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]Permission, 0, len(p.perms))
-	for h := range p.perms {
-		out = append(out, h)
-	}
+	out := []Permission{}
+	p.each(func(h Permission, _ struct{}) { out = append(out, h) })
 	return out
 }
