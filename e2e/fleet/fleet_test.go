@@ -29,7 +29,7 @@ func standbyApp(t *testing.T, name string, asleep bool) (dockertest.Container, *
 // routes waits until p answers 200 for host.
 func routes(t *testing.T, p *caddyProc, host string) {
 	t.Helper()
-	until(t, 15*time.Second, "Caddy "+p.name+" routes "+host, func() bool {
+	testkit.Eventually(t, 15*time.Second, "Caddy "+p.name+" routes "+host, func() bool {
 		status, _, _, err := p.get(host, "/", 2*time.Second)
 		return err == nil && status == 200
 	})
@@ -131,14 +131,14 @@ func TestFleet_R4e_a_weight_set_on_one_Caddy_holds_on_the_other(t *testing.T) {
 		}
 		return out
 	}
-	until(t, 15*time.Second, "both Caddys route to both", func() bool {
+	testkit.Eventually(t, 15*time.Second, "both Caddys route to both", func() bool {
 		return len(served(a, 10)) == 2 && len(served(b, 10)) == 2 && len(served(c, 10)) == 2
 	})
 	if status, body := a.adminPost("/dicer/weight", `{"instance": "`+one.Name+`", "weight": 0}`); status != 200 {
 		t.Fatalf("POST /dicer/weight through A: %d %s", status, body)
 	}
 	set := time.Now()
-	until(t, 1500*time.Millisecond, "B and C send nothing to "+one.Name, func() bool {
+	testkit.Eventually(t, 1500*time.Millisecond, "B and C send nothing to "+one.Name, func() bool {
 		gotB, gotC := served(b, 20), served(c, 20)
 		return gotB["fleet-w1"] == 0 && gotB["fleet-w2"] == 20 && gotC["fleet-w1"] == 0 && gotC["fleet-w2"] == 20
 	})
@@ -154,8 +154,8 @@ func TestFleet_R4e_a_weight_set_on_one_Caddy_holds_on_the_other(t *testing.T) {
 	}
 	b.stop()
 	b.start()
-	until(t, 15*time.Second, "B routes again after its restart", func() bool { return len(served(b, 1)) == 1 })
-	until(t, 1500*time.Millisecond, "B, restarted, still sends nothing to "+one.Name, func() bool {
+	testkit.Eventually(t, 15*time.Second, "B routes again after its restart", func() bool { return len(served(b, 1)) == 1 })
+	testkit.Eventually(t, 1500*time.Millisecond, "B, restarted, still sends nothing to "+one.Name, func() bool {
 		got := served(b, 20)
 		return got["fleet-w1"] == 0 && got["fleet-w2"] == 20
 	})
@@ -165,7 +165,7 @@ func TestFleet_R4e_a_weight_set_on_one_Caddy_holds_on_the_other(t *testing.T) {
 	if status, body := b.adminPost("/dicer/weight", `{"instance": "`+one.Name+`", "clear": true}`); status != 200 {
 		t.Fatalf("POST /dicer/weight clear through B: %d %s", status, body)
 	}
-	until(t, 1500*time.Millisecond, "A sends to "+one.Name+" again", func() bool { return served(a, 20)["fleet-w1"] > 0 })
+	testkit.Eventually(t, 1500*time.Millisecond, "A sends to "+one.Name+" again", func() bool { return served(a, 20)["fleet-w1"] > 0 })
 	if got := served(a, 40); got["fleet-w1"] == 0 || got["fleet-w2"] == 0 {
 		t.Errorf("A after the clear: %v, want both", got)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 const module = "github.com/caddy-dicer/caddy-dicer"
@@ -117,17 +118,6 @@ func envOr(name, def string) string {
 	return def
 }
 
-// freePort is a TCP port free on 127.0.0.1 now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // caddyProc is one Caddy of the fleet: its process, HOME, ports and log.
 type caddyProc struct {
 	name         string
@@ -167,7 +157,7 @@ func fleetSite(admin, httpPort int, storage string) string {
 // starts it; it is stopped when the test ends.
 func newCaddy(t *testing.T, name, storage string) *caddyProc {
 	t.Helper()
-	p := &caddyProc{name: name, home: t.TempDir(), admin: freePort(t), http: freePort(t), t: t}
+	p := &caddyProc{name: name, home: t.TempDir(), admin: testkit.FreePort(t, "127.0.0.1"), http: testkit.FreePort(t, "127.0.0.1"), t: t}
 	p.config = filepath.Join(p.home, "Caddyfile")
 	if err := os.WriteFile(p.config, []byte(fleetSite(p.admin, p.http, storage)), 0o644); err != nil {
 		t.Fatal(err)
@@ -286,14 +276,4 @@ func (p *caddyProc) adminGet(path string) string {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return string(b)
-}
-
-// until waits until cond holds, failing t after d.
-func until(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(25 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", d, what)
-		}
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/connectwake"
 	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -41,15 +42,6 @@ func weightOf(c *Conn, id string) int {
 	return -2
 }
 
-func within(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(d); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", d, what)
-		}
-	}
-}
-
 func byName(name string) func(map[string]string, string) bool {
 	return func(_ map[string]string, n string) bool { return n == name }
 }
@@ -67,16 +59,16 @@ func TestFleet_R4e_weights_belong_to_the_fleet(t *testing.T) {
 	if weightOf(a, "id-2") != 0 {
 		t.Fatalf("A's own weight: %d", weightOf(a, "id-2"))
 	}
-	within(t, 1500*time.Millisecond, "B has A's weight", func() bool { return weightOf(b, "id-2") == 0 })
+	testkit.Eventually(t, 1500*time.Millisecond, "B has A's weight", func() bool { return weightOf(b, "id-2") == 0 })
 	if got := b.SwitchOrigin("id-2"); got != "caddy-a (caddy-a-id)" {
 		t.Errorf("B says the weight came from %q", got)
 	}
 	late := fleetConn(t, "caddy-c", storage) // restarted: a new process
-	within(t, 1500*time.Millisecond, "a Caddy that starts later has the weight", func() bool { return weightOf(late, "id-2") == 0 })
+	testkit.Eventually(t, 1500*time.Millisecond, "a Caddy that starts later has the weight", func() bool { return weightOf(late, "id-2") == 0 })
 	if _, err := b.SetWeight(byName("web-2"), -1); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 1500*time.Millisecond, "A and C follow B's clear", func() bool {
+	testkit.Eventually(t, 1500*time.Millisecond, "A and C follow B's clear", func() bool {
 		return weightOf(a, "id-2") == -1 && weightOf(late, "id-2") == -1
 	})
 	if weightOf(a, "id-1") != -1 {
@@ -93,7 +85,7 @@ func TestFleet_R4e_maintenance_belongs_to_the_fleet(t *testing.T) {
 	if _, ok, err := a.SetMaintenance(sel, "back soon", true); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	within(t, 1500*time.Millisecond, "B has the switch", func() bool {
+	testkit.Eventually(t, 1500*time.Millisecond, "B has the switch", func() bool {
 		sw := b.Catalog().MaintenanceSwitches()
 		return len(sw) == 1 && sw[0].Message == "back soon"
 	})
@@ -103,7 +95,7 @@ func TestFleet_R4e_maintenance_belongs_to_the_fleet(t *testing.T) {
 	if _, _, err := b.SetMaintenance(sel, "", false); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 1500*time.Millisecond, "A's switch off", func() bool { return len(a.Catalog().MaintenanceSwitches()) == 0 })
+	testkit.Eventually(t, 1500*time.Millisecond, "A's switch off", func() bool { return len(a.Catalog().MaintenanceSwitches()) == 0 })
 }
 
 // R4e: a switch the fleet's storage cannot take changes nothing, and says
@@ -169,7 +161,7 @@ func TestFleet_R5j_a_dicer_pool_sees_the_fleets_load(t *testing.T) {
 		ts[0].Activity.Begin().Learn(ts[0].Dial, &one)
 		acts = append(acts, ts[0].Activity)
 	}
-	within(t, 3*time.Second, "both see the fleet's load", func() bool {
+	testkit.Eventually(t, 3*time.Second, "both see the fleet's load", func() bool {
 		return acts[0].Load() == 2 && acts[1].Load() == 2 && acts[0].InFlight() == 1
 	})
 }
