@@ -158,7 +158,21 @@ func TestSocketProxy(t *testing.T) {
 	}
 	sctx, cancel := context.WithCancel(ctx(t))
 	defer cancel()
-	_, errs := cli.Events(sctx, events.ListOptions{})
+	// The stream on a client of its own, so that it opens a connection of
+	// its own: cut once the proxy has it (a cut before it would only close
+	// the ping's idle connection, and the stream would open a new one).
+	events2, err := client.NewClientWithOpts(client.WithHost(p.Host()), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer events2.Close()
+	before := p.Accepted()
+	_, errs := events2.Events(sctx, events.ListOptions{})
+	for deadline := time.Now().Add(10 * time.Second); p.Accepted() == before; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the event stream never reached the proxy")
+		}
+	}
 	if n := p.Cut(); n == 0 {
 		t.Fatal("nothing to cut")
 	}

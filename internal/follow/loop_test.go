@@ -425,6 +425,13 @@ func TestRunStopsDuringBackoff(t *testing.T) {
 		l.Run(ctx, signalSink{}, log)
 	}()
 	<-attempts
+	// Its failure is logged once the attempt returns: cancel in the
+	// backoff after it, not while the attempt ends.
+	for deadline := time.Now().Add(10 * time.Second); logs.Len() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the failed attempt was never logged")
+		}
+	}
 	cancel()
 	select {
 	case <-done:
