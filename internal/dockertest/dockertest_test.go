@@ -160,8 +160,11 @@ func TestSocketProxy(t *testing.T) {
 	defer cancel()
 	// The stream on a client of its own, so that it opens a connection of
 	// its own: cut once the proxy has it (a cut before it would only close
-	// the ping's idle connection, and the stream would open a new one).
-	events2, err := client.NewClientWithOpts(client.WithHost(p.Host()), client.WithAPIVersionNegotiation())
+	// an idle connection, and the stream would open a new one). The API
+	// version is the first client's: negotiating would send a ping first,
+	// and the proxy would count the ping's connection, not the stream's.
+	cli.NegotiateAPIVersion(ctx(t))
+	events2, err := client.NewClientWithOpts(client.WithHost(p.Host()), client.WithVersion(cli.ClientVersion()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +181,9 @@ func TestSocketProxy(t *testing.T) {
 	}
 	select {
 	case err := <-errs:
+		if strings.Contains(err.Error(), "Error response from daemon") {
+			t.Fatalf("the Engine refused the stream, it was not cut: %v", err)
+		}
 		t.Logf("event stream after the cut: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("the event stream survived the cut")
