@@ -12,6 +12,8 @@ import (
 	_ "github.com/caddy-dicer/caddy-dicer/handler"
 	// caddy dicer: the command and its dashboard.
 	_ "github.com/caddy-dicer/caddy-dicer/command"
+	// caddy.listeners: dicer_prewake (R5n).
+	_ "github.com/caddy-dicer/caddy-dicer/listeners"
 	// http.reverse_proxy.selection_policies: dicer_weighted, dicer_sticky.
 	_ "github.com/caddy-dicer/caddy-dicer/policy"
 )

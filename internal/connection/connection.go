@@ -56,6 +56,9 @@ type Conn struct {
 	// on-demand TLS permissions, for the admin API and idle closing.
 	routes      routeSet
 	permissions permissionSet
+	// learned are the hosts its selector routes held requests of, which
+	// a ClientHello may pre-wake (R5n, prewake.go).
+	learned learnedHosts
 	// orders is the ledger of the issuance budgets of its permissions
 	// (R7d): it outlives config reloads with the connection.
 	orders *budget.Ledger

@@ -162,6 +162,7 @@ func (c *Conn) Hold(ctx context.Context, route catalog.Route, host string, timeo
 	if c.scale.mode != scaleStandby {
 		return nil, 0
 	}
+	c.learned.learn(route, host) // a later ClientHello for host may pre-wake (R5n)
 	return c.scale.standby.Hold(ctx, route, host, timeout, dst)
 }
 

@@ -23,6 +23,9 @@ const (
 	CauseLoad WakeCause = "load"
 	// CauseDependency: an instance being woken depends on it (R5k).
 	CauseDependency WakeCause = "dependency"
+	// CauseHello: a TLS ClientHello named a host the instance claims,
+	// before any request (R5n, PreWake).
+	CauseHello WakeCause = "client_hello"
 )
 
 // Grow wakes the next instance on standby of route for host (R5's order)
