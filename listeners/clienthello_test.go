@@ -2,37 +2,16 @@ package listeners
 
 import (
 	"bytes"
-	"crypto/tls"
 	"io"
 	"net"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
-// clientHello is the first flight of a Go TLS client naming name ("": no
-// SNI), as it goes on the wire.
-func clientHello(t testing.TB, name string) []byte {
-	t.Helper()
-	client, server := net.Pipe()
-	go func() {
-		c := tls.Client(client, &tls.Config{ServerName: name, InsecureSkipVerify: name == ""}) //nolint:gosec // no server answers
-		_ = c.Handshake()
-		client.Close()
-	}()
-	var out bytes.Buffer
-	buf := make([]byte, 64<<10)
-	_ = server.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for {
-		n, err := server.Read(buf)
-		out.Write(buf[:n])
-		if _, complete, _ := handshakeMessage(out.Bytes()); complete || err != nil {
-			break
-		}
-	}
-	server.Close()
-	return out.Bytes()
-}
+// clientHello is a real ClientHello naming name ("": no SNI).
+func clientHello(t testing.TB, name string) []byte { return testkit.ClientHello(t, name) }
 
 // R5n: the server name comes out of a real ClientHello however the reads
 // cut it, and the reader takes nothing from the bytes.

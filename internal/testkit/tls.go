@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"net"
 	"net/http"
+	"testing"
 	"time"
 )
 
@@ -48,4 +49,33 @@ func HTTPSClient(addr string, roots *x509.CertPool, timeout time.Duration) *http
 			},
 		},
 	}
+}
+
+// ClientHello is the first flight of a Go TLS client naming name, as it
+// goes on the wire: what a client sends before any answer of the
+// server's. Write it on a connection to have a server read a ClientHello
+// that no handshake follows.
+func ClientHello(t testing.TB, name string) []byte {
+	t.Helper()
+	client, server := net.Pipe()
+	go func() {
+		_ = tls.Client(client, &tls.Config{ServerName: name, InsecureSkipVerify: name == ""}).Handshake() //nolint:gosec // no server answers
+		_ = client.Close()
+	}()
+	defer server.Close()
+	_ = server.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var out []byte
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := server.Read(buf)
+		out = append(out, buf[:n]...)
+		if helloComplete(out) || err != nil {
+			return out
+		}
+	}
+}
+
+// helloComplete reports whether b holds a whole first handshake record.
+func helloComplete(b []byte) bool {
+	return len(b) >= 5 && len(b) >= 5+(int(b[3])<<8|int(b[4]))
 }
