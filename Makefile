@@ -36,7 +36,7 @@ test-short: ## the hermetic unit tests only (go test -short): no Docker Engine, 
 
 test-e2e: bin/caddy ## end-to-end: build Caddy with xcaddy, run it against a simulated Dicer host in a network namespace (root), and in a container on a single-node Docker swarm the test makes and leaves; several Caddys as one fleet (e2e/fleet, on bin/caddy)
 	go vet -tags e2e ./e2e/...
-	CADDY_DICER_E2E_FLEET_CADDY=$(CURDIR)/bin/caddy CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 20m ./e2e/...
+	CADDY_DICER_E2E_PLAIN_CADDY=$(CURDIR)/bin/caddy CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 20m ./e2e/...
 
 test-cluster: ## a real three-node swarm on this machine (root): this Engine as manager, two dockerd's in network namespaces as workers; crash, cut, drain, rolling update under load through Caddy; leaves nothing behind (docs/cluster.md)
 	./e2e/cluster/run.sh
@@ -135,6 +135,6 @@ test-realapps: ## the zero-downtime and scale-to-zero tests against real apps (n
 
 test-podman: ## the Docker backend's Engine tests against Podman from Debian (root): rootful on a socket of its own and rootless as an unprivileged user (MODES=rootful or MODES=rootless for one); starts Podman's API service itself and removes all it made (docs/podman.md)
 	MODES="$(or $(MODES),rootful rootless)" ./e2e/podman/run.sh
-test-acme: ## on-demand TLS through Pebble, a real ACME CA (Debian's pebble), in a network namespace (root): HTTP-01, TLS-ALPN-01, no orders for unclaimed names, no renewal after the last claim, obtain_on_claim (docs/acme.md)
+test-acme: bin/caddy ## on-demand TLS through Pebble, a real ACME CA (Debian's pebble), in a network namespace (root): HTTP-01, TLS-ALPN-01, no orders for unclaimed names, no renewal after the last claim, obtain_on_claim (docs/acme.md)
 	go vet -tags e2e ./e2e/acme/
-	CADDY_DICER_ACME=1 CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 15m ./e2e/acme/
+	CADDY_DICER_ACME=1 CADDY_DICER_E2E_CADDY=$(CURDIR)/bin/caddy CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 15m ./e2e/acme/

@@ -7,13 +7,11 @@ package integration
 // token.
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,28 +48,7 @@ func adminJSON(t *testing.T, path string, v any) {
 // none does.
 func metric(t *testing.T, name string, labels ...string) float64 {
 	t.Helper()
-	sum := 0.0
-	sc := bufio.NewScanner(strings.NewReader(adminGet(t, "/metrics")))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(line, l)
-		}
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum
+	return testkit.MetricSum(t, adminGet(t, "/metrics"), name, labels...)
 }
 
 // metricGrows waits until metric(name, labels) exceeds before.

@@ -103,7 +103,7 @@ func TestFleet_R5m_a_killed_Caddy_holds_nothing_past_its_lease(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	a.kill()
+	a.Kill()
 	killed := time.Now()
 	testkit.WaitState(t, cli, c.ID, c.Name, "exited", 15*time.Second)
 	took := time.Since(killed)
@@ -145,14 +145,14 @@ func TestFleet_R4e_a_weight_set_on_one_Caddy_holds_on_the_other(t *testing.T) {
 	t.Logf("B and C followed A's weight within %s", time.Since(set).Round(10*time.Millisecond))
 	// B's admin API says the weight came through A (its instance ID, in
 	// its data directory).
-	aID, err := os.ReadFile(filepath.Join(a.home, "caddy", "instance.uuid"))
+	aID, err := os.ReadFile(filepath.Join(a.Home, "caddy", "instance.uuid"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if list := b.adminGet("/dicer/instances"); !strings.Contains(list, `"runtime_weight_from": "`) || !strings.Contains(list, strings.TrimSpace(string(aID))) {
 		t.Errorf("B's /dicer/instances does not say the weight came through A (%s):\n%s", aID, list)
 	}
-	b.stop()
+	b.Stop()
 	b.start()
 	testkit.Eventually(t, 15*time.Second, "B routes again after its restart", func() bool { return len(served(b, 1)) == 1 })
 	testkit.Eventually(t, 1500*time.Millisecond, "B, restarted, still sends nothing to "+one.Name, func() bool {
@@ -208,7 +208,7 @@ func TestFleet_R5m_the_storage_away_for_10s_stops_nothing(t *testing.T) {
 	for time.Since(away) < 10*time.Second {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if n := strings.Count(a.logText(), "the fleet's storage cannot be used"); n != 1 {
+	if n := strings.Count(a.LogText(), "the fleet's storage cannot be used"); n != 1 {
 		t.Errorf("%d log lines about the storage, want 1", n)
 	}
 	if err := os.Remove(storage); err != nil {
@@ -220,7 +220,7 @@ func TestFleet_R5m_the_storage_away_for_10s_stops_nothing(t *testing.T) {
 	back := time.Now()
 	testkit.WaitState(t, cli, c.ID, c.Name, "exited", 15*time.Second)
 	t.Logf("on standby %s after the storage came back", time.Since(back).Round(100*time.Millisecond))
-	if !strings.Contains(a.logText(), "the fleet's storage works again") {
+	if !strings.Contains(a.LogText(), "the fleet's storage works again") {
 		t.Error("no line saying the storage works again")
 	}
 }

@@ -1,8 +1,11 @@
 package testkit
 
 import (
+	"bufio"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -24,4 +27,33 @@ func AdminGet(t testing.TB, addr, path string) string {
 		t.Fatalf("GET %s: %d %s", path, res.StatusCode, body)
 	}
 	return string(body)
+}
+
+// MetricSum is the sum of the samples of metric name, in Prometheus's
+// text format (a Caddy's /metrics), whose lines hold every one of labels
+// (`kind="docker"`).
+func MetricSum(t testing.TB, text, name string, labels ...string) float64 {
+	t.Helper()
+	sum := 0.0
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		ok := true
+		for _, l := range labels {
+			ok = ok && strings.Contains(line, l)
+		}
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
 }
