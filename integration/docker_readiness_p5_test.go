@@ -45,7 +45,7 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 	ev := testkit.WatchEvents(t, cli, filters.NewArgs(filters.Arg("container", c.ID)))
 	evs := ev.All
 	const rounds = 10
-	var answered, listening []time.Time
+	var answered, listening, routed []time.Time
 	for range rounds {
 		up(t, cli, c, "stop")
 		deadline := time.Now().Add(30 * time.Second)
@@ -65,6 +65,12 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 			t.Fatalf("/listening: %s", l)
 		}
 		listening = append(listening, time.Unix(0, ns))
+		fr, _ := getRetry(host, "/first-request", 10*time.Second)
+		fns, err := strconv.ParseInt(strings.TrimSpace(fr.body), 10, 64)
+		if fr.err != nil || err != nil {
+			t.Fatalf("/first-request: %s", fr)
+		}
+		routed = append(routed, time.Unix(0, fns))
 		down(t, cli, c, "stop")
 		for r := request(tester, host, time.Second); r.status == http.StatusOK; r = request(tester, host, time.Second) {
 			if time.Now().After(deadline) {
@@ -83,11 +89,12 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 	if len(starts) != rounds {
 		t.Fatalf("%d start events, want %d", len(starts), rounds)
 	}
-	var total, own, after []time.Duration
+	var total, own, after, toRouted []time.Duration
 	for i := range rounds {
 		total = append(total, answered[i].Sub(starts[i]))
 		own = append(own, listening[i].Sub(starts[i]))
 		after = append(after, answered[i].Sub(listening[i]))
+		toRouted = append(toRouted, routed[i].Sub(listening[i]))
 	}
 	var attempts []int
 	var putToAccepted, listenToAccepted []time.Duration
@@ -115,9 +122,10 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 	row := func(what string, ds []time.Duration) string {
 		return fmt.Sprintf("| %s | %s | %s |", what, median(ds).Round(10*time.Microsecond), slices.Max(ds).Round(10*time.Microsecond))
 	}
-	t.Logf("\n| of %d starts | median | max |\n|---|---|---|\n%s\n%s\n%s\n%s\n%s\n%s\nprobe attempts per start: %v",
+	t.Logf("\n| of %d starts | median | max |\n|---|---|---|\n%s\n%s\n%s\n%s\n%s\n%s\n%s\nprobe attempts per start: %v",
 		rounds, row("start event to first 200", total), row("start event to the app listening", own),
-		row("app listening to first 200", after), row("probe: catalog Put to accepted", putToAccepted),
+		row("app listening to first 200", after), row("app listening to the first request routed to it (R1a; the app's clock)", toRouted),
+		row("probe: catalog Put to accepted", putToAccepted),
 		row("probe: app listening to accepted (log time)", listenToAccepted),
 		row("joins rotation (log time) to first 200", joinToAnswered), attempts)
 }

@@ -144,6 +144,10 @@ type Instance struct {
 	Labels map[string]string
 	State  State
 	Health Health
+	// Image identifies what the instance runs (Docker: its image's ID;
+	// Dicer: its image's digest; "" unknown): the readiness probe learns
+	// how long instances of one image take to listen (R1a).
+	Image string
 	// Networks are the networks the instance is attached to.
 	Networks []Attachment
 	Ports    []PublishedPort

@@ -24,6 +24,9 @@ type ProbeRequest struct {
 	// per port its routes use): it is ready once one of them accepts a TCP
 	// connection.
 	Dials []string
+	// Image is the instance's Image, or its name when that is unknown:
+	// the prober learns start times by it (R1a).
+	Image string
 	// Gen identifies this request; MarkReady takes it back, so that an
 	// answer to an older request (the instance restarted meanwhile) is
 	// ignored.
@@ -123,7 +126,11 @@ func (c *Catalog) startProbe(e *entry) ProbeRequest {
 	}
 	c.probeGen++
 	e.listening, e.probeGen, e.probeDials = false, c.probeGen, dials
-	return ProbeRequest{ID: e.inst.ID, Name: e.inst.Name, Dials: dials, Gen: e.probeGen}
+	image := e.inst.Image
+	if image == "" {
+		image = e.inst.Name
+	}
+	return ProbeRequest{ID: e.inst.ID, Name: e.inst.Name, Image: image, Dials: dials, Gen: e.probeGen}
 }
 
 // unprobed reports a running instance admitted without a probe: one no

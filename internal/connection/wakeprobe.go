@@ -30,6 +30,11 @@ const (
 	wokenAttemptTimeout = 250 * time.Millisecond
 )
 
+// SetUnlearntPace makes the readiness probe ignore what it learnt of the
+// images' start times (on) or use it (off): for measurements that take
+// both in turns (R1a, readiness.Prober.SetUnlearntPace).
+func (c *Conn) SetUnlearntPace(on bool) { c.prober.SetUnlearntPace(on) }
+
 // probe sends r to the prober and, for an instance being woken, starts
 // its fast path. The catalog calls it with its lock held: it does not
 // block.
@@ -66,6 +71,7 @@ func (c *Conn) probeWoken(ctx context.Context, r catalog.ProbeRequest, timeout t
 		for _, addr := range r.Dials {
 			if conn, err := d.DialContext(ctx, "tcp", addr); err == nil {
 				_ = conn.Close()
+				c.prober.Learn(r.Image, time.Since(start))
 				if !c.catalog.InstanceReady(r.ID) {
 					c.logger.Debug("woken instance accepts connections", zap.String("instance", r.Name), zap.String("dial", addr),
 						zap.Int("attempts", attempts), zap.Duration("after", time.Since(start)))

@@ -18,6 +18,7 @@ func translate(in *dicerpb.Instance, gateways map[string]string) catalog.Instanc
 		Labels:        maps.Clone(in.GetLabels()),
 		State:         translateState(in.GetState()),
 		Health:        translateHealth(in),
+		Image:         in.GetImageDigest(),
 		WakeOnConnect: in.GetStandbyAfter() != nil && in.GetStandbyAfter().AsDuration() > 0,
 	}
 	if len(out.Labels) == 0 {

@@ -52,6 +52,7 @@ func fromSummary(c container.Summary) (inst catalog.Instance, ok bool) {
 		Name:   summaryName(c.Names),
 		Labels: cloneLabels(c.Labels),
 		State:  translateState(c.State),
+		Image:  c.ImageID,
 	}
 	if inst.State == catalog.StateRunning {
 		h, known := healthFromStatus(c.Status)
@@ -91,6 +92,7 @@ func fromInspect(in container.InspectResponse) catalog.Instance {
 	if in.ContainerJSONBase != nil {
 		inst.ID = in.ID
 		inst.Name = strings.TrimPrefix(in.Name, "/")
+		inst.Image = in.Image
 		if st := in.State; st != nil {
 			inst.State = inspectState(st)
 			if inst.State == catalog.StateRunning {

@@ -16,6 +16,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -96,6 +97,10 @@ type Prober struct {
 	work    chan *probe
 	workers int
 	kick    chan struct{} // wakes the scheduler (capacity 1)
+	// starts are the learnt times to listen, by image; unlearntPace set
+	// probes as if nothing were learnt (SetUnlearntPace).
+	starts       startTimes
+	unlearntPace atomic.Bool
 	wg      sync.WaitGroup
 }
 
@@ -349,13 +354,39 @@ func (p *Prober) attempt(pr *probe) {
 		verdicts = append(verdicts, verdict{probe: pr, after: now.Sub(pr.start)})
 	default:
 		p.settle(pr)
-		pr.next = now.Add(p.pause(now.Sub(pr.start)))
+		pr.next = now.Add(p.pauseFor(pr.req.Image, now.Sub(pr.start)))
 		heap.Push(&p.waiting, pr)
 	}
 	p.mu.Unlock()
 	p.nudge()
 	p.report(verdicts)
 }
+
+// pauseFor is the wait before the next attempt of a probe of an instance
+// of image started elapsed ago: dense where the image usually starts to
+// listen (learned.go), else pause.
+func (p *Prober) pauseFor(image string, elapsed time.Duration) time.Duration {
+	unlearnt := p.pause(elapsed)
+	if p.unlearntPace.Load() {
+		return unlearnt
+	}
+	if learnt, ok := p.starts.learnt(image); ok {
+		if d, ok := densePause(learnt, elapsed, unlearnt); ok {
+			return d
+		}
+	}
+	return unlearnt
+}
+
+// SetUnlearntPace makes the prober probe at the unlearnt pace (on), or
+// use what it learnt again (off), learning all the while: a measurement
+// takes both in turns in one run.
+func (p *Prober) SetUnlearntPace(on bool) { p.unlearntPace.Store(on) }
+
+// Learn records that an instance of image accepted a connection took
+// after its probe started (the prober's own verdicts, and the fast path
+// of a woken instance's).
+func (p *Prober) Learn(image string, took time.Duration) { p.starts.learn(image, took) }
 
 // pause is the wait before the next attempt of a probe started elapsed
 // ago, at least the interval: during fastPhase elapsed/fastBackoff, at
@@ -423,6 +454,7 @@ func (p *Prober) report(verdicts []verdict) {
 		}
 		r := v.probe.req
 		if v.accepted != "" {
+			p.starts.learn(r.Image, v.after)
 			p.log.Debug("instance accepts connections", zap.String("instance", r.Name), zap.String("dial", v.accepted),
 				zap.Int("attempts", v.probe.attempts), zap.Duration("after", v.after))
 		} else {

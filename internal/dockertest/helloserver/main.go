@@ -15,9 +15,13 @@
 // on SIGTERM it drains: it stops accepting
 // connections at once, finishes the requests in flight, and exits
 // $EXIT_DELAY after the signal (default: as soon as they are done). GET
+// /first-request answers when the first HTTP request reached it (Unix
+// time in nanoseconds): a readiness probe only connects, so this is the
+// first request a proxy routed to it.
 // /listening answers when it began to listen (Unix time in nanoseconds),
 // so a test can tell an app's own start time from the delay in front of
-// it.
+// it; GET /first-request answers when the first HTTP request reached it
+// (a readiness probe only connects: the first request a proxy routed).
 //
 // With -healthcheck it is the health check itself: it GETs
 // http://127.0.0.1:$PORT/healthz and exits 0 on a 200, else 1.
@@ -108,7 +112,15 @@ func main() {
 	mux.HandleFunc("/listening", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, strconv.FormatInt(listening.Load(), 10)+"\n")
 	})
-	srv := &http.Server{Addr: ":" + port, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	var firstRequest atomic.Int64
+	mux.HandleFunc("/first-request", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, strconv.FormatInt(firstRequest.Load(), 10)+"\n")
+	})
+	first := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		firstRequest.CompareAndSwap(0, time.Now().UnixNano())
+		mux.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Addr: ":" + port, Handler: first, ReadHeaderTimeout: 10 * time.Second}
 
 	// PID 1 gets no default signal handling: drain on SIGTERM.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
