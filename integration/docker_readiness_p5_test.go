@@ -19,7 +19,9 @@ import (
 )
 
 // P5, R1a/R1b: the common case of the readiness probe on the real Engine.
-// A container whose app listens at once is started 10 times; each time,
+// A container whose app listens at once is started 20 times, in turns
+// with the probe at its unlearnt pace and at the pace it learnt of the
+// image (R1a, readiness's learned.go); each time,
 // the Engine's start event to the first 200 through Caddy (Caddy polled
 // every 200 µs), split at the moment the app began to listen (its
 // helloserver says when, on the same clock), with the probe's attempts and
@@ -44,9 +46,12 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 }`, httpPort, app))
 	ev := testkit.WatchEvents(t, cli, filters.NewArgs(filters.Arg("container", c.ID)))
 	evs := ev.All
-	const rounds = 10
+	const rounds = 20
+	conn := openConnection("docker", "")
+	t.Cleanup(func() { conn.SetUnlearntPace(false) })
 	var answered, listening, routed []time.Time
-	for range rounds {
+	for round := range rounds {
+		conn.SetUnlearntPace(round%2 == 0)
 		up(t, cli, c, "stop")
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -89,13 +94,6 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 	if len(starts) != rounds {
 		t.Fatalf("%d start events, want %d", len(starts), rounds)
 	}
-	var total, own, after, toRouted []time.Duration
-	for i := range rounds {
-		total = append(total, answered[i].Sub(starts[i]))
-		own = append(own, listening[i].Sub(starts[i]))
-		after = append(after, answered[i].Sub(listening[i]))
-		toRouted = append(toRouted, routed[i].Sub(listening[i]))
-	}
 	var attempts []int
 	var putToAccepted, listenToAccepted []time.Duration
 	for i, line := range testkit.LogLines(t, logFile, `"msg":"instance accepts connections"`, `"instance":"`+c.Name+`"`) {
@@ -107,25 +105,36 @@ func TestDocker_Readiness_P5_start_event_to_first_200(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &e); err != nil {
 			t.Fatalf("log line %q: %v", line, err)
 		}
-		attempts = append(attempts, e.Attempts)
-		putToAccepted = append(putToAccepted, time.Duration(e.After*float64(time.Second)))
 		if i < rounds {
+			attempts = append(attempts, e.Attempts)
+			putToAccepted = append(putToAccepted, time.Duration(e.After*float64(time.Second)))
 			listenToAccepted = append(listenToAccepted, time.Unix(0, int64(e.TS*1e9)).Sub(listening[i]))
 		}
 	}
-	var joinToAnswered []time.Duration
-	for i, at := range logTimes(t, logFile, "instance joins rotation", c.Name) {
-		if i < rounds {
-			joinToAnswered = append(joinToAnswered, answered[i].Sub(at))
-		}
+	joins := logTimes(t, logFile, "instance joins rotation", c.Name)
+	if len(attempts) < rounds || len(joins) < rounds {
+		t.Fatalf("%d probe verdicts and %d joins logged, want %d", len(attempts), len(joins), rounds)
 	}
-	row := func(what string, ds []time.Duration) string {
+	row := func(what string, phase int, f func(i int) time.Duration) string {
+		var ds []time.Duration
+		for i := phase; i < rounds; i += 2 {
+			ds = append(ds, f(i))
+		}
 		return fmt.Sprintf("| %s | %s | %s |", what, median(ds).Round(10*time.Microsecond), slices.Max(ds).Round(10*time.Microsecond))
 	}
-	t.Logf("\n| of %d starts | median | max |\n|---|---|---|\n%s\n%s\n%s\n%s\n%s\n%s\n%s\nprobe attempts per start: %v",
-		rounds, row("start event to first 200", total), row("start event to the app listening", own),
-		row("app listening to first 200", after), row("app listening to the first request routed to it (R1a; the app's clock)", toRouted),
-		row("probe: catalog Put to accepted", putToAccepted),
-		row("probe: app listening to accepted (log time)", listenToAccepted),
-		row("joins rotation (log time) to first 200", joinToAnswered), attempts)
+	for phase, name := range []string{"unlearnt pace (before)", "learnt pace (after)"} {
+		var n []int
+		for i := phase; i < rounds; i += 2 {
+			n = append(n, attempts[i])
+		}
+		t.Logf("\n%s, %d starts | median | max |\n|---|---|---|\n%s\n%s\n%s\n%s\n%s\n%s\n%s\nprobe attempts per start: %v", name, rounds/2,
+			row("start event to first 200", phase, func(i int) time.Duration { return answered[i].Sub(starts[i]) }),
+			row("start event to the app listening", phase, func(i int) time.Duration { return listening[i].Sub(starts[i]) }),
+			row("app listening to first 200", phase, func(i int) time.Duration { return answered[i].Sub(listening[i]) }),
+			row("app listening to the first request routed to it (R1a; the app's clock)", phase, func(i int) time.Duration { return routed[i].Sub(listening[i]) }),
+			row("probe: catalog Put to accepted", phase, func(i int) time.Duration { return putToAccepted[i] }),
+			row("probe: app listening to accepted (log time)", phase, func(i int) time.Duration { return listenToAccepted[i] }),
+			row("joins rotation (log time) to first 200", phase, func(i int) time.Duration { return answered[i].Sub(joins[i]) }),
+			n)
+	}
 }
