@@ -12,6 +12,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/heal"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 )
@@ -20,7 +21,8 @@ import (
 // names the same Engine with the same settings shares one connection and
 // one container catalog, which outlive config reloads. The plugin reads
 // from the Engine, and writes to it only to start, stop, pause and unpause
-// containers labelled `caddy.standby_after` (scale to zero).
+// containers labelled `caddy.standby_after` (scale to zero), and to
+// restart containers labelled `caddy.heal` (healing, R1e).
 type DockerEngine struct {
 	// EngineConnection holds address and tls: where the Engine is reached.
 	EngineConnection
@@ -54,6 +56,12 @@ type DockerEngine struct {
 	// an Engine whose labels one team controls. Default: `project`.
 	DependsOnScope string `json:"depends_on_scope,omitempty"`
 
+	// HealMaxRestarts is how many times in any hour Caddy may restart one
+	// container labelled `caddy.heal` that stays unhealthy (R1e); past
+	// it, one warning, and the container is left unhealthy until an hour
+	// after the oldest of those restarts. Example: `3`. Default: `6`.
+	HealMaxRestarts int `json:"heal_max_restarts,omitempty"`
+
 	// Readiness holds readiness_timeout, the readiness probe's bound.
 	Readiness
 }
@@ -85,11 +93,14 @@ func (e *DockerEngine) spec() (connSpec, error) {
 	if e.DependsOnScope == dependsOnAny {
 		keyParts = append(keyParts, "depends_on_scope=any")
 	}
+	if e.HealMaxRestarts != 0 {
+		keyParts = append(keyParts, fmt.Sprintf("heal_max_restarts=%d", e.HealMaxRestarts))
+	}
 	spec := newConnSpec("docker", a.Address(), pph, docker.DaemonHost(a.Address()), keyParts, a.Loop().Run)
 	spec.opts.DependsOnAnyScope = e.DependsOnScope == dependsOnAny
 	spec.standbyEngine = "docker\x00" + a.Key() // every connection to this Engine (R5f)
 	spec.scaling = connection.Standby(dockerActions{a.Actions()}, standby.Options{MaxWakes: e.MaxWakes, MaxHeld: e.MaxHeld},
-		dicerapp.SharedEngine(spec.standbyEngine))
+		dicerapp.SharedEngine(spec.standbyEngine)).Healing(e.HealMaxRestarts)
 	return spec, nil
 }
 
@@ -101,6 +112,9 @@ func (e *DockerEngine) validateLimits() error {
 	}
 	if e.MaxHeld < 0 {
 		return setting.Errorf("max_held", "%d is negative", e.MaxHeld)
+	}
+	if e.HealMaxRestarts < 0 {
+		return setting.Errorf("heal_max_restarts", "%d is negative", e.HealMaxRestarts)
 	}
 	switch e.DependsOnScope {
 	case "", dependsOnProject, dependsOnAny:
@@ -136,7 +150,7 @@ func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[stri
 	if ok, err := e.EngineConnection.unmarshalSetting(disp, seen); ok || err != nil {
 		return ok, err
 	}
-	name, ok, err := settingAt(disp, seen, "published_port_host", "max_wakes", "max_held", "depends_on_scope")
+	name, ok, err := settingAt(disp, seen, "published_port_host", "max_wakes", "max_held", "depends_on_scope", "heal_max_restarts")
 	if !ok || err != nil {
 		return ok, err
 	}
@@ -153,6 +167,8 @@ func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[stri
 		return true, positiveInt(disp, name, &e.MaxWakes)
 	case "max_held":
 		return true, positiveInt(disp, name, &e.MaxHeld)
+	case "heal_max_restarts":
+		return true, positiveInt(disp, name, &e.HealMaxRestarts)
 	default:
 		return true, oneValue(disp, &e.PublishedPortHost)
 	}
@@ -187,4 +203,5 @@ func (dockerActions) Unreachable(err error) bool {
 var (
 	_ daemonSettings  = (*DockerEngine)(nil)
 	_ standby.Actions = dockerActions{}
+	_ heal.Actions    = dockerActions{}
 )

@@ -106,6 +106,7 @@ func TestSettingError_R9_provision(t *testing.T) {
 		{`{"allow_suffix":["*.example.com"]}`, "allow_suffix", new(DockerPermission)},
 		{`{"published_port_host":"localhost"}`, "published_port_host", new(DockerUpstreams)},
 		{`{"max_wakes":-1}`, "max_wakes", new(DockerUpstreams)},
+		{`{"heal_max_restarts":-1}`, "heal_max_restarts", new(DockerUpstreams)},
 		{`{"depends_on_scope":"all"}`, "depends_on_scope", new(DockerPermission)},
 		{`{"max_orders_per_instance":-2}`, "max_orders_per_instance", new(SwarmPermission)},
 		{`{"obtain_timeout":"-1s"}`, "obtain_timeout", new(DockerPermission)},

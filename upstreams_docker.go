@@ -80,6 +80,7 @@ func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 //		wake_timeout <duration>
 //		max_wakes <n>
 //		max_held <n>
+//		heal_max_restarts <n>
 //		depends_on_scope project|any
 //		published_port_host <host>
 //		readiness_timeout <duration>

@@ -51,6 +51,13 @@ const (
 	// LabelMinReplicas is the fewest replicas Caddy scales such a service
 	// back down to once its load fits in fewer (R5j); default 1.
 	LabelMinReplicas = "caddy.min_replicas"
+	// LabelHeal opts a Docker container with a health check into healing
+	// by Caddy (R1e): once its check has kept it unhealthy this long (a
+	// Go duration such as `30s`) or for this many checks (a count such
+	// as `3`: that many times its health check's interval), Caddy
+	// restarts it, with a growing backoff and at most heal_max_restarts
+	// restarts an hour.
+	LabelHeal = "caddy.heal"
 )
 
 // KnownLabels is every label key caddy-dicer gives a meaning to, the one
@@ -60,7 +67,7 @@ var KnownLabels = []string{
 	LabelHost, LabelPort, LabelNetwork, LabelStandbyAfter, LabelStandby,
 	LabelWeight, LabelSessionKey, LabelMaintenance,
 	LabelPath, LabelSoftLimit, LabelDependsOn,
-	LabelMaxReplicas, LabelMinReplicas,
+	LabelMaxReplicas, LabelMinReplicas, LabelHeal,
 }
 
 // State is an instance's lifecycle state, as its daemon reports it.

@@ -20,6 +20,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/heal"
 	"github.com/caddy-dicer/caddy-dicer/internal/readiness"
 )
 
@@ -122,10 +123,14 @@ func New(spec Spec) (*Conn, error) {
 		return nil, err
 	}
 	trace := c.trace()
+	var sink catalog.Sink = c.catalog
+	if c.scale.healer != nil {
+		sink = heal.Sink(c.catalog, c.scale.healer) // R1e: it sees what the catalog does
+	}
 	c.start = func(deadline time.Time) {
 		go func() {
 			defer close(c.done)
-			spec.Run(follow.WithTrace(runCtx, trace), c.catalog)
+			spec.Run(follow.WithTrace(runCtx, trace), sink)
 		}()
 		go c.settle(runCtx, deadline)
 	}

@@ -22,6 +22,7 @@ var metrics = struct {
 	noUpstream     *prometheus.CounterVec
 	budgetRefused  *prometheus.CounterVec
 	fleetErrors    *prometheus.CounterVec
+	heals          *prometheus.CounterVec
 }{
 	eventsReceived: counter("events_received_total", "Events received from the daemon's event stream.", "kind", "daemon"),
 	eventsApplied: counter("events_applied_total",
@@ -48,6 +49,9 @@ var metrics = struct {
 	fleetErrors: counter("fleet_storage_errors_total",
 		"Failed reads and writes of the storage a fleet of Caddys shares (R5m), by op: read (no instance is put on standby "+
 			"meanwhile), write (a lease not renewed).", "kind", "daemon", "op"),
+	heals: counter("heals_total",
+		"Restarts of containers labelled caddy.heal that stayed unhealthy (R1e), by result: restarted, denied, error, "+
+			"capped (due, but heal_max_restarts was reached: once per reach).", "kind", "daemon", "result"),
 	budgetRefused: counter("certificate_budget_refused_total",
 		"On-demand certificates refused by an issuance budget (R7d), by budget: domain, instance, names.", "kind", "daemon", "budget"),
 }
@@ -70,6 +74,7 @@ func Collectors(open func() []*Conn) []prometheus.Collector {
 	return []prometheus.Collector{
 		metrics.eventsReceived, metrics.eventsApplied, metrics.relists, metrics.eventLatency,
 		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.budgetRefused, metrics.fleetErrors,
+		metrics.heals,
 		newStateCollector(open), poolMetrics.wakesStarted, &poolCollector{desc: poolInstances, open: open},
 	}
 }
@@ -113,6 +118,11 @@ func (c *Conn) BudgetRefused(budget string) prometheus.Counter {
 // fleetErrors is the counter of failed fleet storage operations op.
 func (m connMetrics) fleetErrors(op string) prometheus.Counter {
 	return metrics.fleetErrors.WithLabelValues(m.kind, m.daemon, op)
+}
+
+// heals is the counter of heals with result on this daemon (R1e).
+func (m connMetrics) heals(result string) prometheus.Counter {
+	return metrics.heals.WithLabelValues(m.kind, m.daemon, result)
 }
 
 // wakes is the counter of wakes with result on this daemon.

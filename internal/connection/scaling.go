@@ -6,6 +6,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/connectwake"
+	"github.com/caddy-dicer/caddy-dicer/internal/heal"
 	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
 )
@@ -27,6 +28,10 @@ type Scaling struct {
 	options  standby.Options
 	shared   SharedEngine
 	replicas func(cat *catalog.Catalog, grew func()) (*swarm.Scaler, error)
+	// heal: restart containers labelled caddy.heal (R1e), at most
+	// healMax times an hour each.
+	heal    bool
+	healMax int
 }
 
 type scalingMode uint8
@@ -51,6 +56,16 @@ func Standby(actions standby.Actions, opts standby.Options, shared SharedEngine)
 	return Scaling{mode: scaleStandby, actions: actions, options: opts, shared: shared}
 }
 
+// Healing is s (Standby) that also heals containers labelled caddy.heal
+// (R1e) with its actions, restarting one at most maxPerHour times an hour
+// (0: heal.DefaultMaxRestarts). Only a Standby Scaling whose actions can
+// restart heals: Swarm replaces unhealthy tasks itself, and Dicer reports
+// no health verdict.
+func (s Scaling) Healing(maxPerHour int) Scaling {
+	s.heal, s.healMax = true, maxPerHour
+	return s
+}
+
 // WakeOnConnect is the Scaling of a daemon that wakes an instance on
 // standby when a connection reaches its published port (Dicer).
 func WakeOnConnect() Scaling { return Scaling{mode: scaleOnConnect} }
@@ -72,6 +87,7 @@ type scaler struct {
 	release  func()
 	grower   *connectwake.Grower
 	replicas *swarm.Scaler
+	healer   *heal.Healer // Standby healing (R1e); nil without
 }
 
 // make makes s for connection c.
@@ -84,13 +100,19 @@ func (s Scaling) make(ctx context.Context, c *Conn) (scaler, error) {
 		opts.Started = func(cause standby.WakeCause) { c.metrics.wakesStarted(cause).Inc() } // R5j, R5k
 		if s.shared == nil {
 			out.standby = standby.New(ctx, s.actions, c.catalog, c.logger, opts)
-			return out, nil
+		} else {
+			eng, release, err := s.shared(s.actions)
+			if err != nil {
+				return scaler{}, err
+			}
+			out.standby, out.release = standby.Join(ctx, eng, c.catalog, c.logger, opts), release
 		}
-		eng, release, err := s.shared(s.actions)
-		if err != nil {
-			return scaler{}, err
+		if ha, ok := s.actions.(heal.Actions); ok && s.heal {
+			out.healer = heal.New(ctx, ha, out.standby.HealLedger(), heal.Options{
+				Logger: c.logger, MaxRestarts: s.healMax, Busy: out.standby.Busy,
+				Counted: func(result string) { c.metrics.heals(result).Inc() },
+			})
 		}
-		out.standby, out.release = standby.Join(ctx, eng, c.catalog, c.logger, opts), release
 	case scaleOnConnect:
 		started := c.metrics.wakesStarted(standby.CauseLoad)
 		out.grower = connectwake.New(ctx, connectwake.Options{Logger: c.logger, Started: started.Inc})
@@ -109,6 +131,9 @@ func (s Scaling) make(ctx context.Context, c *Conn) (scaler, error) {
 func (s scaler) close() {
 	switch s.mode {
 	case scaleStandby:
+		if s.healer != nil {
+			s.healer.Close()
+		}
 		s.standby.Close()
 		if s.release != nil {
 			s.release()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"syscall"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -14,11 +15,13 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
 
-// Actions are the only writes the plugin makes to the Engine, for scale
-// to zero: start, stop, pause and unpause a container, and only one
-// labelled caddy.standby_after (a socket proxy can allow exactly these:
-// POST /containers/{id}/start, /stop, /pause, /unpause). Get them with
-// Adapter.Actions; they share one Engine client, made at the first call.
+// Actions are the only writes the plugin makes to the Engine: for scale
+// to zero, start, stop, pause and unpause a container, and only one
+// labelled caddy.standby_after; for healing (R1e), restart a container,
+// and only one labelled caddy.heal (a socket proxy can allow exactly
+// these: POST /containers/{id}/start, /stop, /pause, /unpause, /restart).
+// Get them with Adapter.Actions; they share one Engine client, made at
+// the first call.
 type Actions struct {
 	a    *Adapter
 	once sync.Once
@@ -44,6 +47,38 @@ func (x *Actions) Close() error {
 		return x.cli.Close()
 	}
 	return nil
+}
+
+// ErrNotHealed is returned by Restart for a container without a
+// caddy.heal label.
+var ErrNotHealed = errors.New("container is not labelled " + catalog.LabelHeal)
+
+// Restart restarts a container labelled caddy.heal (R1e), giving it the
+// Engine's stop timeout to drain, as Stop does.
+func (x *Actions) Restart(ctx context.Context, id string, labels map[string]string) error {
+	if _, ok := labels[catalog.LabelHeal]; !ok {
+		return fmt.Errorf("docker %s: restart %s: %w", x.a.host, shortID(id), ErrNotHealed)
+	}
+	return x.call("restart", id, func(cli *client.Client) error {
+		return cli.ContainerRestart(ctx, id, container.StopOptions{})
+	})
+}
+
+// HealthInterval is the interval of the container's health check, the
+// Engine's default (30 s) when it sets none: a read.
+func (x *Actions) HealthInterval(ctx context.Context, id string) (time.Duration, error) {
+	var interval time.Duration
+	err := x.call("inspect", id, func(cli *client.Client) error {
+		in, err := cli.ContainerInspect(ctx, id)
+		if err == nil && in.Config != nil && in.Config.Healthcheck != nil {
+			interval = in.Config.Healthcheck.Interval
+		}
+		return err
+	})
+	if interval <= 0 {
+		interval = defaultInterval
+	}
+	return interval, err
 }
 
 // Start starts the container with this ID and labels; one already running
@@ -84,6 +119,12 @@ func (x *Actions) do(ctx context.Context, action, id string, labels map[string]s
 	if _, ok := labels[catalog.LabelStandbyAfter]; !ok {
 		return fmt.Errorf("docker %s: %s %s: %w", x.a.host, action, id, ErrNotLabelled)
 	}
+	return x.call(action, id, call)
+}
+
+// call runs one call and wraps its error with the Engine's address, the
+// action and the container.
+func (x *Actions) call(action, id string, call func(*client.Client) error) error {
 	cli, err := x.client()
 	if err == nil {
 		err = call(cli)

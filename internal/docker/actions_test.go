@@ -28,3 +28,21 @@ func TestActions_refuse_unlabelled(t *testing.T) {
 		t.Error("a client was made for refused calls")
 	}
 }
+
+// Restart (healing, R1e) is for a container labelled caddy.heal only: a
+// caddy.standby_after label alone does not allow it.
+func TestHeal_R1e_restart_refuses_unlabelled(t *testing.T) {
+	a, err := New(Config{Host: "unix:///nonexistent/docker.sock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := a.Actions()
+	defer x.Close()
+	labels := map[string]string{"caddy.host": "shop.example.com", "caddy.standby_after": "5m"}
+	if err := x.Restart(context.Background(), "abc", labels); !errors.Is(err, ErrNotHealed) {
+		t.Errorf("restart of a container without caddy.heal: %v, want ErrNotHealed", err)
+	}
+	if x.cli != nil {
+		t.Error("a client was made for a refused call")
+	}
+}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
+	"github.com/caddy-dicer/caddy-dicer/internal/heal"
 )
 
 // Actions are the writes a connection may make to its daemon; the
@@ -140,6 +141,10 @@ type Engine struct {
 	// fleetKick tells the publisher an instance was used after a quiet
 	// time: its lease is written at once, not at the next tick.
 	fleetKick chan struct{}
+
+	// heals is the Engine's healing state (R1e), shared by its
+	// connections as the rest is.
+	heals *heal.Ledger
 }
 
 // sharedActivity is the Activity every connection's catalog entry for one
@@ -160,7 +165,7 @@ func NewEngine(actions Actions) *Engine {
 	return &Engine{
 		actions: actions, wakes: map[string]*wake{}, failures: map[string]*failure{},
 		acting: map[string]bool{}, shared: map[string]*sharedActivity{}, members: map[*Waker]bool{},
-		held: map[string]time.Time{}, fleetKick: make(chan struct{}, 1),
+		held: map[string]time.Time{}, fleetKick: make(chan struct{}, 1), heals: heal.NewLedger(),
 	}
 }
 
@@ -169,4 +174,21 @@ func NewEngine(actions Actions) *Engine {
 func (e *Engine) Destruct() error {
 	e.stopFleet()
 	return e.actions.Close()
+}
+
+// HealLedger is the healing state of the Waker's Engine (R1e), shared by
+// every connection to it.
+func (w *Waker) HealLedger() *heal.Ledger { return w.engine.heals }
+
+// Busy reports whether scale to zero is waking the instance id or putting
+// it on standby, on any connection to the Engine: healing leaves it alone
+// meanwhile (R1e).
+func (w *Waker) Busy(id string) bool {
+	if w.Waking(id) {
+		return true
+	}
+	e := w.engine
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.acting[id] || e.wakes[id] != nil
 }

@@ -1,0 +1,246 @@
+package heal
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+const (
+	// maxBackoff bounds the backoff between two restarts of one
+	// container; healthyReset is how long it must stay healthy for its
+	// backoff to start over.
+	maxBackoff   = 10 * time.Minute
+	healthyReset = maxBackoff
+	// restartWatch bounds how long a restart counts as in progress (for
+	// its group, R1e) once the call returned, when the catalog does not
+	// show its container's next verdict.
+	restartWatch = 2 * time.Minute
+	// maxRestarting is how many restarts one Engine may have in progress
+	// at once, whatever their groups.
+	maxRestarting = 4
+	// maxGroupHosts bounds the hosts of caddy.host that group a container
+	// with others (a tenant writes the label).
+	maxGroupHosts = 64
+	// noHost is the group of the containers without caddy.host (routed
+	// by a selector): one of them is restarted at a time.
+	noHost = "\x00"
+)
+
+// Ledger is the healing state of one Docker Engine, shared by every
+// connection to it (as the scale-to-zero state is, R5f), so that two
+// connections never restart one container twice: each container's
+// restarts in the last hour, its backoff, and the restarts in progress.
+type Ledger struct {
+	mu         sync.Mutex
+	records    map[string]*record // by container ID, once restarted
+	restarting int                // calls in progress
+}
+
+// NewLedger is an Engine's empty ledger.
+func NewLedger() *Ledger { return &Ledger{records: map[string]*record{}} }
+
+// record is one container's restarts.
+type record struct {
+	// restarts are the times of its restarts in the last hour, oldest
+	// first; series counts those since it was last healthy for
+	// healthyReset (the backoff's exponent).
+	restarts []time.Time
+	series   int
+	// healthySince is when it last became healthy; zero while it is not.
+	healthySince time.Time
+	// capWarned: the cap's warning was logged since its last restart.
+	capWarned bool
+	flight    *flight
+}
+
+// flight is a restart in progress: from the call until the catalog shows
+// the container's next verdict (or restartWatch after the call returned).
+type flight struct {
+	hosts    []string
+	returned time.Time // zero while the call runs
+	// reset: the catalog showed the container not unhealthy since the
+	// call returned (starting, stopped, ...), so an unhealthy now is a
+	// new verdict.
+	reset bool
+}
+
+// over reports whether f no longer counts as in progress at now.
+func (f *flight) over(now time.Time) bool {
+	return !f.returned.IsZero() && now.Sub(f.returned) >= restartWatch
+}
+
+// verdict is what claim decided.
+type verdict uint8
+
+const (
+	claimed verdict = iota // restart it now
+	waiting                // its backoff runs until at
+	capped                 // its cap is reached until at
+	busy                   // it, or one of its group, is being restarted
+)
+
+// claim is the ledger's answer to a container due for a restart.
+type claim struct {
+	verdict verdict
+	at      time.Time // waiting, capped: when to look again
+	warn    bool      // capped: log it (once per reach of the cap)
+	// attempt is the restart's number in its series, next the backoff
+	// before the one after it (claimed).
+	attempt  int
+	next     time.Duration
+	lastHour int
+}
+
+// claim decides whether the container id, of hosts (its group, R1e),
+// due for a restart with backoff base, is restarted now; if so it is in
+// progress until done and the catalog's next verdict (observe).
+func (l *Ledger) claim(id string, hosts []string, base time.Duration, perHour int, now time.Time) claim {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.records[id]
+	if r == nil {
+		r = &record{}
+		l.records[id] = r
+	}
+	if r.flight != nil && !r.flight.over(now) {
+		return claim{verdict: busy}
+	}
+	r.flight = nil
+	r.restarts = dropOlder(r.restarts, now.Add(-time.Hour))
+	if r.series > 0 && len(r.restarts) > 0 {
+		if at := r.restarts[len(r.restarts)-1].Add(backoff(base, r.series)); now.Before(at) {
+			return claim{verdict: waiting, at: at}
+		}
+	}
+	if len(r.restarts) >= perHour {
+		warn := !r.capWarned
+		r.capWarned = true
+		return claim{verdict: capped, at: r.restarts[len(r.restarts)-perHour].Add(time.Hour), warn: warn, lastHour: len(r.restarts)}
+	}
+	if l.restarting >= maxRestarting || l.groupBusy(id, hosts, now) {
+		return claim{verdict: busy}
+	}
+	l.restarting++
+	r.flight = &flight{hosts: hosts}
+	r.restarts = append(r.restarts, now)
+	r.series++
+	r.capWarned = false
+	return claim{verdict: claimed, attempt: r.series, next: backoff(base, r.series), lastHour: len(r.restarts)}
+}
+
+// groupBusy reports whether another container sharing a host with hosts
+// is being restarted (R1e).
+func (l *Ledger) groupBusy(id string, hosts []string, now time.Time) bool {
+	for other, r := range l.records {
+		if other == id || r.flight == nil || r.flight.over(now) {
+			continue
+		}
+		for _, h := range hosts {
+			if slices.Contains(r.flight.hosts, h) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// done ends the call of a claimed restart at now; a failed call ends the
+// restart (nothing to wait for).
+func (l *Ledger) done(id string, failed bool, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.restarting--
+	r := l.records[id]
+	if r == nil || r.flight == nil {
+		return
+	}
+	if failed {
+		r.flight = nil
+		return
+	}
+	r.flight.returned = now
+}
+
+// observe takes the catalog's view of a container: its restart ends at
+// its next verdict, and its backoff starts over once it was healthy for
+// healthyReset.
+func (l *Ledger) observe(inst catalog.Instance, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r := l.records[inst.ID]
+	if r == nil {
+		return
+	}
+	healthy := inst.State == catalog.StateRunning && inst.Health == catalog.HealthHealthy
+	unhealthy := inst.State == catalog.StateRunning && inst.Health == catalog.HealthUnhealthy
+	switch {
+	case healthy && r.healthySince.IsZero():
+		r.healthySince = now
+	case !healthy && !r.healthySince.IsZero():
+		if now.Sub(r.healthySince) >= healthyReset {
+			r.series = 0
+		}
+		r.healthySince = time.Time{}
+	}
+	if f := r.flight; f != nil && !f.returned.IsZero() {
+		switch {
+		case healthy, f.reset && unhealthy:
+			r.flight = nil // its next verdict
+		case !unhealthy:
+			f.reset = true // starting (or stopped: if it died, restartWatch ends it)
+		}
+	}
+}
+
+// gone forgets a container the Engine removed.
+func (l *Ledger) gone(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.records[id]; r != nil && r.flight == nil {
+		delete(l.records, id)
+	}
+}
+
+// backoff is the least time between the n-th restart of a series and the
+// next: base doubled n times, at most maxBackoff.
+func backoff(base time.Duration, n int) time.Duration {
+	d := base
+	for range n {
+		if d >= maxBackoff {
+			break
+		}
+		d *= 2
+	}
+	return min(d, maxBackoff)
+}
+
+// dropOlder drops the times up to since from ts (oldest first).
+func dropOlder(ts []time.Time, since time.Time) []time.Time {
+	i := 0
+	for i < len(ts) && !ts[i].After(since) {
+		i++
+	}
+	return slices.Delete(ts, 0, i)
+}
+
+// groupOf is the group of a container (R1e): the hosts of its caddy.host
+// (at most maxGroupHosts, lower case), or noHost.
+func groupOf(labels map[string]string) []string {
+	var hosts []string
+	for h := range strings.SplitSeq(labels[catalog.LabelHost], ",") {
+		if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
+			hosts = append(hosts, h)
+			if len(hosts) == maxGroupHosts {
+				break
+			}
+		}
+	}
+	if len(hosts) == 0 {
+		return []string{noHost}
+	}
+	return hosts
+}
