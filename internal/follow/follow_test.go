@@ -175,8 +175,8 @@ func TestWrapCall(t *testing.T) {
 // Same compares every field of catalog.Instance: a field added there must
 // be added to it, or a group's re-listing would miss its changes.
 func TestSameCoversEveryField(t *testing.T) {
-	if n := reflect.TypeOf(catalog.Instance{}).NumField(); n != 10 {
-		t.Fatalf("catalog.Instance has %d fields; Same compares 10: update it", n)
+	if n := reflect.TypeOf(catalog.Instance{}).NumField(); n != 11 {
+		t.Fatalf("catalog.Instance has %d fields; Same compares 11: update it", n)
 	}
 	a := catalog.Instance{ID: "a", Name: "a", Labels: map[string]string{"k": "v"}, State: catalog.StateRunning,
 		Networks: []catalog.Attachment{{Network: "n", Address: "10.0.0.2"}}, Ports: []catalog.PublishedPort{{GuestPort: 80}}}
@@ -193,6 +193,7 @@ func TestSameCoversEveryField(t *testing.T) {
 		func(i *catalog.Instance) { i.WakeOnConnect = true },
 		func(i *catalog.Instance) { i.Group = true },
 		func(i *catalog.Instance) { i.Identity = "web.2" },
+		func(i *catalog.Instance) { i.Image = "sha256:other" },
 	} {
 		b := a
 		change(&b)

@@ -412,7 +412,7 @@ func (s *session) endHolds(ctx context.Context) error {
 
 // Same says whether a and b are the same in every field.
 func Same(a, b catalog.Instance) bool {
-	return a.ID == b.ID && a.Name == b.Name && a.Identity == b.Identity && a.State == b.State && a.Health == b.Health &&
+	return a.ID == b.ID && a.Name == b.Name && a.Identity == b.Identity && a.Image == b.Image && a.State == b.State && a.Health == b.Health &&
 		a.WakeOnConnect == b.WakeOnConnect && a.Group == b.Group && maps.Equal(a.Labels, b.Labels) &&
 		slices.Equal(a.Networks, b.Networks) && slices.Equal(a.Ports, b.Ports)
 }
