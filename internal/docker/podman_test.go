@@ -226,7 +226,7 @@ func inspectWithHealth(s container.Summary, status container.HealthStatus) conta
 	}
 	return container.InspectResponse{
 		ContainerJSONBase: &container.ContainerJSONBase{
-			ID: s.ID, Name: s.Names[0],
+			ID: s.ID, Name: s.Names[0], Image: s.ImageID,
 			State: &container.State{Status: "running", Running: true, Health: h},
 		},
 		Config: &container.Config{Labels: s.Labels, Healthcheck: &container.HealthConfig{Test: []string{"CMD", "/hello", "-healthcheck"}}},

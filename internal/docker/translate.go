@@ -42,6 +42,11 @@ import (
 //     host address (HostIP ""), and the same port published on both 0.0.0.0
 //     and :: is one entry.
 
+// imageID is an image ID as the listing and the inspection both give it,
+// without the "sha256:" that one daemon may give and the other not: an
+// unchanged container must translate alike from either (no catalog write).
+func imageID(id string) string { return strings.TrimPrefix(id, "sha256:") }
+
 // fromSummary translates a container from the listing. ok is false when
 // the summary does not tell the health of a running container (its Status
 // text is not one this adapter knows): the caller inspects that container
@@ -52,7 +57,7 @@ func fromSummary(c container.Summary) (inst catalog.Instance, ok bool) {
 		Name:   summaryName(c.Names),
 		Labels: cloneLabels(c.Labels),
 		State:  translateState(c.State),
-		Image:  c.ImageID,
+		Image:  imageID(c.ImageID),
 	}
 	if inst.State == catalog.StateRunning {
 		h, known := healthFromStatus(c.Status)
@@ -92,7 +97,7 @@ func fromInspect(in container.InspectResponse) catalog.Instance {
 	if in.ContainerJSONBase != nil {
 		inst.ID = in.ID
 		inst.Name = strings.TrimPrefix(in.Name, "/")
-		inst.Image = in.Image
+		inst.Image = imageID(in.Image)
 		if st := in.State; st != nil {
 			inst.State = inspectState(st)
 			if inst.State == catalog.StateRunning {
