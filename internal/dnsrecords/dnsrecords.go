@@ -99,8 +99,6 @@ type Config struct {
 	// Locker is nil for a lone Caddy.
 	Locker Locker
 	Logger *zap.Logger
-	// Label is the daemon, for the metric (its kind and address).
-	Kind, Daemon string
 }
 
 // Publisher keeps a zone's records in line with the claimed hosts.
