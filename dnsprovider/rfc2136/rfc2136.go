@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
@@ -290,8 +289,9 @@ func toRR(r libdns.Record, zone string) (dns.RR, error) {
 		return &dns.TXT{Hdr: hdr, Txt: chunks(v.Text)}, nil
 	}
 	if parsed, err := rr.Parse(); err == nil {
-		if _, isRR := parsed.(libdns.RR); !isRR {
-			return toRR(parsed, zone)
+		switch parsed.(type) {
+		case libdns.Address, libdns.CNAME, libdns.TXT:
+			return toRR(parsed, zone) // an RR of a type above, typed
 		}
 	}
 	line := fmt.Sprintf("%s %d IN %s %s", hdr.Name, hdr.Ttl, rr.Type, rr.Data)
@@ -390,18 +390,6 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
-}
-
-// String names the provider in logs, without its key.
-func (p *Provider) String() string {
-	return "rfc2136 " + p.Server + " key " + p.KeyName + " (" + strconv.Quote(p.algorithmName()) + ")"
-}
-
-func (p *Provider) algorithmName() string {
-	if p.Algorithm == "" {
-		return DefaultAlgorithm
-	}
-	return p.Algorithm
 }
 
 // Interface guards
