@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dnsrecords"
@@ -33,7 +34,8 @@ const (
 // allow_suffix writes nothing; a record made by hand in the zone file is
 // left as it is though an instance claims its name; once the claims go,
 // the record stays for the grace period and then goes, the hand-made one
-// stays.
+// stays. Two permissions sharing a storage's locks (two Caddys of a
+// fleet) write and remove the record once.
 func TestPermission_R7e_dns_records_BIND(t *testing.T) {
 	if testing.Short() || os.Getenv("CADDY_DICER_DNS") == "" {
 		t.Skip("needs root, BIND 9 (named), dig and the fixed addresses 10.216.0.1-2: make test-dns")
@@ -63,10 +65,19 @@ func TestPermission_R7e_dns_records_BIND(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Provider = prov.(dnsrecords.Provider)
-	p.startDNS(cfg)
-	t.Cleanup(p.cleanupDNS)
+	// Two Caddys of a fleet: two permissions on the daemon's catalog
+	// sharing a file storage's locks, writing each record once.
+	cfg.Locker = &certmagic.FileStorage{Path: t.TempDir()}
+	fleetmate := permissionFor(t, hostPermission{AllowSuffix: p.AllowSuffix})
+	fleetmate.conn = p.conn
+	fleetmate.DNSRecords = &DNSRecords{}
+	for _, q := range []*hostPermission{p, fleetmate} {
+		q.startDNS(cfg)
+		t.Cleanup(q.cleanupDNS)
+	}
 
 	created := testutil.ToFloat64(dnsrecords.Updates.WithLabelValues(dnsZone, "create", "ok"))
+	deleted := testutil.ToFloat64(dnsrecords.Updates.WithLabelValues(dnsZone, "delete", "ok"))
 	start := time.Now()
 	cat.Put(claimant("app", "app.example.test"))
 	cat.Put(claimant("tenant", "tenant.example.test"))
@@ -88,8 +99,13 @@ func TestPermission_R7e_dns_records_BIND(t *testing.T) {
 	if got := dig("manual.example.test", "A"); !slices.Equal(got, []string{dnsManualIP}) {
 		t.Fatalf("the hand-made record changed: %q", got)
 	}
+	// The fleetmate's pass, after the lock, finds the record there.
+	testkit.Eventually(t, 3*time.Second, "the fleetmate sees the record as published", func() bool {
+		st := fleetmate.DNSStatus()
+		return len(st) == 1 && st[0].Published == 1 && st[0].Pending == 0
+	})
 	if n := testutil.ToFloat64(dnsrecords.Updates.WithLabelValues(dnsZone, "create", "ok")) - created; n != 1 {
-		t.Fatalf("caddy_dicer_dns_updates_total{op=create,result=ok} grew by %v, want 1", n)
+		t.Fatalf("caddy_dicer_dns_updates_total{op=create,result=ok} grew by %v: the fleet of two wrote %v times, want once", n, n)
 	}
 
 	gone := time.Now()
@@ -106,5 +122,11 @@ func TestPermission_R7e_dns_records_BIND(t *testing.T) {
 	t.Logf("R7e: the record went %v after the last claim (grace %v)", time.Since(gone).Round(time.Millisecond), grace)
 	if got := dig("manual.example.test", "A"); !slices.Equal(got, []string{dnsManualIP}) {
 		t.Fatalf("the hand-made record did not survive: %q", got)
+	}
+	testkit.Eventually(t, 3*time.Second, "both Caddys past the removal", func() bool {
+		return fleetmate.DNSStatus()[0].Gone == 0 && p.DNSStatus()[0].Gone == 0
+	})
+	if n := testutil.ToFloat64(dnsrecords.Updates.WithLabelValues(dnsZone, "delete", "ok")) - deleted; n != 1 {
+		t.Fatalf("the fleet of two removed the record %v times, want once", n)
 	}
 }
