@@ -21,7 +21,7 @@ FUZZ_TARGETS := \
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: help test test-short lint fmt build bench load example test-e2e test-cluster generate fuzz image test-compose test-podman test-acme
+.PHONY: help test test-short lint fmt build bench load example test-e2e test-cluster generate fuzz image test-compose test-podman test-acme test-dns
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -138,3 +138,9 @@ test-podman: ## the Docker backend's Engine tests against Podman from Debian (ro
 test-acme: bin/caddy ## on-demand TLS through Pebble, a real ACME CA (Debian's pebble), in a network namespace (root): HTTP-01, TLS-ALPN-01, no orders for unclaimed names, no renewal after the last claim, obtain_on_claim (docs/acme.md)
 	go vet -tags e2e ./e2e/acme/
 	CADDY_DICER_ACME=1 CADDY_DICER_E2E_CADDY=$(CURDIR)/bin/caddy CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 15m ./e2e/acme/
+
+test-dns: ## dns_records (R7e) against BIND 9 from Debian in a network namespace (root; bind9, bind9-dnsutils), with containers on the Engine through a Caddy in the test process: records of claimed hosts written by TSIG-signed RFC 2136 updates, removed after the grace period, hand-made ones and tenants' claims outside allow_suffix untouched (docs/dns-records.md)
+	go vet ./dnsprovider/... ./internal/dnsrecords/
+	go vet -tags e2e ./e2e/dns/
+	CADDY_DICER_DNS=1 go test -race -count=1 -v -p 1 -timeout 5m -run 'R7e|DNS' . ./dnsprovider/... ./internal/dnsrecords/
+	CADDY_DICER_DNS=1 go test -tags e2e -count=1 -v -timeout 5m -run 'R7e' ./e2e/dns/

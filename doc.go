@@ -13,7 +13,8 @@
 //     the daemon's events keep current;
 //   - the on-demand TLS permissions `permission dicer`, `docker`, `swarm`
 //     and `daemons` (tls.permission, permission*.go): a certificate only
-//     for a host an instance claims;
+//     for a host an instance claims, and with dns_records a DNS record
+//     for it (permission_dns.go, R7e);
 //   - the settings every one of them embeds to name its daemon (DicerDaemon,
 //     DockerEngine, SwarmManager, daemon*.go), and the handle on the
 //     shared, reference-counted connection to it (daemon_conn.go; the
@@ -25,7 +26,8 @@
 //     selection policies (package policy), the HTTP handler
 //     dicer_path_prefix (package handler), the layer-4 handler (package
 //     layer4, brought in by its own import), the pre-obtainer of
-//     obtain_on_claim (package obtain).
+//     obtain_on_claim (package obtain), the DNS provider
+//     dns.providers.rfc2136 (package dnsprovider/rfc2136).
 //
 // The user documentation is docs/index.md; the behaviour contract,
 // docs/rules.md.

@@ -12,6 +12,8 @@ import (
 	_ "github.com/caddy-dicer/caddy-dicer/handler"
 	// caddy dicer: the command and its dashboard.
 	_ "github.com/caddy-dicer/caddy-dicer/command"
+	// dns.providers: rfc2136 (R7e's dns_records, and ACME's DNS challenge).
+	_ "github.com/caddy-dicer/caddy-dicer/dnsprovider/rfc2136"
 	// caddy.listeners: dicer_prewake (R5n).
 	_ "github.com/caddy-dicer/caddy-dicer/listeners"
 	// http.reverse_proxy.selection_policies: dicer_weighted, dicer_sticky.

@@ -58,6 +58,11 @@ type hostPermission struct {
 	// handshake.
 	ObtainOnClaim bool `json:"obtain_on_claim,omitempty"`
 
+	// DNSRecords, when set, publishes a DNS record for each host the
+	// permission allows, pointing at this Caddy (R7e, permission_dns.go,
+	// docs/dns-records.md). Default: none, no record is written.
+	DNSRecords *DNSRecords `json:"dns_records,omitempty"`
+
 	// issuanceBudget holds max_orders_per_domain, max_orders_per_instance
 	// and obtain_timeout (R7d, permission_budget.go).
 	issuanceBudget
@@ -103,7 +108,7 @@ func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) err
 		p.obtainer = obtain.New(ctx, obtainPerm{p}, p.logger)
 		p.obtainer.Start()
 	}
-	return nil
+	return p.provisionDNS(ctx)
 }
 
 // settle checks the permission's own settings and works out what
@@ -208,6 +213,7 @@ func underAny(host string, domains []string) bool {
 
 // Cleanup releases the shared connection.
 func (p *hostPermission) Cleanup() error {
+	p.cleanupDNS()
 	if p.obtainer != nil {
 		p.obtainer.Stop()
 		p.obtainer = nil
@@ -253,11 +259,14 @@ func (p *hostPermission) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 // unmarshalSetting parses one of the permission's own settings, if the
 // dispenser is at one.
 func (p *hostPermission) unmarshalSetting(d *caddyfile.Dispenser, seen map[string]bool) (bool, error) {
-	setting, ok, err := settingAt(d, seen, "allow_suffix", "selector", "wildcards", "obtain_on_claim")
+	setting, ok, err := settingAt(d, seen, "allow_suffix", "selector", "wildcards", "obtain_on_claim", "dns_records")
 	if !ok || err != nil {
 		return ok, err
 	}
 	switch setting {
+	case "dns_records":
+		p.DNSRecords, err = unmarshalDNSRecords(d)
+		return true, err
 	case "allow_suffix":
 		p.AllowSuffix = d.RemainingArgs()
 		if len(p.AllowSuffix) == 0 {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/adminapi"
+	"github.com/caddy-dicer/caddy-dicer/internal/dnsrecords"
 )
 
 // hostile is label text a tenant could set: an OSC sequence that sets the
@@ -32,6 +33,10 @@ func TestCLITables_EscapeControlCharacters(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := printDaemons(&out, []adminapi.DaemonStatus{{Kind: "docker", Address: hostile, State: "following", Since: now, LastError: hostile}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := printDNS(&out, []adminapi.DNSZoneStatus{{Kind: "docker", Daemon: hostile,
+		ZoneStatus: dnsrecords.ZoneStatus{Zone: hostile, LastError: hostile, RetryAt: now.Add(time.Minute)}}}, now); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()

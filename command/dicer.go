@@ -87,7 +87,16 @@ func dicerCommand(cmd *cobra.Command) {
 			return query(c, explainURI(args[0]), &e, func(w io.Writer) error { return printExplanation(w, e) })
 		},
 	}
-	cmd.AddCommand(daemons, instances, explain, weightCommand())
+	dns := &cobra.Command{
+		Use:   "dns",
+		Short: "Lists the zones of the permissions' dns_records: records published, pending, in their grace period, not Caddy's, last error",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			var list []adminapi.DNSZoneStatus
+			return query(c, "/dicer/dns", &list, func(w io.Writer) error { return printDNS(w, list, time.Now()) })
+		},
+	}
+	cmd.AddCommand(daemons, instances, explain, dns, weightCommand())
 	cmd.AddCommand(maintenanceCommand()) // maintenance.go
 	cmd.AddCommand(dashboardCommand())   // dashboard.go
 }
@@ -174,6 +183,27 @@ func printDaemons(w io.Writer, list []adminapi.DaemonStatus, now time.Time) erro
 		}
 		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", cell(d.Kind), cell(d.Address), cell(version), cell(d.State), ago(now, d.Since),
 			d.Instances, d.Routable, relists, lastEvent, lastError)
+	}
+	return t.Flush()
+}
+
+func printDNS(w io.Writer, list []adminapi.DNSZoneStatus, now time.Time) error {
+	if len(list) == 0 {
+		_, err := fmt.Fprintln(w, "no dns_records: no loaded permission publishes DNS records")
+		return err
+	}
+	t := newTable(w)
+	fmt.Fprintln(t, "DAEMON\tZONE\tPUBLISHED\tPENDING\tGRACE\tNOT OURS\tOVER BOUNDS\tLAST ERROR")
+	for _, z := range list {
+		lastError := "-"
+		if z.LastError != "" {
+			lastError = cell(z.LastError)
+			if !z.RetryAt.IsZero() {
+				lastError += " (retried in " + z.RetryAt.Sub(now).Round(time.Second).String() + ")"
+			}
+		}
+		fmt.Fprintf(t, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", cell(z.Kind+" "+z.Daemon), cell(z.Zone),
+			z.Published, z.Pending, z.Gone, z.Foreign, z.Dropped, lastError)
 	}
 	return t.Flush()
 }

@@ -101,7 +101,7 @@ type Prober struct {
 	// probes as if nothing were learnt (SetUnlearntPace).
 	starts       startTimes
 	unlearntPace atomic.Bool
-	wg      sync.WaitGroup
+	wg           sync.WaitGroup
 }
 
 // probe is one ProbeRequest being decided.

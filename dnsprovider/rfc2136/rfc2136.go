@@ -1,0 +1,402 @@
+// Package rfc2136 is a libdns provider, the Caddy module
+// `dns.providers.rfc2136`, that writes records with DNS UPDATE (RFC 2136)
+// signed by a TSIG key (RFC 8945) and reads a zone by a TSIG-signed zone
+// transfer (AXFR), as BIND 9, Knot and PowerDNS accept them. Caddy's ACME
+// DNS-01 challenge can use it, and so can the permissions' dns_records
+// (R7e, docs/dns-records.md).
+package rfc2136
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/libdns/libdns"
+	"github.com/miekg/dns"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/setting"
+)
+
+func init() {
+	caddy.RegisterModule(Provider{})
+}
+
+// DefaultAlgorithm is the TSIG algorithm when none is set.
+const DefaultAlgorithm = "hmac-sha256"
+
+// defaultTimeout bounds one exchange with the server when timeout is not set.
+const defaultTimeout = 10 * time.Second
+
+// Provider writes and reads the records of a zone on a DNS server that
+// takes TSIG-signed dynamic updates.
+type Provider struct {
+	// Server is the primary server of the zone, which takes the updates:
+	// `host:port`, or `host` for port 53. Example: `ns1.example.net:53`.
+	// Required.
+	Server string `json:"server,omitempty"`
+
+	// KeyName is the name of the TSIG key the server knows, as in its
+	// configuration (`key "caddy" { ... }` in BIND). Example: `caddy`.
+	// Required.
+	KeyName string `json:"key_name,omitempty"`
+
+	// Key is the TSIG key's secret, base64 as in the server's
+	// configuration (`secret "..."` in BIND, `tsig-keygen` prints it).
+	// Use a placeholder such as `{env.DNS_TSIG_KEY}` rather than the key
+	// itself in a config file. Required.
+	Key string `json:"key,omitempty"`
+
+	// Algorithm is the TSIG key's algorithm: hmac-sha256, hmac-sha384,
+	// hmac-sha512, hmac-sha224 or hmac-sha1. Default: hmac-sha256.
+	Algorithm string `json:"algorithm,omitempty"`
+
+	// Timeout bounds one exchange with the server (an update, a zone
+	// transfer). Default: 10s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	keyFQDN string
+	alg     string
+	secret  string
+}
+
+// CaddyModule returns the Caddy module information.
+func (Provider) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "dns.providers.rfc2136",
+		New: func() caddy.Module { return new(Provider) },
+	}
+}
+
+// Provision replaces placeholders in the settings and checks them.
+func (p *Provider) Provision(caddy.Context) error {
+	repl := caddy.NewReplacer()
+	p.Server = repl.ReplaceAll(p.Server, "")
+	p.KeyName = repl.ReplaceAll(p.KeyName, "")
+	p.Key = repl.ReplaceAll(p.Key, "")
+	return p.settle()
+}
+
+// settle checks the settings and works out the key as miekg/dns wants it.
+func (p *Provider) settle() error {
+	if p.Server == "" {
+		return setting.Errorf("server", "wants the zone's primary server, host:port (e.g. ns1.example.net:53)")
+	}
+	if _, _, err := net.SplitHostPort(p.Server); err != nil {
+		p.Server = net.JoinHostPort(strings.Trim(p.Server, "[]"), "53")
+	}
+	if p.KeyName == "" {
+		return setting.Errorf("key_name", "wants the name of the TSIG key the server knows")
+	}
+	if _, ok := dns.IsDomainName(p.KeyName); !ok {
+		return setting.Errorf("key_name", "%q is not a key name", p.KeyName)
+	}
+	raw, err := base64.StdEncoding.DecodeString(p.Key)
+	if err != nil || len(raw) == 0 {
+		return setting.Errorf("key", "wants the TSIG secret in base64, as tsig-keygen prints it")
+	}
+	alg := p.Algorithm
+	if alg == "" {
+		alg = DefaultAlgorithm
+	}
+	known := map[string]string{
+		"hmac-sha1": dns.HmacSHA1, "hmac-sha224": dns.HmacSHA224, "hmac-sha256": dns.HmacSHA256,
+		"hmac-sha384": dns.HmacSHA384, "hmac-sha512": dns.HmacSHA512,
+	}
+	p.alg = known[strings.ToLower(strings.TrimSuffix(alg, "."))]
+	if p.alg == "" {
+		return setting.Errorf("algorithm", "%q is not one of hmac-sha256, hmac-sha384, hmac-sha512, hmac-sha224, hmac-sha1", alg)
+	}
+	p.keyFQDN = dns.Fqdn(strings.ToLower(p.KeyName))
+	p.secret = p.Key
+	return nil
+}
+
+func (p *Provider) timeout() time.Duration {
+	if p.Timeout > 0 {
+		return time.Duration(p.Timeout)
+	}
+	return defaultTimeout
+}
+
+// ready settles a Provider made in Go rather than by Caddy.
+func (p *Provider) ready() error {
+	if p.alg == "" {
+		return p.settle()
+	}
+	return nil
+}
+
+// GetRecords returns the records of zone by a TSIG-signed zone transfer
+// (AXFR over TCP): the server must allow the key to transfer the zone
+// (`allow-transfer { key caddy; };` in BIND). The SOA and DNSSEC records
+// are left out.
+func (p *Provider) GetRecords(ctx context.Context, zone string) ([]libdns.Record, error) {
+	if err := p.ready(); err != nil {
+		return nil, err
+	}
+	zone = dns.Fqdn(zone)
+	m := new(dns.Msg)
+	m.SetAxfr(zone)
+	m.SetTsig(p.keyFQDN, p.alg, 300, time.Now().Unix())
+	t := &dns.Transfer{
+		DialTimeout: p.timeout(), ReadTimeout: p.timeout(), WriteTimeout: p.timeout(),
+		TsigSecret: map[string]string{p.keyFQDN: p.secret},
+	}
+	envs, err := t.In(m, p.Server)
+	if err != nil {
+		return nil, fmt.Errorf("zone transfer of %s from %s: %w", zone, p.Server, err)
+	}
+	var out []libdns.Record
+	for {
+		select {
+		case env, ok := <-envs:
+			if !ok {
+				return out, nil
+			}
+			if env.Error != nil {
+				go drain(envs)
+				return nil, fmt.Errorf("zone transfer of %s from %s: %w", zone, p.Server, env.Error)
+			}
+			for _, rr := range env.RR {
+				switch rr.Header().Rrtype {
+				case dns.TypeSOA, dns.TypeRRSIG, dns.TypeNSEC, dns.TypeNSEC3, dns.TypeDNSKEY, dns.TypeNSEC3PARAM:
+					continue
+				}
+				out = append(out, fromRR(rr, zone))
+			}
+		case <-ctx.Done():
+			go drain(envs)
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// drain reads a transfer to its end, so that its goroutine ends.
+func drain(envs chan *dns.Envelope) {
+	for range envs {
+	}
+}
+
+// AppendRecords adds recs to zone in one update, which the server applies
+// whole or not at all. It changes no record that is there.
+func (p *Provider) AppendRecords(ctx context.Context, zone string, recs []libdns.Record) ([]libdns.Record, error) {
+	rrs, err := p.toRRs(zone, recs)
+	if err != nil {
+		return nil, err
+	}
+	m := new(dns.Msg)
+	m.SetUpdate(dns.Fqdn(zone))
+	m.Insert(rrs)
+	if err := p.exchange(ctx, m); err != nil {
+		return nil, err
+	}
+	return typed(recs), nil
+}
+
+// DeleteRecords removes recs from zone in one update. A record with an
+// empty value removes every record of its name and type; with no type
+// either, every record of its name.
+func (p *Provider) DeleteRecords(ctx context.Context, zone string, recs []libdns.Record) ([]libdns.Record, error) {
+	if err := p.ready(); err != nil {
+		return nil, err
+	}
+	fqZone := dns.Fqdn(zone)
+	m := new(dns.Msg)
+	m.SetUpdate(fqZone)
+	for _, r := range recs {
+		rr := r.RR()
+		name := libdns.AbsoluteName(rr.Name, fqZone)
+		switch {
+		case rr.Type == "":
+			m.RemoveName([]dns.RR{&dns.ANY{Hdr: dns.RR_Header{Name: name, Rrtype: dns.TypeANY, Class: dns.ClassINET}}})
+		case rr.Data == "":
+			t, ok := dns.StringToType[strings.ToUpper(rr.Type)]
+			if !ok {
+				return nil, fmt.Errorf("record type %q unknown", rr.Type)
+			}
+			m.RemoveRRset([]dns.RR{&dns.ANY{Hdr: dns.RR_Header{Name: name, Rrtype: t, Class: dns.ClassINET}}})
+		default:
+			one, err := toRR(r, fqZone)
+			if err != nil {
+				return nil, err
+			}
+			m.Remove([]dns.RR{one})
+		}
+	}
+	if err := p.exchange(ctx, m); err != nil {
+		return nil, err
+	}
+	return typed(recs), nil
+}
+
+// exchange sends the signed update m over TCP and checks the answer.
+func (p *Provider) exchange(ctx context.Context, m *dns.Msg) error {
+	if err := p.ready(); err != nil {
+		return err
+	}
+	m.SetTsig(p.keyFQDN, p.alg, 300, time.Now().Unix())
+	c := &dns.Client{Net: "tcp", Timeout: p.timeout(), TsigSecret: map[string]string{p.keyFQDN: p.secret}}
+	in, _, err := c.ExchangeContext(ctx, m, p.Server)
+	if err != nil {
+		return fmt.Errorf("DNS update of %s at %s: %w", m.Question[0].Name, p.Server, err)
+	}
+	if in.Rcode != dns.RcodeSuccess {
+		return fmt.Errorf("DNS update of %s at %s: the server answered %s", m.Question[0].Name, p.Server, dns.RcodeToString[in.Rcode])
+	}
+	return nil
+}
+
+// toRRs converts recs, each named relative to zone, to DNS records.
+func (p *Provider) toRRs(zone string, recs []libdns.Record) ([]dns.RR, error) {
+	if err := p.ready(); err != nil {
+		return nil, err
+	}
+	out := make([]dns.RR, 0, len(recs))
+	for _, r := range recs {
+		rr, err := toRR(r, dns.Fqdn(zone))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rr)
+	}
+	return out, nil
+}
+
+// toRR converts a libdns record, named relative to zone, to a DNS record.
+func toRR(r libdns.Record, zone string) (dns.RR, error) {
+	rr := r.RR()
+	hdr := dns.RR_Header{Name: libdns.AbsoluteName(rr.Name, zone), Class: dns.ClassINET, Ttl: uint32(rr.TTL / time.Second)}
+	switch v := r.(type) {
+	case libdns.Address:
+		if v.IP.Is4() {
+			hdr.Rrtype = dns.TypeA
+			return &dns.A{Hdr: hdr, A: v.IP.AsSlice()}, nil
+		}
+		hdr.Rrtype = dns.TypeAAAA
+		return &dns.AAAA{Hdr: hdr, AAAA: v.IP.AsSlice()}, nil
+	case libdns.CNAME:
+		hdr.Rrtype = dns.TypeCNAME
+		return &dns.CNAME{Hdr: hdr, Target: dns.Fqdn(v.Target)}, nil
+	case libdns.TXT:
+		hdr.Rrtype = dns.TypeTXT
+		return &dns.TXT{Hdr: hdr, Txt: chunks(v.Text)}, nil
+	}
+	if parsed, err := rr.Parse(); err == nil {
+		switch parsed.(type) {
+		case libdns.Address, libdns.CNAME, libdns.TXT:
+			return toRR(parsed, zone) // an RR of a type above, typed
+		}
+	}
+	line := fmt.Sprintf("%s %d IN %s %s", hdr.Name, hdr.Ttl, rr.Type, rr.Data)
+	out, err := dns.NewRR(line)
+	if err != nil {
+		return nil, fmt.Errorf("record %s %s: %w", rr.Name, rr.Type, err)
+	}
+	if out == nil {
+		return nil, errors.New("record " + rr.Name + ": empty")
+	}
+	return out, nil
+}
+
+// chunks splits a TXT value into the strings of at most 255 bytes a TXT
+// record holds.
+func chunks(s string) []string {
+	var out []string
+	for len(s) > 255 {
+		out = append(out, s[:255])
+		s = s[255:]
+	}
+	return append(out, s)
+}
+
+// fromRR converts a DNS record of zone to the libdns type of its kind.
+func fromRR(rr dns.RR, zone string) libdns.Record {
+	h := rr.Header()
+	name := libdns.RelativeName(h.Name, zone)
+	ttl := time.Duration(h.Ttl) * time.Second
+	switch v := rr.(type) {
+	case *dns.A:
+		ip, _ := netip.AddrFromSlice(v.A.To4())
+		return libdns.Address{Name: name, TTL: ttl, IP: ip}
+	case *dns.AAAA:
+		ip, _ := netip.AddrFromSlice(v.AAAA)
+		return libdns.Address{Name: name, TTL: ttl, IP: ip}
+	case *dns.CNAME:
+		return libdns.CNAME{Name: name, TTL: ttl, Target: v.Target}
+	case *dns.TXT:
+		return libdns.TXT{Name: name, TTL: ttl, Text: strings.Join(v.Txt, "")}
+	}
+	data := strings.TrimPrefix(rr.String(), h.String())
+	return libdns.RR{Name: name, TTL: ttl, Type: dns.TypeToString[h.Rrtype], Data: data}
+}
+
+// typed returns recs as the libdns types of their kinds.
+func typed(recs []libdns.Record) []libdns.Record {
+	out := make([]libdns.Record, 0, len(recs))
+	for _, r := range recs {
+		if p, err := r.RR().Parse(); err == nil {
+			out = append(out, p)
+		} else {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// UnmarshalCaddyfile sets up the provider from Caddyfile tokens:
+//
+//	rfc2136 {
+//		server    <host:port>
+//		key_name  <name>
+//		key       <base64 secret>
+//		algorithm hmac-sha256|hmac-sha384|hmac-sha512|hmac-sha224|hmac-sha1
+//		timeout   <duration>
+//	}
+func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // module name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		name := d.Val()
+		var value string
+		if !d.AllArgs(&value) {
+			return d.ArgErr()
+		}
+		switch name {
+		case "server":
+			p.Server = value
+		case "key_name":
+			p.KeyName = value
+		case "key":
+			p.Key = value
+		case "algorithm":
+			p.Algorithm = value
+		case "timeout":
+			dur, err := caddy.ParseDuration(value)
+			if err != nil || dur <= 0 {
+				return d.Errf("timeout: %q is not a positive duration (e.g. 10s)", value)
+			}
+			p.Timeout = caddy.Duration(dur)
+		default:
+			return d.Errf("unrecognized rfc2136 setting '%s'", name)
+		}
+	}
+	return nil
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner     = (*Provider)(nil)
+	_ caddyfile.Unmarshaler = (*Provider)(nil)
+	_ libdns.RecordGetter   = (*Provider)(nil)
+	_ libdns.RecordAppender = (*Provider)(nil)
+	_ libdns.RecordDeleter  = (*Provider)(nil)
+)

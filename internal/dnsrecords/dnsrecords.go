@@ -1,0 +1,628 @@
+// Package dnsrecords publishes DNS records for the hosts instances claim
+// (R7e): for each host in a daemon's catalog that its on-demand TLS
+// permission allows and that lies in a configured zone, an A/AAAA (or
+// CNAME) record pointing at this Caddy, written through any libdns
+// provider, next to an owner TXT record that marks it as written by
+// caddy-dicer; and their removal once no instance has claimed the host for
+// a grace period. A record without the owner TXT is never changed.
+//
+// It does not import Caddy: the permission modules (permission_dns.go)
+// give it the provider, the storage lock and the permission's decision.
+package dnsrecords
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libdns/libdns"
+	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+)
+
+// Defaults and bounds of a publisher (R7e).
+const (
+	DefaultTTL            = 60 * time.Second
+	DefaultGrace          = 10 * time.Minute
+	DefaultOwner          = "caddy-dicer"
+	DefaultMaxPerInstance = 25
+	DefaultMaxPerZone     = 1000
+
+	// OwnerPrefix is the label in front of a host's name that holds its
+	// owner TXT record: `_caddy-dicer.app.example.com`. A TXT beside the
+	// host itself would be refused next to a CNAME.
+	OwnerPrefix = "_caddy-dicer"
+
+	// scanGap coalesces bursts of catalog changes.
+	scanGap = 250 * time.Millisecond
+	// resync is how often a zone is read again though nothing changed,
+	// to see records removed or written by others.
+	resync = 5 * time.Minute
+	// A zone whose read or write failed is left for backoffMin, doubling
+	// per failure up to backoffMax.
+	backoffMin = time.Second
+	backoffMax = 5 * time.Minute
+	// maxWritesPerPass bounds the updates of one zone pass (the zone's
+	// storage lock is held meanwhile); the rest go in the next pass.
+	maxWritesPerPass = 50
+	// callTimeout bounds one provider call.
+	callTimeout = 30 * time.Second
+)
+
+// Provider is what a libdns provider module must do for a publisher.
+type Provider interface {
+	libdns.RecordGetter
+	libdns.RecordAppender
+	libdns.RecordDeleter
+}
+
+// Source is the permission a publisher works for.
+type Source interface {
+	// Snapshot is its daemon's catalog now.
+	Snapshot() *catalog.Snapshot
+	// Decide is its verdict on a normalized host, neither counted nor
+	// logged: nil allows a certificate, and so a record.
+	Decide(host string) error
+}
+
+// Locker is the lock of the storage a fleet of Caddys shares
+// (certmagic.Locker): a zone's pass holds its lock, so that the Caddys of
+// a fleet write each record once.
+type Locker interface {
+	Lock(ctx context.Context, name string) error
+	Unlock(ctx context.Context, name string) error
+}
+
+// Config is a publisher's settings, checked by the caller.
+type Config struct {
+	Provider Provider
+	// Zones are the zones records are written in, normalized (lower case,
+	// no trailing dot); a host goes in the longest zone it is under.
+	Zones []string
+	// Addresses are the A/AAAA targets, or CNAME the CNAME target: one of
+	// the two.
+	Addresses []netip.Addr
+	CNAME     string
+	TTL       time.Duration
+	Grace     time.Duration
+	// Owner tells this fleet's records from others' in the owner TXT.
+	Owner          string
+	MaxPerInstance int
+	MaxPerZone     int
+	// Locker is nil for a lone Caddy.
+	Locker Locker
+	Logger *zap.Logger
+}
+
+// Publisher keeps a zone's records in line with the claimed hosts.
+type Publisher struct {
+	cfg    Config
+	src    Source
+	logger *zap.Logger
+	run    context.Context
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+	zones  map[string]*zoneState // the worker's alone
+	status atomic.Pointer[[]ZoneStatus]
+	// now is the clock, replaced in tests.
+	now func() time.Time
+	// wake has the worker pass again at once (tests).
+	wake chan struct{}
+}
+
+// zoneState is what a publisher knows of one zone.
+type zoneState struct {
+	name string
+	// published holds the hosts whose records it saw written, ours.
+	published map[string]bool
+	// gone holds the hosts with records of ours that no instance claims,
+	// since when.
+	gone map[string]time.Time
+	// foreign holds the hosts with records that are not ours, logged once.
+	foreign map[string]bool
+	// dropped is how many claimed hosts the bounds left out at last count.
+	dropped  int
+	synced   time.Time
+	failures int
+	retryAt  time.Time
+	lastErr  string
+}
+
+// ZoneStatus is a zone's state, for the admin API and logs.
+type ZoneStatus struct {
+	Zone      string    `json:"zone"`
+	Published int       `json:"published"`
+	Pending   int       `json:"pending"`
+	Gone      int       `json:"gone"`
+	Foreign   int       `json:"foreign"`
+	Dropped   int       `json:"dropped,omitempty"`
+	LastError string    `json:"last_error,omitempty"`
+	RetryAt   time.Time `json:"retry_at,omitzero"`
+}
+
+// New returns the publisher of src, not yet running.
+func New(cfg Config, src Source) *Publisher {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	p := &Publisher{cfg: cfg, src: src, logger: cfg.Logger, now: time.Now, wake: make(chan struct{}, 1)}
+	p.zones = make(map[string]*zoneState, len(cfg.Zones))
+	for _, z := range cfg.Zones {
+		p.zones[z] = &zoneState{name: z, published: map[string]bool{}, gone: map[string]time.Time{}, foreign: map[string]bool{}}
+	}
+	p.run, p.cancel = context.WithCancel(context.Background())
+	return p
+}
+
+// Start runs the publisher until Stop.
+func (p *Publisher) Start() {
+	p.done.Add(1)
+	go func() { defer p.done.Done(); p.loop() }()
+}
+
+// Stop ends the publisher and returns once it has; a provider call under
+// way is canceled. Records stay: the next config's publisher, or the
+// grace period of a later one, decides about them.
+func (p *Publisher) Stop() {
+	p.cancel()
+	p.done.Wait()
+}
+
+// Status is each zone's state after the last pass.
+func (p *Publisher) Status() []ZoneStatus {
+	if s := p.status.Load(); s != nil {
+		return *s
+	}
+	return nil
+}
+
+// loop passes over the zones after each catalog change, at each timer it
+// set (a grace period ending, a backoff ending), and every resync.
+func (p *Publisher) loop() {
+	for {
+		snap := p.src.Snapshot()
+		next := p.pass(snap)
+		var timer <-chan time.Time
+		var t *time.Timer
+		if !next.IsZero() {
+			t = time.NewTimer(max(next.Sub(p.now()), scanGap))
+			timer = t.C
+		}
+		select {
+		case <-snap.Changed():
+		case <-timer:
+		case <-p.wake:
+		case <-p.run.Done():
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if p.run.Err() != nil {
+			return
+		}
+		select {
+		case <-time.After(scanGap):
+		case <-p.run.Done():
+			return
+		}
+	}
+}
+
+// claim is a host some instance claims, in a zone.
+type claim struct {
+	host, claimant, zone string
+}
+
+// desired is the hosts to have records for, per zone, within the bounds.
+func (p *Publisher) desired(snap *catalog.Snapshot) map[string]map[string]bool {
+	var claims []claim
+	snap.EachClaimedHost(func(host, claimant string) bool {
+		if !validHost(host) || p.src.Decide(host) != nil {
+			return true
+		}
+		zone := p.zoneOf(host)
+		if zone == "" || (p.cfg.CNAME != "" && host == zone) {
+			return true // a CNAME cannot sit at a zone's apex
+		}
+		claims = append(claims, claim{host, claimant, zone})
+		return true
+	})
+	// The hosts published already first, then by name: a cap keeps the
+	// same hosts from one pass to the next.
+	slices.SortFunc(claims, func(a, b claim) int {
+		pa, pb := p.zones[a.zone].published[a.host], p.zones[b.zone].published[b.host]
+		if pa != pb {
+			if pa {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.host, b.host)
+	})
+	out := make(map[string]map[string]bool, len(p.zones))
+	perInstance := map[string]int{}
+	dropped := map[string]int{}
+	for _, c := range claims {
+		if out[c.zone] == nil {
+			out[c.zone] = map[string]bool{}
+		}
+		if len(out[c.zone]) >= p.cfg.MaxPerZone || perInstance[c.claimant] >= p.cfg.MaxPerInstance {
+			dropped[c.zone]++
+			continue
+		}
+		perInstance[c.claimant]++
+		out[c.zone][c.host] = true
+	}
+	for name, z := range p.zones {
+		if dropped[name] != z.dropped {
+			if dropped[name] > 0 {
+				p.logger.Warn("dns_records: more claimed hosts than the bounds allow; the rest get no record",
+					zap.String("zone", name), zap.Int("left_out", dropped[name]),
+					zap.Int("max_records_per_instance", p.cfg.MaxPerInstance), zap.Int("max_records", p.cfg.MaxPerZone))
+			}
+			z.dropped = dropped[name]
+		}
+	}
+	return out
+}
+
+// zoneOf is the longest configured zone host is in, "" if none.
+func (p *Publisher) zoneOf(host string) string {
+	best := ""
+	for _, z := range p.cfg.Zones {
+		if (host == z || strings.HasSuffix(host, "."+z)) && len(z) > len(best) {
+			best = z
+		}
+	}
+	return best
+}
+
+// validHost reports whether host, from a tenant's label, is a DNS name
+// that fits with the owner label in front: letters, digits, '-' and '_',
+// labels of 1 to 63 bytes, 240 in all, not an IP address.
+func validHost(host string) bool {
+	if len(host) == 0 || len(host) > 240 {
+		return false
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return false
+	}
+	for label := range strings.SplitSeq(host, ".") {
+		if len(label) == 0 || len(label) > 63 {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// pass brings each zone in line with the claimed hosts of snap, and
+// returns when to pass again without a change (zero: no need).
+func (p *Publisher) pass(snap *catalog.Snapshot) time.Time {
+	want := p.desired(snap)
+	now := p.now()
+	var next time.Time
+	later := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	statuses := make([]ZoneStatus, 0, len(p.zones))
+	for _, name := range p.cfg.Zones {
+		z := p.zones[name]
+		later(p.zonePass(z, want[name], now))
+		statuses = append(statuses, z.statusWith(want[name]))
+	}
+	p.status.Store(&statuses)
+	return next
+}
+
+// zonePass brings zone z in line with want, and returns when it needs
+// another pass.
+func (p *Publisher) zonePass(z *zoneState, want map[string]bool, now time.Time) time.Time {
+	for host := range z.published {
+		if !want[host] {
+			delete(z.published, host)
+			z.gone[host] = now
+		}
+	}
+	for host := range want {
+		delete(z.gone, host)
+	}
+	for host := range z.foreign {
+		if !want[host] {
+			delete(z.foreign, host)
+		}
+	}
+	if now.Before(z.retryAt) {
+		return z.retryAt
+	}
+	due := now.Sub(z.synced) >= resync
+	for host := range want {
+		if !z.published[host] && !z.foreign[host] {
+			due = true
+		}
+	}
+	for _, since := range z.gone {
+		if now.Sub(since) >= p.cfg.Grace {
+			due = true
+		}
+	}
+	if due {
+		if err := p.sync(z, want, now); err != nil {
+			z.failures++
+			delay := min(backoffMin<<min(z.failures-1, 20), backoffMax)
+			z.retryAt = now.Add(delay)
+			z.lastErr = err.Error()
+			p.logger.Warn("dns_records: the zone's records could not be brought in line; trying again after the backoff",
+				zap.String("zone", z.name), zap.Duration("backoff", delay), zap.Int("failures", z.failures), zap.Error(err))
+			return z.retryAt
+		}
+		z.failures, z.retryAt, z.lastErr = 0, time.Time{}, ""
+	}
+	next := z.synced.Add(resync)
+	for _, since := range z.gone {
+		if t := since.Add(p.cfg.Grace); t.Before(next) {
+			next = t
+		}
+	}
+	for host := range want {
+		if !z.published[host] && !z.foreign[host] {
+			next = now // more than maxWritesPerPass
+		}
+	}
+	return next
+}
+
+// statusWith is z's status with want the hosts wanted.
+func (z *zoneState) statusWith(want map[string]bool) ZoneStatus {
+	pending := 0
+	for host := range want {
+		if !z.published[host] && !z.foreign[host] {
+			pending++
+		}
+	}
+	return ZoneStatus{Zone: z.name, Published: len(z.published), Pending: pending, Gone: len(z.gone),
+		Foreign: len(z.foreign), Dropped: z.dropped, LastError: z.lastErr, RetryAt: z.retryAt}
+}
+
+// sync reads zone z under its storage lock and writes what want needs:
+// the records of the wanted hosts that have none, the removal of ours
+// whose grace period ended.
+func (p *Publisher) sync(z *zoneState, want map[string]bool, now time.Time) (err error) {
+	if p.cfg.Locker != nil {
+		lock := "caddy-dicer/dns/" + p.cfg.Owner + "/" + z.name
+		ctx, cancel := context.WithTimeout(p.run, callTimeout)
+		err := p.cfg.Locker.Lock(ctx, lock)
+		cancel()
+		if err != nil {
+			updates.WithLabelValues(z.name, "lock", "error").Inc()
+			return fmt.Errorf("taking the storage lock %s: %w", lock, err)
+		}
+		defer func() {
+			if uerr := p.cfg.Locker.Unlock(context.Background(), lock); uerr != nil && err == nil {
+				err = fmt.Errorf("releasing the storage lock %s: %w", lock, uerr)
+			}
+		}()
+	}
+	zone, err := p.read(z.name)
+	if err != nil {
+		return err
+	}
+	z.synced = now
+	// Records of ours that nobody claims (written before a restart, or
+	// by a Caddy of the fleet) start their grace period now.
+	for host := range zone.owned {
+		if !want[host] {
+			if _, ok := z.gone[host]; !ok {
+				z.gone[host] = now
+			}
+		}
+	}
+	writes := 0
+	for _, host := range sortedKeys(want) {
+		if writes >= maxWritesPerPass {
+			break
+		}
+		wrote, err := p.ensure(z, zone, host)
+		if wrote {
+			writes++
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, host := range sortedKeys(z.gone) {
+		if writes >= maxWritesPerPass {
+			break
+		}
+		if now.Sub(z.gone[host]) < p.cfg.Grace {
+			continue
+		}
+		if !zone.owned[host] {
+			delete(z.gone, host) // removed by someone else: nothing of ours left
+			continue
+		}
+		writes++
+		if err := p.remove(z, zone, host); err != nil {
+			return err
+		}
+		delete(z.gone, host)
+	}
+	return nil
+}
+
+// ensure makes host's records in zone z ours and pointing at the targets,
+// and reports whether it wrote.
+func (p *Publisher) ensure(z *zoneState, zone *zoneView, host string) (bool, error) {
+	rel := libdns.RelativeName(host, z.name)
+	have := zone.targets[host]
+	if !zone.owned[host] {
+		if len(have) > 0 || (p.cfg.CNAME != "" && zone.other[host]) {
+			if !z.foreign[host] {
+				p.logger.Warn("dns_records: the host has records caddy-dicer did not write (no owner TXT of ours); they are left as they are, and no record is written",
+					zap.String("host", host), zap.String("zone", z.name), zap.String("owner_record", OwnerPrefix+"."+host))
+				z.foreign[host] = true
+			}
+			delete(z.published, host)
+			return false, nil
+		}
+		recs := append([]libdns.Record{p.ownerRecord(rel)}, p.targets(rel)...)
+		if err := p.call(z.name, "create", func(ctx context.Context) error {
+			_, err := p.cfg.Provider.AppendRecords(ctx, z.name, recs)
+			return err
+		}); err != nil {
+			return true, err
+		}
+		p.logger.Info("dns_records: record written for the claimed host",
+			zap.String("host", host), zap.String("zone", z.name), zap.Strings("targets", p.targetStrings()))
+		z.published[host] = true
+		delete(z.foreign, host)
+		return true, nil
+	}
+	delete(z.foreign, host)
+	if p.matches(have) {
+		z.published[host] = true // written by us before, or by a Caddy of the fleet
+		return false, nil
+	}
+	// Ours, pointing elsewhere (the address setting changed): replace.
+	if len(have) > 0 {
+		if err := p.call(z.name, "delete", func(ctx context.Context) error {
+			_, err := p.cfg.Provider.DeleteRecords(ctx, z.name, have)
+			return err
+		}); err != nil {
+			return true, err
+		}
+	}
+	if err := p.call(z.name, "create", func(ctx context.Context) error {
+		_, err := p.cfg.Provider.AppendRecords(ctx, z.name, p.targets(rel))
+		return err
+	}); err != nil {
+		return true, err
+	}
+	p.logger.Info("dns_records: record of ours pointed at the new targets",
+		zap.String("host", host), zap.String("zone", z.name), zap.Strings("targets", p.targetStrings()))
+	z.published[host] = true
+	return true, nil
+}
+
+// remove deletes host's records and then its owner TXT: a failure between
+// the two leaves the owner TXT, so the next pass finishes the job.
+func (p *Publisher) remove(z *zoneState, zone *zoneView, host string) error {
+	recs := append(slices.Clone(zone.targets[host]), zone.ownerRecs[host]...)
+	if err := p.call(z.name, "delete", func(ctx context.Context) error {
+		_, err := p.cfg.Provider.DeleteRecords(ctx, z.name, recs)
+		return err
+	}); err != nil {
+		return err
+	}
+	p.logger.Info("dns_records: record removed, no instance has claimed the host for the grace period",
+		zap.String("host", host), zap.String("zone", z.name), zap.Duration("grace", p.cfg.Grace))
+	delete(z.published, host)
+	return nil
+}
+
+// call runs one provider call within callTimeout and counts it.
+func (p *Publisher) call(zone, op string, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(p.run, callTimeout)
+	defer cancel()
+	err := fn(ctx)
+	result := "ok"
+	if err != nil {
+		result = "error"
+		if errors.Is(err, context.Canceled) && p.run.Err() != nil {
+			result = "canceled"
+		}
+	}
+	updates.WithLabelValues(zone, op, result).Inc()
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
+}
+
+// ownerText is the owner TXT's text for this publisher's owner.
+func (p *Publisher) ownerText() string { return "heritage=caddy-dicer,owner=" + p.cfg.Owner }
+
+// ownerRecord is the owner TXT for rel, the host's name relative to its
+// zone.
+func (p *Publisher) ownerRecord(rel string) libdns.Record {
+	return libdns.TXT{Name: ownerName(rel), TTL: p.cfg.TTL, Text: p.ownerText()}
+}
+
+// ownerName is the name of the owner TXT of rel.
+func ownerName(rel string) string {
+	if rel == "@" || rel == "" {
+		return OwnerPrefix
+	}
+	return OwnerPrefix + "." + rel
+}
+
+// targets are the records host rel points by.
+func (p *Publisher) targets(rel string) []libdns.Record {
+	if p.cfg.CNAME != "" {
+		return []libdns.Record{libdns.CNAME{Name: rel, TTL: p.cfg.TTL, Target: p.cfg.CNAME + "."}}
+	}
+	out := make([]libdns.Record, 0, len(p.cfg.Addresses))
+	for _, ip := range p.cfg.Addresses {
+		out = append(out, libdns.Address{Name: rel, TTL: p.cfg.TTL, IP: ip})
+	}
+	return out
+}
+
+func (p *Publisher) targetStrings() []string {
+	if p.cfg.CNAME != "" {
+		return []string{p.cfg.CNAME}
+	}
+	out := make([]string, 0, len(p.cfg.Addresses))
+	for _, ip := range p.cfg.Addresses {
+		out = append(out, ip.String())
+	}
+	return out
+}
+
+// matches reports whether have, a host's A/AAAA/CNAME records, are the
+// targets exactly (TTL aside).
+func (p *Publisher) matches(have []libdns.Record) bool {
+	want := map[string]bool{}
+	for _, r := range p.targets("x") {
+		want[targetKey(r)] = true
+	}
+	if len(have) != len(want) {
+		return false
+	}
+	for _, r := range have {
+		if !want[targetKey(r)] {
+			return false
+		}
+	}
+	return true
+}
+
+// targetKey is a record's type and value, compared without case or a
+// trailing dot.
+func targetKey(r libdns.Record) string {
+	rr := r.RR()
+	return rr.Type + " " + strings.TrimSuffix(strings.ToLower(rr.Data), ".")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

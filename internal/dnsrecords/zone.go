@@ -1,0 +1,85 @@
+package dnsrecords
+
+import (
+	"context"
+	"strings"
+
+	"github.com/libdns/libdns"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Updates counts the publisher's calls to DNS providers:
+// caddy_dicer_dns_updates_total{zone,op,result}, op one of read, create,
+// delete, lock; result one of ok, error, canceled. Package-level, so
+// counts survive config reloads; registered into each config's registry.
+var Updates = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "caddy", Subsystem: "dicer", Name: "dns_updates_total",
+	Help: "Calls of the dns_records publisher (R7e) to its DNS provider, by zone, op (read, create, delete, lock) and result (ok, error, canceled).",
+}, []string{"zone", "op", "result"})
+
+var updates = Updates
+
+// zoneView is what a read of a zone tells the publisher, keyed by host
+// (fully qualified, lower case, no trailing dot).
+type zoneView struct {
+	// owned holds the hosts with an owner TXT of ours.
+	owned map[string]bool
+	// ownerRecs are those owner TXT records, as read.
+	ownerRecs map[string][]libdns.Record
+	// targets are each host's A, AAAA and CNAME records, as read.
+	targets map[string][]libdns.Record
+	// other holds the hosts with records of other types.
+	other map[string]bool
+}
+
+// read gets zone's records through the provider.
+func (p *Publisher) read(zone string) (*zoneView, error) {
+	var recs []libdns.Record
+	err := p.call(zone, "read", func(ctx context.Context) error {
+		var err error
+		recs, err = p.cfg.Provider.GetRecords(ctx, zone)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p.view(zone, recs), nil
+}
+
+// view sorts recs, the records of zone, for the publisher.
+func (p *Publisher) view(zone string, recs []libdns.Record) *zoneView {
+	v := &zoneView{owned: map[string]bool{}, ownerRecs: map[string][]libdns.Record{},
+		targets: map[string][]libdns.Record{}, other: map[string]bool{}}
+	for _, r := range recs {
+		rr := r.RR()
+		host := strings.ToLower(strings.TrimSuffix(libdns.AbsoluteName(rr.Name, zone), "."))
+		switch rr.Type {
+		case "A", "AAAA", "CNAME":
+			v.targets[host] = append(v.targets[host], r)
+		case "TXT":
+			if owned, ok := p.ownerOf(host, zone); ok {
+				if strings.Trim(rr.Data, `"`) == p.ownerText() {
+					v.owned[owned] = true
+					v.ownerRecs[owned] = append(v.ownerRecs[owned], r)
+				}
+				continue
+			}
+			v.other[host] = true
+		default:
+			v.other[host] = true
+		}
+	}
+	return v
+}
+
+// ownerOf is the host whose owner TXT is at name, if name is one.
+func (p *Publisher) ownerOf(name, zone string) (string, bool) {
+	if name == OwnerPrefix+"."+zone {
+		return zone, true
+	}
+	host, ok := strings.CutPrefix(name, OwnerPrefix+".")
+	if !ok || !strings.HasSuffix(host, "."+zone) {
+		return "", false
+	}
+	return host, true
+}
