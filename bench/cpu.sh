@@ -9,11 +9,16 @@
 #         identity records, per-instance metrics and in-flight counting)
 # Environment: PAIRS (default 10) static/dynamic pairs per Caddy;
 #   DURATION (default 2s) of each wrk run; CONNECTIONS (default 16) and
-#   THREADS (default 1) of wrk; GOMAXPROCS (default 1) of both Caddys
+#   THREADS (default 1) of wrk; SIDES (default "base head"; "head" alone
+#   for a feature the base lacks); GOMAXPROCS (default 1) of both Caddys
 #   (with more, the runtime's idle threads spinning for work add CPU time
-#   that depends on the machine's load more than on the request); EXTRA, Caddyfile lines added to both
-#   dynamic routes' reverse_proxy block (e.g. `lb_policy dicer_least_conn`)
-#   to measure what a feature costs; PROFILE=1 takes a CPU profile of
+#   that depends on the machine's load more than on the request); POLICY, the dynamic route's lb_policy
+#   (default round_robin, the static route's; e.g. dicer_weighted);
+#   EXTRA and STATIC_EXTRA, a Caddyfile line added to the dynamic and the
+#   static route's reverse_proxy block (e.g. `header_down X-Served
+#   {dicer.upstream.name}` against `header_down X-Served
+#   {http.reverse_proxy.upstream.hostport}`), to measure what a feature
+#   costs; PROFILE=1 takes a CPU profile of
 #   each run from Caddy's admin endpoint (/debug/pprof/profile, while wrk
 #   runs; they are kept, go tool pprof reads them); KEEP=1 keeps the logs and the
 #   Caddyfiles (their directory is printed).
@@ -48,6 +53,9 @@ duration=${DURATION:-2s}
 connections=${CONNECTIONS:-16}
 threads=${THREADS:-1}
 extra=${EXTRA:-}
+static_extra=${STATIC_EXTRA:-}
+policy=${POLICY:-round_robin}
+read -r -a sides <<<"${SIDES:-base head}"
 gomaxprocs=${GOMAXPROCS:-1}
 module=github.com/caddy-dicer/caddy-dicer
 caddy_version=$(sed -n 's/^CADDY_VERSION ?= //p' Makefile)
@@ -75,7 +83,7 @@ build_base() {
 		--with "$module@v0.0.0-00010101000000-000000000000=$dir/base" --output "$root/$base_bin") >"$dir/build.log" 2>&1 ||
 		{ tail -20 "$dir/build.log" >&2; exit 1; }
 }
-build_base
+[[ " ${sides[*]} " != *" base "* ]] || build_base
 make --no-print-directory bin/caddy bin/dicer-testd >&2
 
 cat >"$dir/instances.json" <<'EOF'
@@ -105,6 +113,7 @@ caddyfile() {
 :$3 {
 	reverse_proxy 127.0.0.31:8080 127.0.0.32:8080 127.0.0.33:8080 {
 		lb_policy round_robin
+		$static_extra
 	}
 }
 
@@ -113,7 +122,7 @@ caddyfile() {
 		dynamic dicer app=web 8080 {
 			address unix:$DICER_SOCKET
 		}
-		lb_policy round_robin
+		lb_policy $policy
 		$extra
 	}
 }
@@ -138,10 +147,13 @@ start() {
 }
 # Two Caddys per side, A and B, so that a static and a dynamic run go at
 # the same time (see the loop below).
-start base.a "$base_bin" 2970 8970 8971
-start base.b "$base_bin" 2971 8972 8973
-start head.a bin/caddy 2980 8980 8981
-start head.b bin/caddy 2981 8982 8983
+for side in "${sides[@]}"; do
+	case $side in
+	base) start base.a "$base_bin" 2970 8970 8971 && start base.b "$base_bin" 2971 8972 8973 ;;
+	head) start head.a bin/caddy 2980 8980 8981 && start head.b bin/caddy 2981 8982 8983 ;;
+	*) echo "SIDES: base and head, not $side" >&2 && exit 2 ;;
+	esac
+done
 
 # cpu PID: the CPU time of the process's threads, in nanoseconds, from
 # their schedstat (exact, where utime+stime counts clock ticks). Caddy's
@@ -166,7 +178,7 @@ measure() {
 }
 
 # Warm up: connections, the pools, the cache-cold paths.
-for caddy in base.a base.b head.a head.b; do
+for caddy in "${!caddy_pid[@]}"; do
 	for kind in static dynamic; do wrk -t1 -c4 -d1s -H 'Host: cpu.localhost' "http://127.0.0.1:${port[$caddy.$kind]}/" >/dev/null; done
 done
 
@@ -182,11 +194,13 @@ half() {
 
 echo "base $(git log -1 --format='%h %s' "$base_rev" | cut -c1-70)"
 echo "head $(git log -1 --format='%h' HEAD)$(git diff --quiet HEAD -- . || echo ' + uncommitted changes')"
-[[ -n $extra ]] && echo "dynamic route adds: $extra"
+[[ $policy == round_robin ]] || echo "dynamic route: lb_policy $policy"
+[[ -z $extra ]] || echo "dynamic route adds: $extra"
+[[ -z $static_extra ]] || echo "static route adds: $static_extra"
 echo "wrk -t$threads -c$connections -d$duration, $pairs pairs per side, Caddy GOMAXPROCS=$gomaxprocs"
 printf '%-5s %-4s %14s %14s %9s %9s\n' side pair "static us/req" "dynamic us/req" "cpu ratio" "rps ratio"
 for i in $(seq 1 "$pairs"); do
-	for side in base head; do
+	for side in "${sides[@]}"; do
 		echo "pair $i, $side (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 		read -r _ sa_us sa_rps _ db_us db_rps <<<"$(half "$side" a b)"
 		read -r _ sb_us sb_rps _ da_us da_rps <<<"$(half "$side" b a)"
@@ -197,7 +211,7 @@ for i in $(seq 1 "$pairs"); do
 	done
 done
 echo "median over $pairs pairs (cpu: dynamic/static CPU per request; pooled: mean dynamic over mean static; rps: dynamic/static throughput):"
-for side in base head; do
+for side in "${sides[@]}"; do
 	awk -v side="$side" '$1 == side {c[++n] = $5; r[n] = $6; su += $3; du += $4}
 		function median(a, n,   i, j, t) {
 			for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) {t = a[j]; a[j] = a[j-1]; a[j-1] = t}
