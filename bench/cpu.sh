@@ -7,28 +7,35 @@
 # Usage: bench/cpu.sh [BASE]
 #   BASE  the commit to compare with (default e790bcf, the head before the
 #         identity records, per-instance metrics and in-flight counting)
-# Environment: PAIRS (default 10) static/dynamic pairs per Caddy;
-#   DURATION (default 2s) of each wrk run; CONNECTIONS (default 16) and
-#   THREADS (default 1) of wrk; SIDES (default "base head"; "head" alone
-#   for a feature the base lacks); GOMAXPROCS (default 1) of both Caddys
-#   (with more, the runtime's idle threads spinning for work add CPU time
-#   that depends on the machine's load more than on the request); POLICY, the dynamic route's lb_policy
-#   (default round_robin, the static route's; e.g. dicer_weighted);
-#   EXTRA and STATIC_EXTRA, a Caddyfile line added to the dynamic and the
-#   static route's reverse_proxy block (e.g. `header_down X-Served
-#   {dicer.upstream.name}` against `header_down X-Served
-#   {http.reverse_proxy.upstream.hostport}`), to measure what a feature
-#   costs; PROFILE=1 takes a CPU profile of
-#   each run from Caddy's admin endpoint (/debug/pprof/profile, while wrk
-#   runs; they are kept, go tool pprof reads them); KEEP=1 keeps the logs and the
-#   Caddyfiles (their directory is printed).
+# Environment:
+#   PAIRS (default 10)    static/dynamic pairs per side
+#   DURATION (default 2s) of each wrk run
+#   CONNECTIONS (16), THREADS (1) wrk's -c and -t
+#   SIDES ("base head")   "head" alone for a feature the base lacks
+#   GOMAXPROCS (1)        both Caddys'; with more, the runtime's idle
+#                         threads spinning for work add CPU time that
+#                         depends on the machine's load more than on the
+#                         request
+#   POLICY (round_robin)  the dynamic route's lb_policy (the static
+#                         route's is round_robin), e.g. dicer_weighted
+#   EXTRA, STATIC_EXTRA   a Caddyfile line added to the dynamic and the
+#                         static route's reverse_proxy block, e.g.
+#                         `header_down X-Served {dicer.upstream.name}`
+#                         against `header_down X-Served
+#                         {http.reverse_proxy.upstream.hostport}`
+#   PROFILE=1             a CPU profile of each run from Caddy's admin
+#                         endpoint (/debug/pprof/profile) while wrk runs;
+#                         kept, for go tool pprof
+#   KEEP=1                keeps the logs and Caddyfiles (the directory is
+#                         printed)
 #
 # Both Caddys are built with xcaddy as `make build` does: this checkout's
 # is bin/caddy (make rebuilds it when a source changed), the base's is
 # bin/caddy-<commit> (built once, from a git worktree of BASE). They run
 # side by side, each with its own admin port and storage, in front of one
-# test daemon (bin/dicer-testd) whose three instances listen on 127.0.0.31-33:8080,
-# so that `make load` running at the same time does not collide.
+# test daemon (bin/dicer-testd) whose three instances listen on
+# 127.0.0.31-33:8080, so that `make load` running at the same time does
+# not collide.
 #
 # Each run reads a Caddy process's CPU time (the sum of its threads'
 # /proc/<pid>/task/*/schedstat) before and after wrk and divides by the
