@@ -8,7 +8,8 @@
 #   BASE  the commit to compare with (default e790bcf, the head before the
 #         identity records, per-instance metrics and in-flight counting)
 # Environment:
-#   PAIRS (default 10)    static/dynamic pairs per side
+#   PAIRS (default 24)    static/dynamic pairs per side (about 5 min;
+#                         10 pairs give medians within about 3 %)
 #   DURATION (default 2s) of each wrk run
 #   CONNECTIONS (16), THREADS (1) wrk's -c and -t
 #   SIDES ("base head")   "head" alone for a feature the base lacks
@@ -55,7 +56,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 
 base=${1:-e790bcf}
-pairs=${PAIRS:-10}
+pairs=${PAIRS:-24}
 duration=${DURATION:-2s}
 connections=${CONNECTIONS:-16}
 threads=${THREADS:-1}
