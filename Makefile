@@ -21,7 +21,7 @@ FUZZ_TARGETS := \
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: help test test-short lint fmt build bench load example test-e2e test-cluster generate fuzz image test-compose test-podman test-acme test-dns
+.PHONY: help test test-short lint fmt build bench load load-base example test-e2e test-cluster generate fuzz image test-compose test-podman test-acme test-dns
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -121,6 +121,15 @@ bench-base: ## the request path benchmarks here and at BASE=<commit>, alternatel
 
 load: build ## load through bin/caddy with wrk: dicer routes vs a static upstream list
 	./bench/load.sh
+
+# make load-base compares Caddy's CPU per request on a dynamic route with
+# a static one, here and at BASE=<commit> given on the command line or in
+# the environment (default e790bcf, before the identity records, the
+# per-instance metrics and the in-flight counting), in one run.
+LOAD_BASE = $(if $(filter command line environment,$(origin BASE)),$(BASE),e790bcf)
+.PHONY: load-base
+load-base: build ## Caddy's CPU per request, `dynamic dicer app=web 8080` over static, here and at BASE=<commit> (default e790bcf) in one run (bench/cpu.sh: PAIRS, DURATION, EXTRA)
+	./bench/cpu.sh '$(LOAD_BASE)'
 
 example: build ## run bin/caddy on example/Caddyfile in front of the test daemon; bin/dicer-testd run, stop, start, standby, rm, ls change its instances
 	./example/run.sh

@@ -49,15 +49,17 @@ type served struct {
 	ctx  context.Context // the request's: when it ends, the record is counted (R13b)
 	next *served         // the next record waiting to be counted (instanceCollector.pending)
 
-	mu     sync.Mutex // the request's goroutine, and the count after its context ended (the client may leave early)
-	picks  []sourcePick
-	inline [2]sourcePick
-	// found caches the last lookup by the selected hostport.
+	mu    sync.Mutex // the request's goroutine, and the count after its context ended (the client may leave early)
+	picks []sourcePick
+	// inline holds the pick of a route with one source, the default: a
+	// `dynamic multi` appends its other sources' beyond it.
+	inline [1]sourcePick
+	// found caches the last lookup of the selected upstream: the pick and
+	// index of its dial address.
 	found struct {
-		hostport string
-		p        *sourcePick
-		i        int
-		inst     *catalog.Instance
+		p    *sourcePick
+		i    int
+		inst *catalog.Instance
 	}
 	// first holds the upstreams of the request's first call when they
 	// are at most len(first.block), so that the record costs no
@@ -141,15 +143,14 @@ func (sv *served) selected() (*sourcePick, int) {
 	if !ok || hostport == "" {
 		return nil, 0
 	}
-	if sv.found.p != nil && sv.found.hostport == hostport && sv.found.i < len(sv.found.p.block) &&
-		sv.found.p.block[sv.found.i].Dial == hostport {
+	if sv.found.p != nil && sv.found.i < len(sv.found.p.block) && sv.found.p.block[sv.found.i].Dial == hostport {
 		return sv.found.p, sv.found.i
 	}
 	for pi := range sv.picks {
 		p := &sv.picks[pi]
 		for i := range p.block {
 			if p.block[i].Dial == hostport {
-				sv.found.hostport, sv.found.p, sv.found.i, sv.found.inst = hostport, p, i, nil
+				sv.found.p, sv.found.i, sv.found.inst = p, i, nil
 				return p, i
 			}
 		}

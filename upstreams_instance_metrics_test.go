@@ -1,10 +1,12 @@
 package caddydicer
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/caddy-dicer/caddy-dicer/dicerapp"
@@ -131,5 +133,37 @@ func TestInstanceCollector_R13b_scrape_blocks_no_request(t *testing.T) {
 	}
 	if len(sent) == 0 {
 		t.Error("no request named its instance")
+	}
+}
+
+// R13b: without scrapes, the records of requests that ended are counted
+// soon, however many requests are in flight: a sweep is due once as many
+// records were added as the last one kept, and at least sweepEvery, so
+// that few ended requests (and the replacers they hold) wait.
+func TestInstanceCollector_R13b_sweeps_without_scrapes(t *testing.T) {
+	c := newInstanceCollector()
+	record := func(ctx context.Context) { c.pend(&served{repl: caddy.NewReplacer(), ctx: ctx}) }
+	const inFlight = 3 * sweepEvery
+	for range inFlight {
+		record(t.Context())
+	}
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 20 * sweepEvery {
+		record(ended)
+		c.sweeping.Lock() // a sweep it started is over
+		c.sweeping.Unlock()
+	}
+	live, waiting := 0, 0
+	for sv := c.pending.Load(); sv != nil; sv = sv.next {
+		if sv.ctx.Err() == nil {
+			live++
+		} else {
+			waiting++
+		}
+	}
+	if live != inFlight || waiting >= inFlight {
+		t.Errorf("%d records of requests in flight (want %d), %d of requests that ended wait (want fewer than %d)",
+			live, inFlight, waiting, inFlight)
 	}
 }

@@ -26,9 +26,12 @@ import (
 // waits among those of requests in flight (a lock-free stack: one
 // compare-and-swap per request, no allocation, no goroutine) and is
 // counted at the first sweep after its context ended: every scrape
-// sweeps first, so what it reports is exact, and every sweepEvery
-// requests a goroutine sweeps, so that the records kept stay bounded
-// without scrapes. In flight is
+// sweeps first, so what it reports is exact, and a goroutine sweeps once
+// as many records were added as the last sweep kept for requests still in
+// flight, and at least sweepEvery, so that a sweep visits each record
+// about twice at most and the records of requests that ended stay few:
+// each holds its request's replacer, which holds the request, until it
+// is counted. In flight is
 // reverse_proxy's own count of requests at the instance's dial address
 // (one per instance: R1d), read at the scrape.
 //
@@ -116,8 +119,9 @@ type instanceCollector struct {
 	pruning sync.Mutex   // one pruning at a time; never taken by a request
 
 	pending  atomic.Pointer[served] // records of requests not yet counted, linked by next
-	pended   atomic.Uint64
-	sweeping sync.Mutex // one sweep at a time; a request only tries it, from a goroutine
+	since    atomic.Int64           // records added since the last sweep began
+	due      atomic.Int64           // since at which a request starts the next sweep
+	sweeping sync.Mutex             // one sweep at a time; a request only tries it, and sweeps from a goroutine
 
 	requests, errors, inFlight, latency *prometheus.Desc
 }
@@ -127,13 +131,15 @@ func newInstanceCollector() *instanceCollector {
 	desc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName("caddy", "dicer", name), help, labels, nil)
 	}
-	return &instanceCollector{
+	c := &instanceCollector{
 		requests: desc("instance_requests_total", "Requests sent to the instance on the route (each attempt of a retried request counts)."),
 		errors: desc("instance_errors_total",
 			"Requests to the instance that failed: a 5xx status from the instance, or no response (a dial or transport error)."),
 		inFlight: desc("instance_in_flight", "Requests in flight at the instance's dial address, as reverse_proxy counts them."),
 		latency:  desc("instance_latency_seconds", "Time from sending a request to the instance to its response's headers."),
 	}
+	c.due.Store(sweepEvery)
+	return c
 }
 
 // get returns the counters of key, made (for conn) if there are none.
@@ -150,15 +156,20 @@ func (c *instanceCollector) get(key instanceKey, conn *connection.Conn) *instanc
 	return v.(*instanceStats)
 }
 
-// sweepEvery is how many requests' records a sweep is started after,
-// besides the sweep of each scrape.
-const sweepEvery = 256
+// sweepEvery is the fewest requests' records a sweep is started after,
+// besides the sweep of each scrape: more when more requests are in
+// flight (see sweepLocked).
+const sweepEvery = 32
 
-// pend adds the record of a request to those counted when it ends.
+// pend adds the record of a request to those counted when it ends, and
+// starts a sweep when one is due and none is under way.
 func (c *instanceCollector) pend(sv *served) {
 	c.push(sv, sv)
-	if c.pended.Add(1)%sweepEvery == 0 {
-		go c.trySweep()
+	if c.since.Add(1) >= c.due.Load() && c.sweeping.TryLock() {
+		go func() {
+			defer c.sweeping.Unlock()
+			c.sweepLocked()
+		}()
 	}
 }
 
@@ -173,14 +184,6 @@ func (c *instanceCollector) push(first, last *served) {
 	}
 }
 
-// trySweep sweeps unless a sweep is under way.
-func (c *instanceCollector) trySweep() {
-	if c.sweeping.TryLock() {
-		defer c.sweeping.Unlock()
-		c.sweepLocked()
-	}
-}
-
 // sweep counts the records of the requests that ended since the last
 // sweep, waiting for one under way. A scrape sweeps first.
 func (c *instanceCollector) sweep() {
@@ -190,9 +193,13 @@ func (c *instanceCollector) sweep() {
 }
 
 // sweepLocked takes every pending record, counts those whose request
-// ended and puts the others back. c.sweeping is held.
+// ended and puts the others back; the next sweep is due once as many
+// records were added as it put back, and at least sweepEvery. c.sweeping
+// is held.
 func (c *instanceCollector) sweepLocked() {
 	var first, last *served
+	kept := int64(0)
+	c.since.Store(0)
 	for sv := c.pending.Swap(nil); sv != nil; {
 		next := sv.next
 		sv.next = nil
@@ -203,12 +210,14 @@ func (c *instanceCollector) sweepLocked() {
 				last = sv
 			}
 			sv.next, first = first, sv
+			kept++
 		}
 		sv = next
 	}
 	if first != nil {
 		c.push(first, last)
 	}
+	c.due.Store(max(sweepEvery, kept))
 }
 
 // prune drops the series of instances no longer in their daemon's catalog,

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# bench/cpu.sh: Caddy's CPU per request on a `dynamic dicer app=web 8080`
+# route against the same three instances written statically, for a base
+# commit's Caddy and this checkout's, in one run. `make load-base
+# BASE=<commit>` calls it.
+#
+# Usage: bench/cpu.sh [BASE]
+#   BASE  the commit to compare with (default e790bcf, the head before the
+#         identity records, per-instance metrics and in-flight counting)
+# Environment:
+#   PAIRS (default 24)    static/dynamic pairs per side (about 5 min;
+#                         10 pairs give medians within about 3 %)
+#   DURATION (default 2s) of each wrk run
+#   CONNECTIONS (16), THREADS (1) wrk's -c and -t
+#   SIDES ("base head")   "head" alone for a feature the base lacks
+#   GOMAXPROCS (1)        both Caddys'; with more, the runtime's idle
+#                         threads spinning for work add CPU time that
+#                         depends on the machine's load more than on the
+#                         request
+#   POLICY (round_robin)  the dynamic route's lb_policy (the static
+#                         route's is round_robin), e.g. dicer_weighted
+#   EXTRA, STATIC_EXTRA   a Caddyfile line added to the dynamic and the
+#                         static route's reverse_proxy block, e.g.
+#                         `header_down X-Served {dicer.upstream.name}`
+#                         against `header_down X-Served
+#                         {http.reverse_proxy.upstream.hostport}`
+#   PROFILE=1             a CPU profile of each run from Caddy's admin
+#                         endpoint (/debug/pprof/profile) while wrk runs;
+#                         kept, for go tool pprof
+#   KEEP=1                keeps the logs and Caddyfiles (the directory is
+#                         printed)
+#
+# Both Caddys are built with xcaddy as `make build` does: this checkout's
+# is bin/caddy (make rebuilds it when a source changed), the base's is
+# bin/caddy-<commit> (built once, from a git worktree of BASE). They run
+# side by side, each with its own admin port and storage, in front of one
+# test daemon (bin/dicer-testd) whose three instances listen on
+# 127.0.0.31-33:8080, so that `make load` running at the same time does
+# not collide.
+#
+# Each run reads a Caddy process's CPU time (the sum of its threads'
+# /proc/<pid>/task/*/schedstat) before and after wrk and divides by the
+# requests wrk completed. On a shared machine the CPU a request costs
+# moves with the load of everything else by more than the difference
+# sought, so static and dynamic are measured at the same moment: each
+# side runs two identical Caddys, A and B, and a pair is two halves, A's
+# static site under load while B's dynamic site is, then A's dynamic while
+# B's static; its figure is the dynamic runs' mean CPU per request over
+# the static runs'. Base and head pairs alternate. Printed: each pair,
+# the median of the pairs with their range, and the pooled ratio (the
+# mean over all pairs).
+# Loopback only; ports 8970-8973 and 8980-8983, admin 2970-2971 and
+# 2980-2981.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+base=${1:-e790bcf}
+pairs=${PAIRS:-24}
+duration=${DURATION:-2s}
+connections=${CONNECTIONS:-16}
+threads=${THREADS:-1}
+extra=${EXTRA:-}
+static_extra=${STATIC_EXTRA:-}
+policy=${POLICY:-round_robin}
+read -r -a sides <<<"${SIDES:-base head}"
+gomaxprocs=${GOMAXPROCS:-1}
+module=github.com/caddy-dicer/caddy-dicer
+caddy_version=$(sed -n 's/^CADDY_VERSION ?= //p' Makefile)
+xcaddy_version=$(sed -n 's/^XCADDY_VERSION ?= //p' Makefile)
+command -v wrk >/dev/null || { echo "wrk not found: apt-get install wrk" >&2; exit 1; }
+
+base_rev=$(git rev-parse --verify "$base^{commit}")
+base_bin=bin/caddy-${base_rev:0:12}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/caddy-dicer-cpu.XXXXXX")
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	git worktree remove --force "$dir/base" 2>/dev/null || true
+	if [[ ${KEEP:-} == 1 || -n ${PROFILE:-} ]]; then echo "kept: $dir" >&2; else rm -rf "$dir"; fi
+}
+trap cleanup EXIT
+
+# build_base builds the base's Caddy once; later runs reuse it.
+build_base() {
+	[[ -x $base_bin ]] && return
+	echo "building $base_bin (xcaddy, once)" >&2
+	git worktree add --quiet --detach "$dir/base" "$base_rev"
+	(cd "$dir/base" && go run "github.com/caddyserver/xcaddy/cmd/xcaddy@$xcaddy_version" build "$caddy_version" \
+		--with "$module@v0.0.0-00010101000000-000000000000=$dir/base" --output "$root/$base_bin") >"$dir/build.log" 2>&1 ||
+		{ tail -20 "$dir/build.log" >&2; exit 1; }
+}
+[[ " ${sides[*]} " != *" base "* ]] || build_base
+make --no-print-directory bin/caddy bin/dicer-testd >&2
+
+cat >"$dir/instances.json" <<'EOF'
+[
+  {"name": "web-1", "labels": {"app": "web", "caddy.host": "cpu.localhost"}, "ip": "127.0.0.31", "port": 8080},
+  {"name": "web-2", "labels": {"app": "web", "caddy.host": "cpu.localhost"}, "ip": "127.0.0.32", "port": 8080},
+  {"name": "web-3", "labels": {"app": "web", "caddy.host": "cpu.localhost"}, "ip": "127.0.0.33", "port": 8080}
+]
+EOF
+export DICER_SOCKET="$dir/dicer.sock"
+bin/dicer-testd -socket "$DICER_SOCKET" -instances "$dir/instances.json" >"$dir/daemon.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do [[ -S $DICER_SOCKET ]] && break; sleep 0.1; done
+
+# caddyfile SIDE ADMIN STATIC DYNAMIC writes the side's Caddyfile.
+caddyfile() {
+	cat >"$dir/$1.Caddyfile" <<EOF
+{
+	admin 127.0.0.1:$2
+	auto_https off
+	storage file_system $dir/$1.storage
+	log {
+		level ERROR
+	}
+}
+
+:$3 {
+	reverse_proxy 127.0.0.31:8080 127.0.0.32:8080 127.0.0.33:8080 {
+		lb_policy round_robin
+		$static_extra
+	}
+}
+
+:$4 {
+	reverse_proxy {
+		dynamic dicer app=web 8080 {
+			address unix:$DICER_SOCKET
+		}
+		lb_policy $policy
+		$extra
+	}
+}
+EOF
+}
+
+declare -A caddy_pid port admin
+# start SIDE BINARY ADMIN STATIC DYNAMIC runs a Caddy and waits for both sites.
+start() {
+	caddyfile "$1" "$3" "$4" "$5"
+	mkdir -p "$dir/$1.home"
+	GOMAXPROCS=$gomaxprocs XDG_DATA_HOME=$dir/$1.home XDG_CONFIG_HOME=$dir/$1.home \
+		"$2" run --config "$dir/$1.Caddyfile" --adapter caddyfile >"$dir/$1.log" 2>&1 &
+	caddy_pid[$1]=$! admin[$1]=$3
+	pids+=($!)
+	port[$1.static]=$4 port[$1.dynamic]=$5
+	for p in "$4" "$5"; do
+		for _ in $(seq 100); do curl -sf -o /dev/null -H 'Host: cpu.localhost' "http://127.0.0.1:$p/" && break; sleep 0.1; done
+		curl -sf -o /dev/null -H 'Host: cpu.localhost' "http://127.0.0.1:$p/" ||
+			{ echo "$1 Caddy does not answer on :$p; its log:" >&2; tail -20 "$dir/$1.log" >&2; exit 1; }
+	done
+}
+# Two Caddys per side, A and B, so that a static and a dynamic run go at
+# the same time (see the loop below).
+for side in "${sides[@]}"; do
+	case $side in
+	base) start base.a "$base_bin" 2970 8970 8971 && start base.b "$base_bin" 2971 8972 8973 ;;
+	head) start head.a bin/caddy 2980 8980 8981 && start head.b bin/caddy 2981 8982 8983 ;;
+	*) echo "SIDES: base and head, not $side" >&2 && exit 2 ;;
+	esac
+done
+
+# cpu PID: the CPU time of the process's threads, in nanoseconds, from
+# their schedstat (exact, where utime+stime counts clock ticks). Caddy's
+# threads live as long as it does, so none is missed between two reads.
+cpu() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ns += $1} END {printf "%.0f\n", ns}'; }
+
+# measure SIDE KIND: one wrk run; prints "requests cpu_us_per_request req/s".
+measure() {
+	local pid=${caddy_pid[$1]} before after out requests prof=
+	if [[ -n ${PROFILE:-} ]]; then
+		curl -s -o "$dir/$1.$2.${i:-0}.pprof" "http://127.0.0.1:${admin[$1]}/debug/pprof/profile?seconds=$((${duration%s} - 1))" &
+		prof=$!
+	fi
+	before=$(cpu "$pid")
+	out=$(wrk -t"$threads" -c"$connections" -d"$duration" -H 'Host: cpu.localhost' "http://127.0.0.1:${port[$1.$2]}/")
+	after=$(cpu "$pid")
+	[[ -z $prof ]] || wait "$prof"
+	if grep -q Non-2xx <<<"$out"; then echo "$1 $2: non-2xx answers" >&2; exit 1; fi
+	requests=$(awk '/requests in/ {print $1}' <<<"$out")
+	awk -v r="$requests" -v ns=$((after - before)) -v rps="$(awk '/Requests\/sec/ {print $2}' <<<"$out")" \
+		'BEGIN {printf "%d %.3f %.0f\n", r, ns / 1e3 / r, rps}'
+}
+
+# Warm up: connections, the pools, the cache-cold paths.
+for caddy in "${!caddy_pid[@]}"; do
+	for kind in static dynamic; do wrk -t1 -c4 -d1s -H 'Host: cpu.localhost' "http://127.0.0.1:${port[$caddy.$kind]}/" >/dev/null; done
+done
+
+# half SIDE STATIC DYNAMIC: wrk on Caddy STATIC's static site and Caddy
+# DYNAMIC's dynamic site at the same time; prints their two measures.
+half() {
+	measure "$1.$2" static >"$dir/static.out" &
+	local s=$!
+	measure "$1.$3" dynamic >"$dir/dynamic.out"
+	wait "$s"
+	echo "$(cat "$dir/static.out") $(cat "$dir/dynamic.out")"
+}
+
+echo "base $(git log -1 --format='%h %s' "$base_rev" | cut -c1-70)"
+echo "head $(git log -1 --format='%h' HEAD)$(git diff --quiet HEAD -- . || echo ' + uncommitted changes')"
+[[ $policy == round_robin ]] || echo "dynamic route: lb_policy $policy"
+[[ -z $extra ]] || echo "dynamic route adds: $extra"
+[[ -z $static_extra ]] || echo "static route adds: $static_extra"
+echo "wrk -t$threads -c$connections -d$duration, $pairs pairs per side, Caddy GOMAXPROCS=$gomaxprocs"
+printf '%-5s %-4s %14s %14s %9s %9s\n' side pair "static us/req" "dynamic us/req" "cpu ratio" "rps ratio"
+for i in $(seq 1 "$pairs"); do
+	for side in "${sides[@]}"; do
+		echo "pair $i, $side (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+		read -r _ sa_us sa_rps _ db_us db_rps <<<"$(half "$side" a b)"
+		read -r _ sb_us sb_rps _ da_us da_rps <<<"$(half "$side" b a)"
+		awk -v side="$side" -v i="$i" -v su="$sa_us $sb_us" -v du="$da_us $db_us" -v sr="$sa_rps $sb_rps" -v dr="$da_rps $db_rps" \
+			'function sum(x,   v) {split(x, v, " "); return v[1] + v[2]}
+			BEGIN {printf "%-5s %-4s %14.2f %14.2f %9.3f %9.3f\n", side, i, sum(su) / 2, sum(du) / 2, sum(du) / sum(su), sum(dr) / sum(sr)}' |
+			tee -a "$dir/pairs.txt"
+	done
+done
+echo "median over $pairs pairs (cpu: dynamic/static CPU per request; pooled: mean dynamic over mean static; rps: dynamic/static throughput):"
+for side in "${sides[@]}"; do
+	awk -v side="$side" '$1 == side {c[++n] = $5; r[n] = $6; su += $3; du += $4}
+		function median(a, n,   i, j, t) {
+			for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) {t = a[j]; a[j] = a[j-1]; a[j-1] = t}
+			return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+		}
+		END {lo = 1e9; hi = 0; for (k = 1; k <= n; k++) {if (c[k] < lo) lo = c[k]; if (c[k] > hi) hi = c[k]}
+			printf "%-5s cpu %.3f (pairs %.3f-%.3f, pooled %.3f)  rps %.3f\n", side, median(c, n), lo, hi, du / su, median(r, n)}' "$dir/pairs.txt"
+done
