@@ -74,8 +74,12 @@ type upstreamSource struct {
 	// weights and identities of the upstreams (R4c, R4d, package pick).
 	readsPicks bool
 	// observed labels the series of the instances it sends requests to
-	// (R13b, upstreams_metrics.go).
-	observed sourceObserved
+	// (R13b, upstreams_metrics.go); countsInstances says whether its
+	// requests are counted there: when Caddy's own HTTP metrics are on
+	// (the `metrics` global option, or a server's), as Caddy counts its
+	// own per request only then.
+	observed        sourceObserved
+	countsInstances bool
 }
 
 // provision joins the daemon's shared connection and, for a selector,
@@ -112,6 +116,7 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 	s.keepAlive = &keepAlive{handler: handlerOf(ctx)}
 	s.readsPicks = pick.HandlerReads(s.keepAlive.handler)
 	s.observed = sourceObserved{conn: s.conn, route: name}
+	s.countsInstances = httpMetricsOn(ctx)
 	s.conn.AddRoute(s, name) // last: the admin API reads s.group
 	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
 		zap.Int("port", s.Port), zap.String("network", network))

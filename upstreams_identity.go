@@ -96,7 +96,9 @@ func (s *upstreamSource) record(r *http.Request) *served {
 	sv.picks = sv.inline[:0]
 	repl.Map(sv.replace)
 	caddyhttp.SetVar(ctx, servedVar, sv)
-	instanceSeries.pend(sv)
+	if s.countsInstances {
+		instanceSeries.pend(sv) // R13b
+	}
 	return sv
 }
 

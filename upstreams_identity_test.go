@@ -37,6 +37,7 @@ func TestPlaceholders_R13a_name_the_selected_instance(t *testing.T) {
 	conn := connection.Fixture{Kind: "dicer", Address: "unix:///t.sock", Catalog: c}.Conn()
 	src := benchSource(conn)
 	src.observed = sourceObserved{conn: conn, route: "caddy.host port 8080"}
+	src.countsInstances = true // Caddy's metrics on (R13b)
 	r, repl, cancel := caddyRequest("shop.example.com")
 	ups, err := src.GetUpstreams(r)
 	if err != nil || len(ups) != 3 {

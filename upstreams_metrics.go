@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -39,6 +41,30 @@ import (
 // left its daemon's catalog (and, without scrapes, at the next new
 // series past twice the ones kept at the last pruning): a name reused by
 // a recreated container continues its series.
+
+// httpMetricsOn reports whether the config being loaded turns Caddy's own
+// HTTP metrics on: the `metrics` global option (the http app's metrics),
+// or a server's `metrics`. The http app is known, decoded, while its
+// handlers are provisioned.
+func httpMetricsOn(ctx caddy.Context) bool {
+	a, err := ctx.AppIfConfigured("http")
+	if err != nil {
+		return false
+	}
+	app, ok := a.(*caddyhttp.App)
+	if !ok {
+		return false
+	}
+	if app.Metrics != nil {
+		return true
+	}
+	for _, srv := range app.Servers {
+		if srv.Metrics != nil {
+			return true
+		}
+	}
+	return false
+}
 
 // instanceKey names one series set.
 type instanceKey struct{ kind, daemon, route, name string }

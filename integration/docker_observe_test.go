@@ -76,7 +76,7 @@ func TestDocker_R13a_access_log_names_instance_and_counts_match(t *testing.T) {
 	cli := engine(t)
 	app := dockertest.Name("r13a")
 	accessLog := t.TempDir() + "/access.log"
-	tester, _ := dockerCaddy(t, "", observeSite(app, accessLog))
+	tester, _ := dockerCaddy(t, "metrics", observeSite(app, accessLog))
 	names := map[string]string{} // Engine name -> ID
 	for _, n := range []string{"r13a-1", "r13a-2", "r13a-3"} {
 		c := dockertest.Start(t, cli, dockertest.Options{Name: n, Labels: map[string]string{"app": app}})
@@ -216,7 +216,7 @@ func recreateWorkers(n int) int {
 func TestDocker_R13b_series_bounded_over_recreations(t *testing.T) {
 	cli := engine(t)
 	app := dockertest.Name("r13b")
-	tester, _ := dockerCaddy(t, "", fmt.Sprintf(`
+	tester, _ := dockerCaddy(t, "metrics", fmt.Sprintf(`
 :%d {
 	reverse_proxy {
 		dynamic docker app=%s 8080
@@ -343,5 +343,33 @@ func TestDocker_R13c_typo_warned_once(t *testing.T) {
 	body := testkit.AdminGet(t, fmt.Sprintf("localhost:%d", adminPort), "/dicer/instances?selector=app%3D"+app)
 	if !strings.Contains(strings.Join(strings.Fields(body), ""), `"label_typos":[{"key":"caddy.hots","suggest":"caddy.host"}]`) {
 		t.Errorf("/dicer/instances does not show the typo: %s", body)
+	}
+}
+
+// R13b: without Caddy's own HTTP metrics (no `metrics` global option, no
+// server's), the instances are not counted, as Caddy counts nothing of
+// its own per request then; the placeholders (R13a) still name them.
+func TestDocker_R13b_counted_only_with_caddys_metrics(t *testing.T) {
+	cli := engine(t)
+	app := dockertest.Name("r13b-off")
+	tester, _ := dockerCaddy(t, "", observeSite(app, t.TempDir()+"/access.log"))
+	c := dockertest.Start(t, cli, dockertest.Options{Name: "r13b-off", Labels: map[string]string{"app": app}})
+	testkit.Eventually(t, waitFor, "the container serves", func() bool {
+		return request(tester, "x.test", time.Second).body == hello("r13b-off")
+	})
+	for range 20 {
+		if r := request(tester, "x.test", time.Second); r.status != http.StatusOK {
+			t.Fatalf("request: %s", r)
+		}
+	}
+	res, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", httpPort))
+	if err == nil {
+		defer res.Body.Close()
+		if got := res.Header.Get("X-Instance"); got != c.Name {
+			t.Errorf("{dicer.upstream.name} = %q without metrics, want %q", got, c.Name)
+		}
+	}
+	if got := instanceSeriesOf(t, "app="+app+" port 8080"); len(got) != 0 {
+		t.Errorf("instances counted without Caddy's metrics on: %v", got)
 	}
 }
