@@ -27,6 +27,10 @@
 #   PROFILE=1             a CPU profile of each run from Caddy's admin
 #                         endpoint (/debug/pprof/profile) while wrk runs;
 #                         kept, for go tool pprof
+#   GLOBAL                a global option for both Caddys' static and
+#                         dynamic sites, e.g. `metrics` (Caddy's HTTP
+#                         metrics, which also turn on the per-instance
+#                         ones, R13b)
 #   KEEP=1                keeps the logs and Caddyfiles (the directory is
 #                         printed)
 #
@@ -61,6 +65,7 @@ duration=${DURATION:-2s}
 connections=${CONNECTIONS:-16}
 threads=${THREADS:-1}
 extra=${EXTRA:-}
+global=${GLOBAL:-}
 static_extra=${STATIC_EXTRA:-}
 policy=${POLICY:-round_robin}
 read -r -a sides <<<"${SIDES:-base head}"
@@ -112,6 +117,7 @@ caddyfile() {
 {
 	admin 127.0.0.1:$2
 	auto_https off
+	$global
 	storage file_system $dir/$1.storage
 	log {
 		level ERROR
