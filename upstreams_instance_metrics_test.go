@@ -95,7 +95,7 @@ func TestInstanceCollector_R13b_scrape_blocks_no_request(t *testing.T) {
 	conn := openTestConnection(t, benchCatalog(10)) // web-a..web-c serve shop.example.com
 	src := benchSource(conn)
 	src.observed = sourceObserved{conn: conn, route: "scrape-blocked"}
-	src.countsInstances = true // Caddy's metrics on (R13b)
+	src.countsInstances = true  // Caddy's metrics on (R13b)
 	src.observed.stats("web-a") // the scrape has at least four metrics to send
 	ch := make(chan prometheus.Metric)
 	go func() { instanceSeries.Collect(ch); close(ch) }()
