@@ -14,15 +14,36 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
-// preWakeGlobal puts dicer_prewake before tls on every server (R5n), with
-// on-demand TLS for the hosts containers claim.
+// preWakeGlobal puts dicer_prewake before tls on every server (R5n).
 const preWakeGlobal = `
 servers {
 	listener_wrappers {
 		dicer_prewake
 		tls
 	}
-}` + onDemandDockerGlobal
+}`
+
+// preWakeDomain is the domain of the hosts these tests' containers claim:
+// one certificate of Caddy's internal CA for *.preWakeDomain serves them
+// all, so that a ClientHello orders nothing (on-demand TLS would: the
+// permission's budgets for example.com, which the other tests' hosts
+// share, would pay for a thousand ClientHellos, R7d).
+const preWakeDomain = "prewake.test"
+
+// preWakeSite routes the hosts under preWakeDomain by the containers'
+// caddy.host labels.
+var preWakeSite = fmt.Sprintf(`
+https://*.%s {
+	tls internal
+	reverse_proxy {
+		dynamic docker {
+			port 8080
+		}
+	}
+}`, preWakeDomain)
+
+// preWakeHost is a host under preWakeDomain, unique to the run.
+func preWakeHost(prefix string) string { return prefix + "-" + dockertest.RunID() + "." + preWakeDomain }
 
 // sendHello connects to Caddy's HTTPS port, sends a ClientHello naming
 // host, and hangs up: no handshake, no request follows.
@@ -60,12 +81,12 @@ func runningAtMost(evs []events.Message) (most, starts int) {
 // standby once its standby_after has passed.
 func TestDocker_R5n_client_hello_wakes_and_is_not_use(t *testing.T) {
 	cli := engine(t)
-	host := hostName("pw-one")
+	host := preWakeHost("pw-one")
 	app := dockertest.Name("pw-one")
 	c := dockertest.Start(t, cli, dockertest.Options{Name: "pw-one", NoStart: true,
 		Labels: map[string]string{"app": app, "caddy.host": host, "caddy.standby_after": "2s"}})
 	ev := testkit.WatchContainer(t, cli, c.ID)
-	dockerCaddy(t, preWakeGlobal, onDemandDockerSite)
+	dockerCaddy(t, preWakeGlobal, preWakeSite)
 	awaitState(t, c.Name, "standby")
 	sent := time.Now()
 	sendHello(t, testkit.ClientHello(t, host))
@@ -94,14 +115,14 @@ func TestDocker_R5n_thousand_client_hellos(t *testing.T) {
 	var names []string
 	hello := make([][]byte, hosts)
 	for i := range hosts {
-		host := hostName(fmt.Sprintf("pw-many%d", i))
+		host := preWakeHost(fmt.Sprintf("pw-many%d", i))
 		c := dockertest.Start(t, cli, dockertest.Options{Name: fmt.Sprintf("pw-many%d", i), NoStart: true,
 			Labels: map[string]string{"app": app, "caddy.host": host, "caddy.standby_after": "2s"}})
 		names = append(names, c.Name)
 		hello[i] = testkit.ClientHello(t, host)
 	}
 	ev := testkit.WatchEvents(t, cli, filters.NewArgs(filters.Arg("type", "container"), filters.Arg("label", "app="+app)))
-	dockerCaddy(t, preWakeGlobal, onDemandDockerSite)
+	dockerCaddy(t, preWakeGlobal, preWakeSite)
 	for _, n := range names {
 		awaitState(t, n, "standby")
 	}
