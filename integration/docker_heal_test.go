@@ -139,7 +139,7 @@ func TestDocker_R1e_heal_restarts_unhealthy_instance_and_none_fails(t *testing.T
 	after := kills[0].Sub(unhealthy[0])
 	t.Logf("restart began %s after the Engine marked it unhealthy, ran %s; %d requests meanwhile, %d failed",
 		after.Round(time.Millisecond), restarts[0].Sub(kills[0]).Round(time.Millisecond), l.sent.Load(), l.failed.Load())
-	if after < 2*time.Second || after > 3*time.Second {
+	if after < 2*time.Second || after > 6*time.Second { // no sooner than caddy.heal; the upper bound leaves room for a loaded machine
 		t.Errorf("restarted %s after it turned unhealthy, want about caddy.heal=2s", after)
 	}
 	if n := l.failed.Load(); n != 0 {
@@ -178,14 +178,21 @@ func TestDocker_R1e_heal_backoff_grows_and_cap_holds(t *testing.T) {
 	})
 	time.Sleep(2 * time.Second) // a restart past the cap would show by now (the checks run every 200 ms)
 	restarts := seen.times("restart")
-	var gaps []time.Duration
-	for i := 1; i < len(restarts); i++ {
-		gaps = append(gaps, restarts[i].Sub(restarts[i-1]).Round(time.Millisecond))
-	}
-	t.Logf("restarts at gaps %v", gaps)
 	if len(restarts) != 3 {
 		t.Fatalf("%d restarts, want heal_max_restarts=3", len(restarts))
 	}
+	// The gaps between Caddy's restart calls (its log lines): the restart
+	// events come once each container runs again, which takes the
+	// Engine a varying time.
+	calls := logTimes(t, logFile, "restarting unhealthy container", broken.Name)
+	if len(calls) != 3 {
+		t.Fatalf("%d restart log lines, want 3", len(calls))
+	}
+	var gaps []time.Duration
+	for i := 1; i < len(calls); i++ {
+		gaps = append(gaps, calls[i].Sub(calls[i-1]).Round(time.Millisecond))
+	}
+	t.Logf("restart calls at gaps %v", gaps)
 	if gaps[0] < 2*time.Second || gaps[1] < 4*time.Second || gaps[1] <= gaps[0] {
 		t.Errorf("gaps %v, want at least 2 s then at least 4 s", gaps)
 	}
