@@ -43,7 +43,9 @@ https://*.%s {
 }`, preWakeDomain)
 
 // preWakeHost is a host under preWakeDomain, unique to the run.
-func preWakeHost(prefix string) string { return prefix + "-" + dockertest.RunID() + "." + preWakeDomain }
+func preWakeHost(prefix string) string {
+	return prefix + "-" + dockertest.RunID() + "." + preWakeDomain
+}
 
 // sendHello connects to Caddy's HTTPS port, sends a ClientHello naming
 // host, and hangs up: no handshake, no request follows.
