@@ -4,61 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/events"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
-
-// engineEvents records the Engine's events about one container, with the
-// Engine's own times, until t ends.
-type engineEvents struct {
-	mu   sync.Mutex
-	list []events.Message
-}
-
-func watchEvents(t *testing.T, cli *client.Client, id string) *engineEvents {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	msgs, errs := cli.Events(ctx, events.ListOptions{Filters: filters.NewArgs(filters.Arg("container", id))})
-	e := &engineEvents{}
-	go func() {
-		for {
-			select {
-			case m := <-msgs:
-				e.mu.Lock()
-				e.list = append(e.list, m)
-				e.mu.Unlock()
-			case <-errs:
-				return
-			}
-		}
-	}()
-	return e
-}
-
-// times are the times of the events whose action starts with action.
-func (e *engineEvents) times(action string) []time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var ts []time.Time
-	for _, m := range e.list {
-		if strings.HasPrefix(string(m.Action), action) {
-			ts = append(ts, time.Unix(0, m.TimeNano))
-		}
-	}
-	return ts
-}
 
 // healLoad sends requests for host until stop, counting the answers that are
 // not c's 200.
@@ -107,7 +61,7 @@ func TestDocker_R1e_heal_restarts_unhealthy_instance_and_none_fails(t *testing.T
 		Labels: map[string]string{"caddy.host": host}})
 	sick := dockertest.Start(t, cli, dockertest.Options{Name: "r1e-sick", Health: check,
 		Labels: map[string]string{"caddy.host": host, "caddy.heal": "2s"}, Ports: []string{"127.0.0.1::8080"}})
-	seen := watchEvents(t, cli, sick.ID)
+	seen := testkit.WatchContainer(t, cli, sick.ID)
 	tester, logFile := dockerCaddy(t, "", fmt.Sprintf(`
 :%d {
 	reverse_proxy {
@@ -125,14 +79,14 @@ func TestDocker_R1e_heal_restarts_unhealthy_instance_and_none_fails(t *testing.T
 	if code, _, err := dockertest.Post(ctx, dockertest.PublishedAddr(t, cli, sick, "8080/tcp"), "/health/bad"); err != nil || code != http.StatusOK {
 		t.Fatalf("POST /health/bad: %d %v", code, err)
 	}
-	testkit.Eventually(t, 20*time.Second, sick.Name+" restarted by Caddy", func() bool { return len(seen.times("restart")) > 0 })
+	testkit.Eventually(t, 20*time.Second, sick.Name+" restarted by Caddy", func() bool { return len(seen.Times("restart")) > 0 })
 	waitHealth(t, cli, sick, container.Healthy)
 	answeredBy(t, tester, host, 2)
 	l.end()
 
 	// The restart starts with its stop signal (the kill event), and its
 	// restart event comes once the container runs again.
-	unhealthy, kills, restarts := seen.times("health_status: unhealthy"), seen.times("kill"), seen.times("restart")
+	unhealthy, kills, restarts := seen.Times("health_status: unhealthy"), seen.Times("kill"), seen.Times("restart")
 	if len(unhealthy) == 0 || len(kills) == 0 {
 		t.Fatalf("events: %d unhealthy, %d kill", len(unhealthy), len(kills))
 	}
@@ -162,7 +116,7 @@ func TestDocker_R1e_heal_backoff_grows_and_cap_holds(t *testing.T) {
 	host := hostName("r1e-broken")
 	broken := dockertest.Start(t, cli, dockertest.Options{Name: "r1e-broken", Env: []string{"HEALTH=bad"},
 		Health: dockertest.HealthCheck(200*time.Millisecond, 0), Labels: map[string]string{"caddy.host": host, "caddy.heal": "1s"}})
-	seen := watchEvents(t, cli, broken.ID)
+	seen := testkit.WatchContainer(t, cli, broken.ID)
 	_, logFile := dockerCaddy(t, "", fmt.Sprintf(`
 :%d {
 	reverse_proxy {
@@ -177,7 +131,7 @@ func TestDocker_R1e_heal_backoff_grows_and_cap_holds(t *testing.T) {
 		return len(testkit.LogLines(t, logFile, capped, `"instance":"`+broken.Name+`"`)) == 1
 	})
 	time.Sleep(2 * time.Second) // a restart past the cap would show by now (the checks run every 200 ms)
-	restarts := seen.times("restart")
+	restarts := seen.Times("restart")
 	if len(restarts) != 3 {
 		t.Fatalf("%d restarts, want heal_max_restarts=3", len(restarts))
 	}

@@ -10,12 +10,10 @@
 package firstbyte
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -23,7 +21,6 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
-	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // The run's shared fixture, set before m.Run.
@@ -39,43 +36,16 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e/firstbyte: skipped under -short: needs root, the Docker Engine and the network to build Caddy; run make test-e2e")
 		os.Exit(0)
 	}
-	os.Exit(run(m))
+	os.Exit(dockertest.MainWithCaddy(m, "e2e/firstbyte", start))
 }
 
-func run(m *testing.M) int {
-	var err error
-	if cli, err = dockertest.NewClient(); err != nil {
-		fmt.Fprintf(os.Stderr, "FATAL: e2e/firstbyte: no Engine client: %v\n", err)
-		return 1
-	}
-	defer cli.Close()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := dockertest.Cleanup(ctx, cli); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e/firstbyte: cleanup: %v\n", err)
-		}
-	}()
-	dir, err := os.MkdirTemp("", "cdfirstbyte-build")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FATAL: e2e/firstbyte: %v\n", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	root, err := filepath.Abs("../..")
-	if err == nil {
-		caddyBin, err = testkit.BuildCaddy(root, dir)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FATAL: e2e/firstbyte: %v\n", err)
-		return 1
-	}
+// start keeps the Engine's client and the Caddy binary, and makes the
+// delayed link, which a signal removes too.
+func start(c *client.Client, bin string) (stop func(), err error) {
+	cli, caddyBin = c, bin
 	if link, err = newDelayedLink(fmt.Sprintf("cdfb-%d", os.Getpid()), 25*time.Millisecond); err != nil {
-		fmt.Fprintf(os.Stderr, "FATAL: e2e/firstbyte: %v\n", err)
-		return 1
+		return nil, err
 	}
-	defer link.remove()
-	// A signal removes the namespace too.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -83,5 +53,5 @@ func run(m *testing.M) int {
 		link.remove()
 		os.Exit(1)
 	}()
-	return m.Run()
+	return link.remove, nil
 }

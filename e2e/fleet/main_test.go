@@ -12,7 +12,6 @@
 package fleet
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -43,39 +42,10 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e/fleet: skipped under -short: needs the Docker Engine and the network to build Caddy; run make test-e2e")
 		os.Exit(0)
 	}
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	var err error
-	if cli, err = dockertest.NewClient(); err != nil {
-		fmt.Fprintf(os.Stderr, "FATAL: e2e/fleet: no Engine client: %v\n", err)
-		return 1
-	}
-	defer cli.Close()
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := dockertest.Cleanup(ctx, cli); err != nil {
-			fmt.Fprintf(os.Stderr, "e2e/fleet: cleanup: %v\n", err)
-		}
-	}()
-	dir, err := os.MkdirTemp("", "cdfleet-build")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FATAL: e2e/fleet: %v\n", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "FATAL: e2e/fleet: %v\n", err)
-		return 1
-	}
-	if caddyBin, err = testkit.BuildCaddy(root, dir); err != nil {
-		fmt.Fprintf(os.Stderr, "FATAL: e2e/fleet: %v\n", err)
-		return 1
-	}
-	return m.Run()
+	os.Exit(dockertest.MainWithCaddy(m, "e2e/fleet", func(c *client.Client, bin string) (func(), error) {
+		cli, caddyBin = c, bin
+		return nil, nil
+	}))
 }
 
 // caddyProc is one Caddy of the fleet: its process, HOME, ports and log.

@@ -24,6 +24,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,8 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
 // RunLabel is the label every container and network a test creates
@@ -385,3 +388,43 @@ func do(ctx context.Context, method, addr, path string) (int, string, error) {
 }
 
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
+
+// MainWithCaddy runs the end-to-end tests of the package pkg ("e2e/fleet",
+// two folders below the module's root) against the Engine and a Caddy
+// built from this checkout (testkit.BuildCaddy): start gets the Engine's
+// client and the Caddy binary before m.Run and returns what to undo
+// after it (nil: nothing); every container and network of the run is
+// removed then (Main). Any error is fatal: the run fails with it.
+func MainWithCaddy(m *testing.M, pkg string, start func(cli *client.Client, caddyBin string) (stop func(), err error)) int {
+	fatal := func(err error) int {
+		fmt.Fprintf(os.Stderr, "FATAL: %s: %v\n", pkg, err)
+		return 1
+	}
+	cli, err := NewClient()
+	if err != nil {
+		return fatal(fmt.Errorf("no Engine client: %w", err))
+	}
+	defer cli.Close()
+	dir, err := os.MkdirTemp("", "caddy-dicer-build")
+	if err != nil {
+		return fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		return fatal(err)
+	}
+	bin, err := testkit.BuildCaddy(root, dir)
+	if err != nil {
+		return fatal(err)
+	}
+	stop, err := start(cli, bin)
+	if err != nil {
+		return fatal(err)
+	}
+	if stop != nil {
+		defer stop()
+	}
+	used.Store(true) // Main removes what the run made, even if no test started a container through Start
+	return Main(m)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,6 +92,19 @@ func (e *Events) Await(action events.Action, match func(events.Message) bool, ti
 		return ok
 	})
 	return at, ok
+}
+
+// Times are the Engine's times of the events whose action starts with
+// prefix ("restart", "health_status: unhealthy"), in order.
+func (e *Events) Times(prefix string) []time.Time {
+	var ts []time.Time
+	e.each(func(m events.Message) bool {
+		if strings.HasPrefix(string(m.Action), prefix) {
+			ts = append(ts, time.Unix(0, m.TimeNano))
+		}
+		return true
+	})
+	return ts
 }
 
 // All is the events seen so far, in order.
