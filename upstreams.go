@@ -177,26 +177,48 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 // upstreams turns targets, from snap for host, into fresh upstreams,
 // recording the use of those labelled caddy.standby_after (scale to zero)
 // and, for the placeholders and metrics of who served the request, what
-// it returned (R13a, R13b, upstreams_identity.go).
+// it returned (R13a, R13b, upstreams_identity.go). Under one of our
+// selection policies, which read more of each instance, they are
+// pick.Upstreams (R4c, R4d, package pick).
 func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host string, targets []catalog.Target) []*reverseproxy.Upstream {
 	sv := s.record(r)
-	block, ups := sv.buffers(len(targets))
-	if block == nil {
-		block, ups = make([]pick.Upstream, len(targets)), make([]*reverseproxy.Upstream, len(targets))
+	n := len(targets)
+	var block []reverseproxy.Upstream
+	var picked []pick.Upstream
+	ups, names := []*reverseproxy.Upstream(nil), []string(nil)
+	switch {
+	case s.readsPicks:
+		picked, ups = make([]pick.Upstream, n), make([]*reverseproxy.Upstream, n)
+	default:
+		block, ups, names = sv.buffers(n)
+		if block == nil {
+			block, ups = make([]reverseproxy.Upstream, n), make([]*reverseproxy.Upstream, n)
+		}
+	}
+	if names == nil && sv != nil {
+		names = make([]string, n)
 	}
 	for i, t := range targets {
-		block[i].Dial, block[i].Name = t.Dial, t.Instance
-		block[i].Weight, block[i].Identity = t.Weight, t.Identity
-		ups[i] = &block[i].Upstream
+		var u *reverseproxy.Upstream
+		if picked != nil {
+			picked[i].Name, picked[i].Weight, picked[i].Identity = t.Instance, t.Weight, t.Identity
+			u = &picked[i].Upstream
+		} else {
+			u = &block[i]
+		}
+		u.Dial, ups[i] = t.Dial, u
+		if names != nil {
+			names[i] = t.Instance
+		}
 		if t.Activity != nil {
-			recordUse(s.conn, r, t.Activity, &block[i].Upstream) // scale to zero, R5j (upstreams_standby.go)
+			recordUse(s.conn, r, t.Activity, u) // scale to zero, R5j (upstreams_standby.go)
 		}
 	}
 	if sv != nil {
-		sv.observe(s, snap, host, block)
+		sv.observe(s, snap, host, ups, names)
 	}
-	if s.readsPicks { // for our selection policies (R4c, R4d, package pick)
-		pick.Record(r, block)
+	if picked != nil {
+		pick.Record(r, picked)
 	}
 	return ups
 }

@@ -1,7 +1,6 @@
 package caddydicer
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,7 +11,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
-	"github.com/caddy-dicer/caddy-dicer/pick"
 )
 
 // Who served a request (R13a, R13b). Caddy knows only the address it
@@ -26,11 +24,14 @@ import (
 // read it once, after the request's context ended (upstreams_metrics.go).
 //
 // What this adds to a request is two allocations, the record and the
-// placeholders' function in the request's replacer, and saves two: the
-// record holds the first call's upstreams (up to four), which GetUpstreams
-// would allocate otherwise. No goroutine, no hook on the request's
-// context: `make bench-base` compares the request path with the code
-// before it.
+// placeholders' function in the request's replacer, and two map
+// operations on the request's variables; it saves two: the record holds
+// the first call's upstreams (up to three), which GetUpstreams would
+// allocate otherwise, and it stays within 512 bytes, the size up to which
+// Go allocates an object with pointers most cheaply. No goroutine, no hook
+// on the request's context: `make bench-base` compares the request path
+// with the code before it, and `make load-base` Caddy's CPU per request
+// (docs/benchmarks.md).
 
 // sourcePick is what one source's latest GetUpstreams call for the request
 // returned, and the snapshot and host it was computed from.
@@ -38,7 +39,8 @@ type sourcePick struct {
 	src   *upstreamSource
 	snap  *catalog.Snapshot
 	host  string
-	block []pick.Upstream
+	ups   []*reverseproxy.Upstream
+	names []string // names[i] is the instance ups[i] goes to
 }
 
 // served is one request's record of its picks: one per source of the
@@ -46,45 +48,46 @@ type sourcePick struct {
 // asks again).
 type served struct {
 	repl *caddy.Replacer
-	ctx  context.Context // the request's: when it ends, the record is counted (R13b)
-	next *served         // the next record waiting to be counted (instanceCollector.pending)
 
 	mu    sync.Mutex // the request's goroutine, and the count after its context ended (the client may leave early)
 	picks []sourcePick
 	// inline holds the pick of a route with one source, the default: a
 	// `dynamic multi` appends its other sources' beyond it.
 	inline [1]sourcePick
-	// found caches the last lookup of the selected upstream: the pick and
-	// index of its dial address.
-	found struct {
-		p    *sourcePick
-		i    int
-		inst *catalog.Instance
-	}
+	// inst caches the instance the placeholders last looked up (labels,
+	// ID); nil when a new pick may have replaced it.
+	inst *catalog.Instance
 	// first holds the upstreams of the request's first call when they
 	// are at most len(first.block), so that the record costs no
-	// allocation of its own.
+	// allocation of its own. ups[0] is set once they are used.
 	first struct {
-		used  bool
-		block [4]pick.Upstream
-		ups   [4]*reverseproxy.Upstream
+		block [firstUpstreams]reverseproxy.Upstream
+		ups   [firstUpstreams]*reverseproxy.Upstream
+		names [firstUpstreams]string
 	}
 }
+
+// firstUpstreams is how many upstreams the record holds inline: three
+// keep it at 512 bytes (a test checks it).
+const firstUpstreams = 3
 
 // servedVar is the request variable holding the record; {http.vars.*}
 // shows it as the name of the instance served.
 const servedVar = "dicer.served"
 
 // record returns the request's record of who served it (R13a, R13b),
-// made on the request's first call: it registers the placeholders and
-// waits, among the records of requests in flight, to be counted when the
-// request ends. A later call (a retry: the attempt before it failed)
-// counts that failed attempt. Nil when r did not come through Caddy's
-// HTTP server (unit tests).
+// made on the request's first call: it registers the placeholders and,
+// with the per-instance metrics on, waits among the records of requests
+// in flight to be counted when the request ends. A later call (a retry:
+// the attempt before it failed) counts that failed attempt. Nil when r
+// did not come through Caddy's HTTP server (unit tests).
 func (s *upstreamSource) record(r *http.Request) *served {
 	ctx := r.Context()
-	sv, _ := caddyhttp.GetVar(ctx, servedVar).(*served)
-	if sv != nil {
+	vars, _ := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any)
+	if vars == nil {
+		return nil
+	}
+	if sv, _ := vars[servedVar].(*served); sv != nil {
 		sv.attemptFailed()
 		return sv
 	}
@@ -92,39 +95,39 @@ func (s *upstreamSource) record(r *http.Request) *served {
 	if repl == nil {
 		return nil
 	}
-	sv = &served{repl: repl, ctx: ctx}
+	sv := &served{repl: repl}
 	sv.picks = sv.inline[:0]
 	repl.Map(sv.replace)
-	caddyhttp.SetVar(ctx, servedVar, sv)
+	vars[servedVar] = sv
 	if s.countsInstances {
-		instanceSeries.pend(sv) // R13b
+		instanceSeries.pend(sv, ctx) // R13b
 	}
 	return sv
 }
 
-// buffers returns room for n upstreams: the record's own on its first
-// call, nil when that is used or too small.
-func (sv *served) buffers(n int) ([]pick.Upstream, []*reverseproxy.Upstream) {
-	if sv == nil || sv.first.used || n > len(sv.first.block) {
-		return nil, nil
+// buffers returns room for n upstreams and their names: the record's own
+// on its first call, nil when that is used or too small.
+func (sv *served) buffers(n int) ([]reverseproxy.Upstream, []*reverseproxy.Upstream, []string) {
+	if sv == nil || sv.first.ups[0] != nil || n > firstUpstreams {
+		return nil, nil, nil
 	}
-	sv.first.used = true
-	return sv.first.block[:n:n], sv.first.ups[:n:n]
+	return sv.first.block[:n:n], sv.first.ups[:n:n], sv.first.names[:n:n]
 }
 
-// observe records the upstreams s returned to the request (R13a, R13b),
-// replacing s's earlier pick.
-func (sv *served) observe(s *upstreamSource, snap *catalog.Snapshot, host string, block []pick.Upstream) {
+// observe records the upstreams s returned to the request and the
+// instances they go to (R13a, R13b), replacing s's earlier pick.
+func (sv *served) observe(s *upstreamSource, snap *catalog.Snapshot, host string, ups []*reverseproxy.Upstream, names []string) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	sv.found.p = nil // its pick may be replaced
+	sv.inst = nil // its pick may be replaced
+	p := sourcePick{src: s, snap: snap, host: host, ups: ups, names: names}
 	for i := range sv.picks {
 		if sv.picks[i].src == s {
-			sv.picks[i] = sourcePick{src: s, snap: snap, host: host, block: block}
+			sv.picks[i] = p
 			return
 		}
 	}
-	sv.picks = append(sv.picks, sourcePick{src: s, snap: snap, host: host, block: block})
+	sv.picks = append(sv.picks, p)
 }
 
 // String is what {http.vars.dicer.served} shows: the instance served.
@@ -132,7 +135,7 @@ func (sv *served) String() string {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
 	if p, i := sv.selected(); p != nil {
-		return p.block[i].Name
+		return p.names[i]
 	}
 	return ""
 }
@@ -145,14 +148,10 @@ func (sv *served) selected() (*sourcePick, int) {
 	if !ok || hostport == "" {
 		return nil, 0
 	}
-	if sv.found.p != nil && sv.found.i < len(sv.found.p.block) && sv.found.p.block[sv.found.i].Dial == hostport {
-		return sv.found.p, sv.found.i
-	}
 	for pi := range sv.picks {
 		p := &sv.picks[pi]
-		for i := range p.block {
-			if p.block[i].Dial == hostport {
-				sv.found.p, sv.found.i, sv.found.inst = p, i, nil
+		for i, u := range p.ups {
+			if u.Dial == hostport {
 				return p, i
 			}
 		}
@@ -184,7 +183,7 @@ func (sv *served) replace(key string) (any, bool) {
 	}
 	switch rest {
 	case "name":
-		return printable(p.block[i].Name), true
+		return printable(p.names[i]), true
 	case "kind":
 		return p.src.conn.Kind(), true
 	case "daemon":
@@ -192,14 +191,14 @@ func (sv *served) replace(key string) (any, bool) {
 	case "route":
 		return p.src.observed.route, true
 	}
-	if sv.found.inst == nil {
-		inst, _ := p.snap.Find(p.src.route, p.host, p.block[i].Name)
-		sv.found.inst = &inst
+	if sv.inst == nil || sv.inst.Name != p.names[i] {
+		inst, _ := p.snap.Find(p.src.route, p.host, p.names[i])
+		sv.inst = &inst
 	}
 	if isLabel {
-		return printable(sv.found.inst.Labels[label]), true
+		return printable(sv.inst.Labels[label]), true
 	}
-	return printable(sv.found.inst.ID), true
+	return printable(sv.inst.ID), true
 }
 
 // maxPlaceholderValue bounds a placeholder's value from a label or a name.
@@ -238,8 +237,8 @@ func (sv *served) attemptFailed() {
 	p, i := sv.selected()
 	var st *instanceStats
 	if p != nil && p.src.observed.conn != nil { // nil: not provisioned (unit tests)
-		st = p.src.observed.stats(p.block[i].Name)
-		st.learnHost(p.block[i].Host)
+		st = p.src.observed.stats(p.names[i])
+		st.learnHost(p.ups[i].Host)
 	}
 	sv.mu.Unlock()
 	if st != nil {
@@ -256,8 +255,8 @@ func (sv *served) done() {
 	p, i := sv.selected()
 	var st *instanceStats
 	if p != nil && p.src.observed.conn != nil { // nil: not provisioned (unit tests)
-		st = p.src.observed.stats(p.block[i].Name)
-		st.learnHost(p.block[i].Host)
+		st = p.src.observed.stats(p.names[i])
+		st.learnHost(p.ups[i].Host)
 	}
 	sv.mu.Unlock()
 	if st == nil {

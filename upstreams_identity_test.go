@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -103,4 +104,13 @@ func TestPrintable_R13a_bounded_without_control_characters(t *testing.T) {
 // (BenchmarkRequestPath).
 func benchObserved(s *upstreamSource) {
 	s.observed = sourceObserved{conn: s.conn, route: "bench"}
+}
+
+// The record of who served a request stays within 512 bytes, the largest
+// object with pointers Go allocates without a header of its own: more
+// inline upstreams would cost every request more (docs/benchmarks.md).
+func TestServedRecordSize(t *testing.T) {
+	if n := unsafe.Sizeof(served{}); n > 512 {
+		t.Errorf("the record is %d bytes, more than 512", n)
+	}
 }

@@ -143,7 +143,7 @@ func TestInstanceCollector_R13b_scrape_blocks_no_request(t *testing.T) {
 // that few ended requests (and the replacers they hold) wait.
 func TestInstanceCollector_R13b_sweeps_without_scrapes(t *testing.T) {
 	c := newInstanceCollector()
-	record := func(ctx context.Context) { c.pend(&served{repl: caddy.NewReplacer(), ctx: ctx}) }
+	record := func(ctx context.Context) { c.pend(&served{repl: caddy.NewReplacer()}, ctx) }
 	const inFlight = 3 * sweepEvery
 	for range inFlight {
 		record(t.Context())
@@ -156,8 +156,8 @@ func TestInstanceCollector_R13b_sweeps_without_scrapes(t *testing.T) {
 		c.sweeping.Unlock()
 	}
 	live, waiting := 0, 0
-	for sv := c.pending.Load(); sv != nil; sv = sv.next {
-		if sv.ctx.Err() == nil {
+	for p := c.pending.Load(); p != nil; p = p.next {
+		if p.ctx.Err() == nil {
 			live++
 		} else {
 			waiting++

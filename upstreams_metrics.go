@@ -1,6 +1,7 @@
 package caddydicer
 
 import (
+	"context"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -144,10 +145,10 @@ type instanceCollector struct {
 	kept    atomic.Int64 // series kept at the last pruning
 	pruning sync.Mutex   // one pruning at a time; never taken by a request
 
-	pending  atomic.Pointer[served] // records of requests not yet counted, linked by next
-	since    atomic.Int64           // records added since the last sweep began
-	due      atomic.Int64           // since at which a request starts the next sweep
-	sweeping sync.Mutex             // one sweep at a time; a request only tries it, and sweeps from a goroutine
+	pending  atomic.Pointer[pendingCount] // records of requests not yet counted
+	since    atomic.Int64                 // records added since the last sweep began
+	due      atomic.Int64                 // since at which a request starts the next sweep
+	sweeping sync.Mutex                   // one sweep at a time; a request only tries it, and sweeps from a goroutine
 
 	requests, errors, inFlight, latency *prometheus.Desc
 }
@@ -187,10 +188,20 @@ func (c *instanceCollector) get(key instanceKey, conn *connection.Conn) *instanc
 // flight (see sweepLocked).
 const sweepEvery = 32
 
-// pend adds the record of a request to those counted when it ends, and
-// starts a sweep when one is due and none is under way.
-func (c *instanceCollector) pend(sv *served) {
-	c.push(sv, sv)
+// pendingCount is a request's record waiting to be counted when ctx, the
+// request's context, ends; next links the records pending.
+type pendingCount struct {
+	sv   *served
+	ctx  context.Context
+	next *pendingCount
+}
+
+// pend adds the record of a request, whose context is ctx, to those
+// counted when it ends, and starts a sweep when one is due and none is
+// under way.
+func (c *instanceCollector) pend(sv *served, ctx context.Context) {
+	p := &pendingCount{sv: sv, ctx: ctx}
+	c.push(p, p)
 	if c.since.Add(1) >= c.due.Load() && c.sweeping.TryLock() {
 		go func() {
 			defer c.sweeping.Unlock()
@@ -200,7 +211,7 @@ func (c *instanceCollector) pend(sv *served) {
 }
 
 // push adds the records first..last, linked by next, to the pending ones.
-func (c *instanceCollector) push(first, last *served) {
+func (c *instanceCollector) push(first, last *pendingCount) {
 	for {
 		old := c.pending.Load()
 		last.next = old
@@ -223,22 +234,22 @@ func (c *instanceCollector) sweep() {
 // records were added as it put back, and at least sweepEvery. c.sweeping
 // is held.
 func (c *instanceCollector) sweepLocked() {
-	var first, last *served
+	var first, last *pendingCount
 	kept := int64(0)
 	c.since.Store(0)
-	for sv := c.pending.Swap(nil); sv != nil; {
-		next := sv.next
-		sv.next = nil
-		if sv.ctx.Err() != nil {
-			sv.done()
+	for p := c.pending.Swap(nil); p != nil; {
+		next := p.next
+		p.next = nil
+		if p.ctx.Err() != nil {
+			p.sv.done()
 		} else {
 			if first == nil {
-				last = sv
+				last = p
 			}
-			sv.next, first = first, sv
+			p.next, first = first, p
 			kept++
 		}
-		sv = next
+		p = next
 	}
 	if first != nil {
 		c.push(first, last)

@@ -83,6 +83,8 @@ type entry struct {
 	// or an operator's switch), with maintMsg its message.
 	maint    bool
 	maintMsg string
+	// dials remembers the dial address last resolved (dialmemo.go).
+	dials *dialMemory
 }
 
 // keepEvents carries the event counts of old (nil: none) over to e.
@@ -93,7 +95,7 @@ func (e *entry) keepEvents(old *entry) {
 }
 
 func newEntry(inst Instance) *entry {
-	e := &entry{inst: inst, listening: true}
+	e := &entry{inst: inst, listening: true, dials: &dialMemory{}}
 	e.hosts, e.wildcards, e.restricted, e.overCap = parseHosts(inst.Labels[LabelHost])
 	e.paths, e.pathed, e.badPath = parsePaths(inst.Labels[LabelPath])
 	for k := range inst.Labels {
@@ -351,11 +353,15 @@ type endpoint struct {
 // resolve applies R3, R4 and the network rule of R11 for a route. An empty
 // dial means the instance gets no requests.
 func (e *entry) resolve(route Route, at *reach) endpoint {
-	host, port, published := e.place(route, at)
-	if host == "" {
-		return endpoint{}
+	if ep, ok := e.dials.recall(route, at, e.apart); ok {
+		return ep
 	}
-	return endpoint{dial: joinHostPort(spelling(host, e.apart), port), published: published}
+	var ep endpoint
+	if host, port, published := e.place(route, at); host != "" {
+		ep = endpoint{dial: joinHostPort(spelling(host, e.apart), port), published: published}
+	}
+	e.dials.keep(route, at, e.apart, ep)
+	return ep
 }
 
 // place is where resolve sends requests, before the host is spelt and

@@ -172,7 +172,10 @@ func (s *Snapshot) candidates(route Route, host string, claimedElsewhere bool) (
 // list is the host's exact listing (not a view's, nor a wildcard's).
 func (s *Snapshot) claimants(route Route, host string, claimedElsewhere bool) (_ []*entry, exact, listed bool) {
 	if route.View != nil {
-		return s.views[route.View], claimedElsewhere || s.ClaimsExactly(route, host), false
+		// exact matters only to wildcard claimants, by host or by path:
+		// without any, the request skips the lookup.
+		exact = claimedElsewhere || (s.wildcards.Len() > 0 || s.wildPaths.Len() > 0) && s.ClaimsExactly(route, host)
+		return s.views[route.View], exact, false
 	}
 	if listing, ok := s.hosts.Get(host); ok || claimedElsewhere {
 		return listing, true, true
