@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
 # bench/cpu.sh: Caddy's CPU per request on a `dynamic dicer app=web 8080`
 # route against the same three instances written statically, for a base
-# commit's Caddy and this checkout's, in one run. `make load-base
-# BASE=<commit>` calls it.
+# commit's Caddy, this checkout's, and the floor: Caddy with a dynamic
+# source that only hands out three fixed upstreams (bench/floorcaddy, as
+# Caddy's own `dynamic a` does from its cache), what any dynamic source
+# costs in Caddy. All in one run. `make load-base BASE=<commit>` calls it.
 #
 # Usage: bench/cpu.sh [BASE]
 #   BASE  the commit to compare with (default e790bcf, the head before the
 #         identity records, per-instance metrics and in-flight counting)
 # Environment:
-#   PAIRS (default 24)    static/dynamic pairs per side (about 5 min;
-#                         10 pairs give medians within about 3 %)
+#   PAIRS (default 16)    static/dynamic pairs per side (about 5 min for
+#                         the three sides)
 #   DURATION (default 2s) of each wrk run
 #   CONNECTIONS (16), THREADS (1) wrk's -c and -t
-#   SIDES ("base head")   "head" alone for a feature the base lacks
-#   GOMAXPROCS (1)        both Caddys'; with more, the runtime's idle
+#   SIDES ("floor base head") any of them, e.g. "head" alone for a
+#                         feature the base lacks
+#   CONTROL=1             the dynamic site is the static one again, on
+#                         every side: what the harness reads for two equal
+#                         sites (1.00 within the spread)
+#   GOMAXPROCS (1)        every Caddy's; with more, the runtime's idle
 #                         threads spinning for work add CPU time that
 #                         depends on the machine's load more than on the
 #                         request
 #   POLICY (round_robin)  the dynamic route's lb_policy (the static
 #                         route's is round_robin), e.g. dicer_weighted
+#                         (the floor keeps round_robin)
 #   EXTRA, STATIC_EXTRA   a Caddyfile line added to the dynamic and the
 #                         static route's reverse_proxy block, e.g.
 #                         `header_down X-Served {dicer.upstream.name}`
@@ -27,40 +34,43 @@
 #   PROFILE=1             a CPU profile of each run from Caddy's admin
 #                         endpoint (/debug/pprof/profile) while wrk runs;
 #                         kept, for go tool pprof
-#   GLOBAL                a global option for both Caddys' static and
+#   GLOBAL                a global option for every Caddy's static and
 #                         dynamic sites, e.g. `metrics` (Caddy's HTTP
 #                         metrics, which also turn on the per-instance
 #                         ones, R13b)
 #   KEEP=1                keeps the logs and Caddyfiles (the directory is
 #                         printed)
 #
-# Both Caddys are built with xcaddy as `make build` does: this checkout's
-# is bin/caddy (make rebuilds it when a source changed), the base's is
-# bin/caddy-<commit> (built once, from a git worktree of BASE). They run
-# side by side, each with its own admin port and storage, in front of one
-# test daemon (bin/dicer-testd) whose three instances listen on
+# The base's and this checkout's Caddys are built with xcaddy as `make
+# build` does: this checkout's is bin/caddy (make rebuilds it when a
+# source changed), the base's bin/caddy-<commit> (built once, from a git
+# worktree of BASE); the floor is bin/caddy-floor (go build). Each runs
+# twice (A and B), each with its own admin port and storage, in front of
+# one test daemon (bin/dicer-testd) whose three instances listen on
 # 127.0.0.31-33:8080, so that `make load` running at the same time does
 # not collide.
 #
 # Each run reads a Caddy process's CPU time (the sum of its threads'
 # /proc/<pid>/task/*/schedstat) before and after wrk and divides by the
-# requests wrk completed. On a shared machine the CPU a request costs
-# moves with the load of everything else by more than the difference
-# sought, so static and dynamic are measured at the same moment: each
-# side runs two identical Caddys, A and B, and a pair is two halves, A's
-# static site under load while B's dynamic site is, then A's dynamic while
-# B's static; its figure is the dynamic runs' mean CPU per request over
-# the static runs'. Base and head pairs alternate. Printed: each pair,
-# the median of the pairs with their range, and the pooled ratio (the
-# mean over all pairs).
-# Loopback only; ports 8970-8973 and 8980-8983, admin 2970-2971 and
-# 2980-2981.
+# requests wrk completed. A pair is two halves: A's static site under load
+# while B's dynamic site is, then A's dynamic while B's static; its figure
+# is the dynamic runs' mean CPU per request over the static runs'. With
+# two CPUs or more, every Caddy is pinned to the last CPU and wrk and the
+# daemon to the others (taskset): the two Caddys of a half share one CPU
+# and whatever else the machine does to it, so that static and dynamic
+# are measured at the same moment under the same conditions (a request's
+# CPU on a shared machine moves with the load by more than the difference
+# sought). Sides take turns within each pair, in a rotating order.
+# Printed: each pair, and per side the median of the pairs with their
+# quartiles and the pooled ratio (the mean over all pairs).
+# Loopback only; ports 8960-8963, 8970-8973 and 8980-8983, admin
+# 2960-2961, 2970-2971 and 2980-2981.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
 base=${1:-e790bcf}
-pairs=${PAIRS:-24}
+pairs=${PAIRS:-16}
 duration=${DURATION:-2s}
 connections=${CONNECTIONS:-16}
 threads=${THREADS:-1}
@@ -68,7 +78,7 @@ extra=${EXTRA:-}
 global=${GLOBAL:-}
 static_extra=${STATIC_EXTRA:-}
 policy=${POLICY:-round_robin}
-read -r -a sides <<<"${SIDES:-base head}"
+read -r -a sides <<<"${SIDES:-floor base head}"
 gomaxprocs=${GOMAXPROCS:-1}
 module=github.com/caddy-dicer/caddy-dicer
 caddy_version=$(sed -n 's/^CADDY_VERSION ?= //p' Makefile)
@@ -98,6 +108,17 @@ build_base() {
 }
 [[ " ${sides[*]} " != *" base "* ]] || build_base
 make --no-print-directory bin/caddy bin/dicer-testd >&2
+[[ " ${sides[*]} " != *" floor "* ]] || go build -o bin/caddy-floor ./bench/floorcaddy
+
+# on_caddy_cpu and on_load_cpus prefix a command to run it on those CPUs
+# (taskset, which then is the command: its pid is the command's), or are
+# empty on a machine with one CPU.
+ncpu=$(nproc)
+caddy_cpus=$((ncpu - 1)) load_cpus=0-$((ncpu > 1 ? ncpu - 2 : 0))
+on_caddy_cpu=() on_load_cpus=()
+if ((ncpu > 1)) && command -v taskset >/dev/null; then
+	on_caddy_cpu=(taskset -c "$caddy_cpus") on_load_cpus=(taskset -c "$load_cpus")
+fi
 
 cat >"$dir/instances.json" <<'EOF'
 [
@@ -107,9 +128,21 @@ cat >"$dir/instances.json" <<'EOF'
 ]
 EOF
 export DICER_SOCKET="$dir/dicer.sock"
-bin/dicer-testd -socket "$DICER_SOCKET" -instances "$dir/instances.json" >"$dir/daemon.log" 2>&1 &
+"${on_load_cpus[@]}" bin/dicer-testd -socket "$DICER_SOCKET" -instances "$dir/instances.json" >"$dir/daemon.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 100); do [[ -S $DICER_SOCKET ]] && break; sleep 0.1; done
+
+# dynamic_route SIDE prints the reverse_proxy block of the side's dynamic
+# site.
+dynamic_route() {
+	if [[ ${CONTROL:-} == 1 ]]; then
+		printf '\treverse_proxy 127.0.0.31:8080 127.0.0.32:8080 127.0.0.33:8080 {\n\t\tlb_policy round_robin\n\t\t%s\n\t}\n' "$static_extra"
+	elif [[ $1 == floor.* ]]; then
+		printf '\treverse_proxy {\n\t\tdynamic fixed 127.0.0.31:8080 127.0.0.32:8080 127.0.0.33:8080\n\t\tlb_policy round_robin\n\t\t%s\n\t}\n' "$extra"
+	else
+		printf '\treverse_proxy {\n\t\tdynamic dicer app=web 8080 {\n\t\t\taddress unix:%s\n\t\t}\n\t\tlb_policy %s\n\t\t%s\n\t}\n' "$DICER_SOCKET" "$policy" "$extra"
+	fi
+}
 
 # caddyfile SIDE ADMIN STATIC DYNAMIC writes the side's Caddyfile.
 caddyfile() {
@@ -132,13 +165,7 @@ caddyfile() {
 }
 
 :$4 {
-	reverse_proxy {
-		dynamic dicer app=web 8080 {
-			address unix:$DICER_SOCKET
-		}
-		lb_policy $policy
-		$extra
-	}
+$(dynamic_route "$1")
 }
 EOF
 }
@@ -149,7 +176,7 @@ start() {
 	caddyfile "$1" "$3" "$4" "$5"
 	mkdir -p "$dir/$1.home"
 	GOMAXPROCS=$gomaxprocs XDG_DATA_HOME=$dir/$1.home XDG_CONFIG_HOME=$dir/$1.home \
-		"$2" run --config "$dir/$1.Caddyfile" --adapter caddyfile >"$dir/$1.log" 2>&1 &
+		"${on_caddy_cpu[@]}" "$2" run --config "$dir/$1.Caddyfile" --adapter caddyfile >"$dir/$1.log" 2>&1 &
 	caddy_pid[$1]=$! admin[$1]=$3
 	pids+=($!)
 	port[$1.static]=$4 port[$1.dynamic]=$5
@@ -163,9 +190,10 @@ start() {
 # the same time (see the loop below).
 for side in "${sides[@]}"; do
 	case $side in
+	floor) start floor.a bin/caddy-floor 2960 8960 8961 && start floor.b bin/caddy-floor 2961 8962 8963 ;;
 	base) start base.a "$base_bin" 2970 8970 8971 && start base.b "$base_bin" 2971 8972 8973 ;;
 	head) start head.a bin/caddy 2980 8980 8981 && start head.b bin/caddy 2981 8982 8983 ;;
-	*) echo "SIDES: base and head, not $side" >&2 && exit 2 ;;
+	*) echo "SIDES: floor, base and head, not $side" >&2 && exit 2 ;;
 	esac
 done
 
@@ -182,7 +210,7 @@ measure() {
 		prof=$!
 	fi
 	before=$(cpu "$pid")
-	out=$(wrk -t"$threads" -c"$connections" -d"$duration" -H 'Host: cpu.localhost' "http://127.0.0.1:${port[$1.$2]}/")
+	out=$("${on_load_cpus[@]}" wrk -t"$threads" -c"$connections" -d"$duration" -H 'Host: cpu.localhost' "http://127.0.0.1:${port[$1.$2]}/")
 	after=$(cpu "$pid")
 	[[ -z $prof ]] || wait "$prof"
 	if grep -q Non-2xx <<<"$out"; then echo "$1 $2: non-2xx answers" >&2; exit 1; fi
@@ -193,7 +221,7 @@ measure() {
 
 # Warm up: connections, the pools, the cache-cold paths.
 for caddy in "${!caddy_pid[@]}"; do
-	for kind in static dynamic; do wrk -t1 -c4 -d1s -H 'Host: cpu.localhost' "http://127.0.0.1:${port[$caddy.$kind]}/" >/dev/null; done
+	for kind in static dynamic; do "${on_load_cpus[@]}" wrk -t1 -c4 -d1s -H 'Host: cpu.localhost' "http://127.0.0.1:${port[$caddy.$kind]}/" >/dev/null; done
 done
 
 # half SIDE STATIC DYNAMIC: wrk on Caddy STATIC's static site and Caddy
@@ -206,15 +234,19 @@ half() {
 	echo "$(cat "$dir/static.out") $(cat "$dir/dynamic.out")"
 }
 
+echo "floor: Caddy's own dynamic path (bench/floorcaddy: dynamic fixed)"
 echo "base $(git log -1 --format='%h %s' "$base_rev" | cut -c1-70)"
 echo "head $(git log -1 --format='%h' HEAD)$(git diff --quiet HEAD -- . || echo ' + uncommitted changes')"
 [[ $policy == round_robin ]] || echo "dynamic route: lb_policy $policy"
 [[ -z $extra ]] || echo "dynamic route adds: $extra"
 [[ -z $static_extra ]] || echo "static route adds: $static_extra"
-echo "wrk -t$threads -c$connections -d$duration, $pairs pairs per side, Caddy GOMAXPROCS=$gomaxprocs"
+[[ ${CONTROL:-} != 1 ]] || echo "CONTROL: the dynamic site is the static one again"
+echo "wrk -t$threads -c$connections -d$duration, $pairs pairs per side, Caddy GOMAXPROCS=$gomaxprocs$( ((ncpu > 1)) && echo ", Caddys on CPU $caddy_cpus, wrk and the daemon on $load_cpus")"
 printf '%-5s %-4s %14s %14s %9s %9s\n' side pair "static us/req" "dynamic us/req" "cpu ratio" "rps ratio"
 for i in $(seq 1 "$pairs"); do
-	for side in "${sides[@]}"; do
+	order=()
+	for k in "${!sides[@]}"; do order+=("${sides[$(((i + k) % ${#sides[@]}))]}"); done
+	for side in "${order[@]}"; do
 		echo "pair $i, $side (load: $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 		read -r _ sa_us sa_rps _ db_us db_rps <<<"$(half "$side" a b)"
 		read -r _ sb_us sb_rps _ da_us da_rps <<<"$(half "$side" b a)"
@@ -224,13 +256,13 @@ for i in $(seq 1 "$pairs"); do
 			tee -a "$dir/pairs.txt"
 	done
 done
-echo "median over $pairs pairs (cpu: dynamic/static CPU per request; pooled: mean dynamic over mean static; rps: dynamic/static throughput):"
+echo "median over $pairs pairs (cpu: dynamic/static CPU per request, with the quartiles and range of the pairs; pooled: mean dynamic over mean static; rps: dynamic/static throughput):"
 for side in "${sides[@]}"; do
 	awk -v side="$side" '$1 == side {c[++n] = $5; r[n] = $6; su += $3; du += $4}
 		function median(a, n,   i, j, t) {
 			for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) {t = a[j]; a[j] = a[j-1]; a[j-1] = t}
 			return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
 		}
-		END {lo = 1e9; hi = 0; for (k = 1; k <= n; k++) {if (c[k] < lo) lo = c[k]; if (c[k] > hi) hi = c[k]}
-			printf "%-5s cpu %.3f (pairs %.3f-%.3f, pooled %.3f)  rps %.3f\n", side, median(c, n), lo, hi, du / su, median(r, n)}' "$dir/pairs.txt"
+		END {m = median(c, n); q1 = c[int((n + 3) / 4)]; q3 = c[n + 1 - int((n + 3) / 4)]
+			printf "%-5s cpu %.3f (quartiles %.3f-%.3f, pairs %.3f-%.3f, pooled %.3f)  rps %.3f\n", side, m, q1, q3, c[1], c[n], du / su, median(r, n)}' "$dir/pairs.txt"
 done
