@@ -128,7 +128,7 @@ load: build ## load through bin/caddy with wrk: dicer routes vs a static upstrea
 # per-instance metrics and the in-flight counting), in one run.
 LOAD_BASE = $(if $(filter command line environment,$(origin BASE)),$(BASE),e790bcf)
 .PHONY: load-base
-load-base: build ## Caddy's CPU per request, `dynamic dicer app=web 8080` over static, here and at BASE=<commit> (default e790bcf) in one run (bench/cpu.sh: PAIRS, DURATION, EXTRA)
+load-base: build ## Caddy's CPU per request, `dynamic dicer app=web 8080` over static, here, at BASE=<commit> (default e790bcf) and for Caddy's own dynamic path (the floor) in one run (bench/cpu.sh: PAIRS, LOAD, CONTROL, EXTRA)
 	./bench/cpu.sh '$(LOAD_BASE)'
 
 example: build ## run bin/caddy on example/Caddyfile in front of the test daemon; bin/dicer-testd run, stop, start, standby, rm, ls change its instances

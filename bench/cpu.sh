@@ -10,10 +10,18 @@
 #   BASE  the commit to compare with (default e790bcf, the head before the
 #         identity records, per-instance metrics and in-flight counting)
 # Environment:
-#   PAIRS (default 16)    static/dynamic pairs per side (about 5 min for
+#   PAIRS (default 16)    static/dynamic pairs per side (about 9 min for
 #                         the three sides)
-#   DURATION (default 2s) of each wrk run
-#   CONNECTIONS (16), THREADS (1) wrk's -c and -t
+#   LOAD (default rate)   rate: bench/cpuload sends RATE requests a second
+#                         to each of the two sites under load, at the same
+#                         moments, well below what a Caddy serves, so that
+#                         each request is served alone and its CPU does not
+#                         depend on how many the scheduler happened to
+#                         batch; wrk: wrk keeps each site saturated (the
+#                         figure then moves by several % between runs)
+#   RATE (default 2000)   requests a second to each site, LOAD=rate
+#   DURATION              of each half: 5s (rate), 2s (wrk)
+#   CONNECTIONS (16), THREADS (1) wrk's -c and -t, LOAD=wrk
 #   SIDES ("floor base head") any of them, e.g. "head" alone for a
 #                         feature the base lacks
 #   CONTROL=1             the dynamic site is the static one again, on
@@ -33,7 +41,7 @@
 #                         {http.reverse_proxy.upstream.hostport}`
 #   PROFILE=1             a CPU profile of each run from Caddy's admin
 #                         endpoint (/debug/pprof/profile) while wrk runs;
-#                         kept, for go tool pprof
+#                         kept, for go tool pprof (LOAD=wrk)
 #   GLOBAL                a global option for every Caddy's static and
 #                         dynamic sites, e.g. `metrics` (Caddy's HTTP
 #                         metrics, which also turn on the per-instance
@@ -51,8 +59,8 @@
 # not collide.
 #
 # Each run reads a Caddy process's CPU time (the sum of its threads'
-# /proc/<pid>/task/*/schedstat) before and after wrk and divides by the
-# requests wrk completed. A pair is two halves: A's static site under load
+# /proc/<pid>/task/*/schedstat) before and after the load and divides by
+# the requests answered. A pair is two halves: A's static site under load
 # while B's dynamic site is, then A's dynamic while B's static; its figure
 # is the dynamic runs' mean CPU per request over the static runs'. With
 # two CPUs or more, every Caddy is pinned to the last CPU and wrk and the
@@ -71,7 +79,13 @@ root=$PWD
 
 base=${1:-e790bcf}
 pairs=${PAIRS:-16}
-duration=${DURATION:-2s}
+load=${LOAD:-rate}
+case $load in
+rate) duration=${DURATION:-5s} ;;
+wrk) duration=${DURATION:-2s} ;;
+*) echo "LOAD: rate or wrk, not $load" >&2 && exit 2 ;;
+esac
+rate=${RATE:-2000}
 connections=${CONNECTIONS:-16}
 threads=${THREADS:-1}
 extra=${EXTRA:-}
@@ -108,6 +122,7 @@ build_base() {
 }
 [[ " ${sides[*]} " != *" base "* ]] || build_base
 make --no-print-directory bin/caddy bin/dicer-testd >&2
+[[ $load != rate ]] || go build -o bin/cpuload ./bench/cpuload
 [[ " ${sides[*]} " != *" floor "* ]] || go build -o bin/caddy-floor ./bench/floorcaddy
 
 # on_caddy_cpu and on_load_cpus prefix a command to run it on those CPUs
@@ -227,11 +242,33 @@ done
 # half SIDE STATIC DYNAMIC: wrk on Caddy STATIC's static site and Caddy
 # DYNAMIC's dynamic site at the same time; prints their two measures.
 half() {
+	if [[ $load == rate ]]; then
+		half_rate "$@"
+		return
+	fi
 	measure "$1.$2" static >"$dir/static.out" &
 	local s=$!
 	measure "$1.$3" dynamic >"$dir/dynamic.out"
 	wait "$s"
 	echo "$(cat "$dir/static.out") $(cat "$dir/dynamic.out")"
+}
+
+# half_rate SIDE STATIC DYNAMIC is half for LOAD=rate: one cpuload sends
+# RATE requests a second to Caddy STATIC's static site and as many to
+# Caddy DYNAMIC's dynamic site, at the same moments, the two URLs in turns
+# first; the same three figures per site.
+half_rate() {
+	local ps=${caddy_pid[$1.$2]} pd=${caddy_pid[$1.$3]} s0 d0 s1 d1 out ns fs nd fd
+	local urls=("http://127.0.0.1:${port[$1.$2.static]}/" "http://127.0.0.1:${port[$1.$3.dynamic]}/")
+	[[ $3 == a ]] || urls=("${urls[1]}" "${urls[0]}")
+	s0=$(cpu "$ps") d0=$(cpu "$pd")
+	out=$("${on_load_cpus[@]}" bin/cpuload -host cpu.localhost -rate "$rate" -conns 8 -duration "$duration" "${urls[@]}")
+	s1=$(cpu "$ps") d1=$(cpu "$pd")
+	read -r ns fs nd fd <<<"$(echo $out)"
+	[[ $3 == a ]] || { read -r ns fs nd fd <<<"$nd $fd $ns $fs"; }
+	if ((fs + fd > 0)); then echo "$1: $fs static and $fd dynamic requests failed" >&2; exit 1; fi
+	awk -v ns="$ns" -v nd="$nd" -v cs=$((s1 - s0)) -v cd=$((d1 - d0)) -v d="${duration%s}" \
+		'BEGIN {printf "%d %.3f %.0f %d %.3f %.0f\n", ns, cs / 1e3 / ns, ns / d, nd, cd / 1e3 / nd, nd / d}'
 }
 
 echo "floor: Caddy's own dynamic path (bench/floorcaddy: dynamic fixed)"
@@ -241,7 +278,8 @@ echo "head $(git log -1 --format='%h' HEAD)$(git diff --quiet HEAD -- . || echo 
 [[ -z $extra ]] || echo "dynamic route adds: $extra"
 [[ -z $static_extra ]] || echo "static route adds: $static_extra"
 [[ ${CONTROL:-} != 1 ]] || echo "CONTROL: the dynamic site is the static one again"
-echo "wrk -t$threads -c$connections -d$duration, $pairs pairs per side, Caddy GOMAXPROCS=$gomaxprocs$( ((ncpu > 1)) && echo ", Caddys on CPU $caddy_cpus, wrk and the daemon on $load_cpus")"
+if [[ $load == rate ]]; then echo -n "cpuload $rate requests/s to each site, 8 connections, $duration"; else echo -n "wrk -t$threads -c$connections -d$duration"; fi
+echo ", $pairs pairs per side, Caddy GOMAXPROCS=$gomaxprocs$( ((ncpu > 1)) && echo ", Caddys on CPU $caddy_cpus, wrk and the daemon on $load_cpus")"
 printf '%-5s %-4s %14s %14s %9s %9s\n' side pair "static us/req" "dynamic us/req" "cpu ratio" "rps ratio"
 for i in $(seq 1 "$pairs"); do
 	order=()
