@@ -58,7 +58,9 @@ func TestFleet_R5m_storage_calls_counted_and_leases_released_at_close(t *testing
 	const addr = "unix:///calls.sock"
 	c := Fixture{Kind: "docker", Address: addr, Catalog: cat}.Conn()
 	c.ShareThrough(storage, fleet.Self{ID: "me"})
-	calls := func(op string) float64 { return counterValue(t, metrics.fleetCalls.WithLabelValues("docker", addr, op)) }
+	calls := func(op string) float64 {
+		return counterValue(t, metrics.fleetCalls.WithLabelValues("docker", addr, op))
+	}
 	if _, err := c.SetWeight(byName("web-1"), 3); err != nil {
 		t.Fatal(err)
 	}
