@@ -81,6 +81,11 @@ func TestFleet_R5m_leases_released_at_shutdown(t *testing.T) {
 			cat := catalog.New(catalog.Options{})
 			other := Join(ctx, c.eng, cat, zap.NewNop(), Options{})
 			cat.Replace([]catalog.Instance{sleeper(catalog.StateRunning)})
+			testkit.Eventually(t, 5*time.Second, "the new connection linked", func() bool {
+				c.eng.mu.Lock()
+				defer c.eng.mu.Unlock()
+				return c.eng.shared["id-a"] != nil && c.eng.shared["id-a"].refs == 2
+			})
 			c.cancel()
 			c.w.Close()
 			time.Sleep(2 * publishEvery) // the publisher's looks meanwhile
