@@ -49,9 +49,12 @@ var leasesRoot = path.Join(Prefix, "leases")
 
 // Self names this Caddy in the fleet: ID is its instance ID (Caddy's
 // caddy.InstanceID, kept in its data directory), Host its host name, for
-// people.
+// people, and Process its process: every Fleet of one process must be
+// given the same (its connections write as one Caddy), and two processes
+// different ones, even with one ID (two Caddys that share a data
+// directory). Empty: a token of the Fleet's own, as if another process.
 type Self struct {
-	ID, Host string
+	ID, Host, Process string
 }
 
 // Lease is what one Caddy of the fleet says of one instance it routes to.
@@ -124,13 +127,21 @@ type storageBox struct{ s Storage }
 
 // New is the fleet of self, with no storage yet.
 func New(self Self) *Fleet {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	proc := hex.EncodeToString(b[:])
+	if self.Process == "" {
+		self.Process = NewProcess()
+	}
+	proc := safeKey(self.Process)
 	return &Fleet{
 		self: self, proc: proc, ownKey: safeKey(self.ID) + "-" + proc, started: time.Now(),
 		owned: map[string]struct{}{}, seen: map[string]seenLease{}, warned: map[string]bool{},
 	}
+}
+
+// NewProcess is a token for Self.Process: made once per process.
+func NewProcess() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Self is this Caddy.

@@ -170,3 +170,26 @@ func TestFleet_R5m_sweep_removes_the_folders_of_gone_instances(t *testing.T) {
 		t.Errorf("calls %v", h.calls)
 	}
 }
+
+// R5m: the Fleets of one process (its connections, its config loads)
+// write as one Caddy: one's lease is the other's own, and no warning.
+func TestFleet_R5m_one_process_is_one_Caddy(t *testing.T) {
+	ctx := context.Background()
+	s := &Memory{}
+	self := Self{ID: "me", Process: NewProcess()}
+	one, two := New(self), New(self)
+	h := listen(two)
+	one.SetStorage(s)
+	two.SetStorage(s)
+	now := time.Now()
+	_ = one.Publish(ctx, "id", Lease{LastUse: now, InFlight: 1, Expires: now.Add(4 * time.Second)})
+	if until, _ := two.HeldUntil(ctx, "id", 3*time.Second, now); !until.IsZero() {
+		t.Errorf("its own process's lease held it until %v", until)
+	}
+	if n := h.logs.Len(); n != 0 {
+		t.Errorf("%d log lines, want none", n)
+	}
+	if err := two.Release(ctx, "id"); err != nil || len(leaseKeys(t, s, "id")) != 0 {
+		t.Errorf("released through the other Fleet: %v, %v left", err, leaseKeys(t, s, "id"))
+	}
+}
