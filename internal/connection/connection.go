@@ -154,7 +154,6 @@ func (c *Conn) Destruct() error {
 	c.woken.Wait()
 	c.orders.Close()
 	c.scale.close()
-	c.fleetOnce.Do(func() {}) // none may start after
 	c.releaseLeases()
 	return nil
 }

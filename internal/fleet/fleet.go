@@ -381,7 +381,8 @@ func maxTime(a, b time.Time) time.Time {
 
 // readLeases calls visit with every lease of the other Caddys on instance
 // that it honours, whatever their count; on the way it removes up to
-// maxRemovals dead ones (ended RemoveGrace ago, or corrupt since).
+// maxRemovals dead ones (ended RemoveGrace ago, or corrupt since). An
+// error means the leases could not be listed or read.
 func (f *Fleet) readLeases(ctx context.Context, s Storage, instance string, after time.Duration, now time.Time, visit func(reading)) error {
 	keys, err := s.List(ctx, leaseDir(instance), false)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -408,10 +409,11 @@ func (f *Fleet) readLeases(ctx context.Context, s Storage, instance string, afte
 			visit(r)
 		case v == dead && removed < maxRemovals:
 			removed++
-			if err := s.Delete(ctx, key); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("removing the dead lease %s: %w", key, err)
+			// A failed removal is tried again at the next read: the read
+			// itself worked.
+			if err := s.Delete(ctx, key); err == nil || errors.Is(err, fs.ErrNotExist) {
+				f.forget(key)
 			}
-			f.forget(key)
 		}
 	}
 	return nil

@@ -206,7 +206,9 @@ func (e *Engine) releaseAll(state map[string]*published) {
 	defer cancel()
 	for id := range state {
 		if err := st.fleet.Release(ctx, id); err != nil {
-			st.logger.Debug("releasing a lease as the Engine's scale to zero stops", zap.Error(err))
+			if st.logger != nil {
+				st.logger.Debug("releasing a lease as the Engine's scale to zero stops", zap.Error(err))
+			}
 			return // the storage is away: the others' readers remove them past their end
 		}
 	}

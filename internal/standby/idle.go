@@ -239,7 +239,7 @@ func (e *Engine) unlinkLocked(id string, a *catalog.Activity) {
 // publisher's next look. At most maxGone wait; past that, only this
 // Caddy's lease goes.
 func (e *Engine) noteGone(id string) {
-	if e.fleet.Load() == nil {
+	if st := e.fleet.Load(); st == nil || !st.fleet.Shared() {
 		return
 	}
 	e.mu.Lock()
