@@ -50,13 +50,19 @@ func await(ctx caddy.Context, c *connection.Conn) error {
 }
 
 // fleetSelf names this Caddy among the Caddys that share its storage
-// (R5m): its instance ID, which Caddy keeps in its data directory, and its
-// host name.
+// (R5m): its instance ID, which Caddy keeps in its data directory, its
+// host name, and this process (fleetProcess): two Caddys that share a
+// data directory share an ID, and still see each other's leases.
 func fleetSelf() fleet.Self {
 	host, _ := os.Hostname()
 	id, err := caddy.InstanceID()
 	if err != nil {
-		return fleet.Self{ID: fmt.Sprintf("%s-%d", host, os.Getpid()), Host: host}
+		return fleet.Self{ID: fmt.Sprintf("%s-%d", host, os.Getpid()), Host: host, Process: fleetProcess}
 	}
-	return fleet.Self{ID: id.String(), Host: host}
+	return fleet.Self{ID: id.String(), Host: host, Process: fleetProcess}
 }
+
+// fleetProcess names this process in the fleet: made once, never
+// changed, so that every connection of the process and every config load
+// writes its leases as one Caddy.
+var fleetProcess = fleet.NewProcess()

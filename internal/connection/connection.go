@@ -69,6 +69,10 @@ type Conn struct {
 	// made at the first ShareThrough.
 	fleet     *fleet.Fleet
 	fleetOnce sync.Once
+	// fleetLoops are the goroutines that use the fleet (switches, sweep,
+	// a Dicer pool's load): Destruct waits for them, then releases the
+	// leases.
+	fleetLoops sync.WaitGroup
 	// switches are the fleet's runtime switches as applied here (R4e),
 	// switchesSeen the instances the catalog held at the last look.
 	switches     fleetSwitches
@@ -150,6 +154,7 @@ func (c *Conn) Destruct() error {
 	c.woken.Wait()
 	c.orders.Close()
 	c.scale.close()
+	c.releaseLeases()
 	return nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 	"github.com/caddy-dicer/caddy-dicer/selector"
@@ -23,6 +25,11 @@ import (
 
 // switchesEvery is how often a connection reads its fleet's switches.
 const switchesEvery = time.Second
+
+// sweepEvery is how often a connection sweeps fleet.SweepFolders lease
+// folders (fleet.Fleet.Sweep): those of instances gone while no Caddy
+// that leased them ran.
+const sweepEvery = 10 * time.Minute
 
 // fleetSwitches is a connection's part of its fleet's switches.
 type fleetSwitches struct {
@@ -42,13 +49,24 @@ type fleetSwitches struct {
 // with the other Caddys of a fleet, as self: scale to zero then keeps one
 // idle clock per instance across them (R5m) and runtime switches hold
 // across them (R4e). The last config loaded wins; the first call starts
-// reading the fleet's switches.
+// reading the fleet's switches. Every storage call is counted in
+// caddy_dicer_fleet_storage_calls_total, every lease refused in
+// caddy_dicer_fleet_leases_refused_total; the leases the connection
+// holds go when it closes (Destruct).
 func (c *Conn) ShareThrough(storage fleet.Storage, self fleet.Self) {
 	c.fleetOnce.Do(func() {
 		c.fleet = fleet.New(self)
+		c.fleet.SetHooks(fleet.Hooks{
+			Logger:  c.logger,
+			Call:    func(op string) { c.metrics.fleetCalls(op).Inc() },
+			Refused: func(reason string) { c.metrics.leasesRefused(reason).Inc() },
+		})
 		c.fleet.SetStorage(storage)
+		c.fleetLoops.Add(2)
 		go c.syncSwitches()
+		go c.sweepLeases()
 		if c.scale.mode == scaleOnConnect {
+			c.fleetLoops.Add(1)
 			go c.shareLoadLoop() // a Dicer pool's load (R5j, fleetload.go)
 		}
 	})
@@ -74,9 +92,53 @@ func (c *Conn) shared() *fleet.Fleet {
 	return nil
 }
 
+// sweepLeases sweeps the lease folders once soon after the start and
+// then every sweepEvery, until the connection closes.
+func (c *Conn) sweepLeases() {
+	defer c.fleetLoops.Done()
+	wait := time.NewTimer(switchesEvery)
+	defer wait.Stop()
+	for {
+		select {
+		case <-c.runCtx.Done():
+			return
+		case <-wait.C:
+		}
+		wait.Reset(sweepEvery)
+		f := c.shared()
+		if f == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(c.runCtx, time.Minute)
+		n, err := f.Sweep(ctx, time.Now())
+		cancel()
+		if err != nil {
+			c.logger.Debug("sweeping the fleet's lease folders", zap.Error(err))
+		} else if n > 0 {
+			c.logger.Debug("swept the fleet's lease folders", zap.Int("removed", n))
+		}
+	}
+}
+
+// releaseLeases deletes the leases this connection holds (Dicer's pools,
+// Swarm's services; Docker's Engine releases its own as it stops), once
+// its loops have stopped: it closes for good.
+func (c *Conn) releaseLeases() {
+	c.fleetLoops.Wait()
+	if c.fleet == nil || c.scale.mode == scaleStandby {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.fleet.ReleaseAll(ctx); err != nil {
+		c.logger.Debug("releasing the fleet's leases as the connection closes", zap.Error(err))
+	}
+}
+
 // syncSwitches reads the fleet's switches every switchesEvery until the
 // connection closes, and applies them.
 func (c *Conn) syncSwitches() {
+	defer c.fleetLoops.Done()
 	tick := time.NewTicker(switchesEvery)
 	defer tick.Stop()
 	for {

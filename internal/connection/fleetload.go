@@ -20,11 +20,17 @@ import (
 // pools share their load through internal/standby's leases, Swarm's
 // services through the scaler's.)
 
-// loadEvery is how often the load is written and read.
-const loadEvery = time.Second
+// loadEvery is how often the load is written and read; loadReadFor is
+// how long after this Caddy last routed to a pool instance it still reads
+// the others' load on it: one it does not route to costs no storage call.
+const (
+	loadEvery   = time.Second
+	loadReadFor = 10 * time.Second
+)
 
 // shareLoadLoop shares the pools' load until the connection closes.
 func (c *Conn) shareLoadLoop() {
+	defer c.fleetLoops.Done()
 	tick := time.NewTicker(loadEvery)
 	defer tick.Stop()
 	published := map[string]int{}
@@ -61,6 +67,10 @@ func (c *Conn) shareLoad(f *fleet.Fleet, sleepers []catalog.Sleeper, published m
 			continue
 		}
 		seen[sl.ID] = true
+		if sl.Activity.InFlight() == 0 && published[sl.ID] == 0 && now.Sub(sl.Activity.Last()) > loadReadFor {
+			sl.Activity.SetFleetLoad(0) // not routed to: no storage call (read again once it is)
+			continue
+		}
 		others, op, err := f.ShareLoad(ctx, sl.ID, sl.Activity.InFlight(), published, loadEvery, now)
 		if err != nil {
 			c.metrics.fleetErrors(op).Inc()

@@ -22,6 +22,8 @@ var metrics = struct {
 	noUpstream     *prometheus.CounterVec
 	budgetRefused  *prometheus.CounterVec
 	fleetErrors    *prometheus.CounterVec
+	fleetCalls     *prometheus.CounterVec
+	leasesRefused  *prometheus.CounterVec
 	heals          *prometheus.CounterVec
 }{
 	eventsReceived: counter("events_received_total", "Events received from the daemon's event stream.", "kind", "daemon"),
@@ -49,6 +51,13 @@ var metrics = struct {
 	fleetErrors: counter("fleet_storage_errors_total",
 		"Failed reads and writes of the storage a fleet of Caddys shares (R5m), by op: read (no instance is put on standby "+
 			"meanwhile), write (a lease not renewed).", "kind", "daemon", "op"),
+	fleetCalls: counter("fleet_storage_calls_total",
+		"Calls the fleet makes of the storage a fleet of Caddys shares (R5m, R5j, R4e: leases, load, switches), by op: "+
+			"store, load, delete, list, lock, unlock.", "kind", "daemon", "op"),
+	leasesRefused: counter("fleet_leases_refused_total",
+		"Leases of other Caddys refused as read from the fleet's storage (R5m), once per version of each, by reason: "+
+			"future (dated ahead of this Caddy's clock: held one lease time at most from first read), corrupt "+
+			"(unreadable, oversized or absurd: holds nothing).", "kind", "daemon", "reason"),
 	heals: counter("heals_total",
 		"Restarts of containers labelled caddy.heal that stayed unhealthy (R1e), by result: restarted, denied, error, "+
 			"capped (due, but heal_max_restarts was reached: once per reach).", "kind", "daemon", "result"),
@@ -74,7 +83,7 @@ func Collectors(open func() []*Conn) []prometheus.Collector {
 	return []prometheus.Collector{
 		metrics.eventsReceived, metrics.eventsApplied, metrics.relists, metrics.eventLatency,
 		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.budgetRefused, metrics.fleetErrors,
-		metrics.heals,
+		metrics.fleetCalls, metrics.leasesRefused, metrics.heals,
 		newStateCollector(open), poolMetrics.wakesStarted, &poolCollector{desc: poolInstances, open: open},
 	}
 }
@@ -118,6 +127,16 @@ func (c *Conn) BudgetRefused(budget string) prometheus.Counter {
 // fleetErrors is the counter of failed fleet storage operations op.
 func (m connMetrics) fleetErrors(op string) prometheus.Counter {
 	return metrics.fleetErrors.WithLabelValues(m.kind, m.daemon, op)
+}
+
+// fleetCalls is the counter of the fleet's storage calls op.
+func (m connMetrics) fleetCalls(op string) prometheus.Counter {
+	return metrics.fleetCalls.WithLabelValues(m.kind, m.daemon, op)
+}
+
+// leasesRefused is the counter of leases refused for reason.
+func (m connMetrics) leasesRefused(reason string) prometheus.Counter {
+	return metrics.leasesRefused.WithLabelValues(m.kind, m.daemon, reason)
 }
 
 // heals is the counter of heals with result on this daemon (R1e).

@@ -43,7 +43,7 @@ func (f *Fleet) ShareLoad(ctx context.Context, key string, own int, published ma
 			published[key] = own
 		}
 	}
-	if others, err = f.OthersInFlight(ctx, key, now); err != nil {
+	if others, err = f.OthersInFlight(ctx, key, 0, now); err != nil {
 		return 0, "read", err
 	}
 	if werr != nil {

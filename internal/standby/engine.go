@@ -141,6 +141,9 @@ type Engine struct {
 	// fleetKick tells the publisher an instance was used after a quiet
 	// time: its lease is written at once, not at the next tick.
 	fleetKick chan struct{}
+	// gone are the instances a catalog dropped since the publisher last
+	// looked (under mu; at most maxGone): their lease folders go.
+	gone map[string]struct{}
 
 	// heals is the Engine's healing state (R1e), shared by its
 	// connections as the rest is.

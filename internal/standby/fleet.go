@@ -18,6 +18,13 @@ import (
 // of the other Caddys are read (fleet.HeldUntil), and one that keeps it
 // awake puts the standby off until then. While the storage cannot be read
 // nothing is put on standby: logged once, counted (Options.FleetFailed).
+//
+// What the publisher wrote it removes: the lease of an instance no longer
+// labelled, the lease folder of one gone from the daemon (its ID is never
+// used again), and every lease it holds when it stops for good (the
+// Engine's last connection closes, Caddy stops), not at a config reload
+// that keeps the Engine. A pool's instance costs storage reads only while
+// this Caddy routes to it (loadReadFor).
 
 // fleetState is the fleet an Engine shares through, and who hears its
 // failures.
@@ -143,6 +150,7 @@ func (e *Engine) publishLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			e.releaseAll(state)
 			return
 		case <-tick.C:
 		case <-e.fleetKick:
@@ -158,6 +166,8 @@ func (e *Engine) publishLoop(ctx context.Context) {
 				items = append(items, item{id, sa.act, sa.after, sa.pool})
 			}
 		}
+		gone := e.gone
+		e.gone = nil
 		e.mu.Unlock()
 		now := time.Now()
 		seen := make(map[string]bool, len(items))
@@ -167,25 +177,61 @@ func (e *Engine) publishLoop(ctx context.Context) {
 			if it.pool {
 				every = fleet.LeaseEvery(0) // its load, every second (R5j)
 			}
-			e.publishOne(ctx, st, state, it.id, it.act, every, now)
+			e.publishOne(ctx, st, state, it.id, it.act, every, it.after, now)
 			if it.pool {
-				e.readLoad(ctx, st, it.id, it.act, now)
+				e.readLoad(ctx, st, it.id, it.act, it.after, now)
 			}
 		}
 		for id := range state {
-			if !seen[id] { // forgotten: its lease goes
-				_ = st.fleet.Release(ctx, id)
-				delete(state, id)
+			if seen[id] {
+				continue
 			}
+			if _, ok := gone[id]; ok { // gone from the daemon: its folder goes
+				_ = st.fleet.Forget(ctx, id)
+			} else { // no longer labelled: its lease goes
+				_ = st.fleet.Release(ctx, id)
+			}
+			delete(state, id)
 		}
 	}
 }
 
+// releaseAll deletes the leases the publisher wrote, as it stops for good.
+func (e *Engine) releaseAll(state map[string]*published) {
+	st := e.fleet.Load()
+	if st == nil || len(state) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	for id := range state {
+		if err := st.fleet.Release(ctx, id); err != nil {
+			if st.logger != nil {
+				st.logger.Debug("releasing a lease as the Engine's scale to zero stops", zap.Error(err))
+			}
+			return // the storage is away: the others' readers remove them past their end
+		}
+	}
+}
+
+// releaseTimeout bounds the release of the leases as the publisher stops.
+const releaseTimeout = 5 * time.Second
+
+// loadReadFor is how long after this Caddy last routed to a pool's
+// instance it still reads the fleet's load on it (R5j): an instance it
+// does not route to costs no storage call, and its fleet load reads 0
+// until it routes to it again (read within publishEvery then).
+const loadReadFor = 10 * time.Second
+
 // readLoad sets the fleet's load on a pool's instance beyond this Caddy's
-// (R5j): the requests in flight the other Caddys' leases say. Unreadable:
-// the load last read stays.
-func (e *Engine) readLoad(ctx context.Context, st *fleetState, id string, act *catalog.Activity, now time.Time) {
-	n, err := st.fleet.OthersInFlight(ctx, id, now)
+// (R5j): the requests in flight the other Caddys' leases say, read while
+// this Caddy routes to it. Unreadable: the load last read stays.
+func (e *Engine) readLoad(ctx context.Context, st *fleetState, id string, act *catalog.Activity, after time.Duration, now time.Time) {
+	if act.InFlight() == 0 && now.Sub(act.Last()) > loadReadFor {
+		act.SetFleetLoad(0)
+		return
+	}
+	n, err := st.fleet.OthersInFlight(ctx, id, after, now)
 	if err != nil {
 		e.fleetFailed(st, "read", err)
 		return
@@ -198,7 +244,7 @@ func (e *Engine) readLoad(ctx context.Context, st *fleetState, id string, act *c
 // third of its standby_after, or a second for a pool's instance, whose
 // load the fleet shares); an instance down (its last use forgotten) has
 // its lease deleted.
-func (e *Engine) publishOne(ctx context.Context, st *fleetState, state map[string]*published, id string, act *catalog.Activity, every time.Duration, now time.Time) {
+func (e *Engine) publishOne(ctx context.Context, st *fleetState, state map[string]*published, id string, act *catalog.Activity, every, after time.Duration, now time.Time) {
 	p := state[id]
 	last, inFlight := act.Last(), act.InFlight()
 	if last.IsZero() {
@@ -225,6 +271,9 @@ func (e *Engine) publishOne(ctx context.Context, st *fleetState, state map[strin
 		return
 	}
 	l := fleet.Lease{LastUse: use.Round(0), InFlight: inFlight, Expires: now.Add(fleet.LeaseTTL(every)).Round(0)}
+	if after > 0 {
+		l.Until = use.Add(after).Round(0) // it holds that long: no reader removes it before
+	}
 	if err := st.fleet.Publish(ctx, id, l); err != nil {
 		e.fleetFailed(st, "write", err)
 		return

@@ -91,6 +91,7 @@ func (w *Waker) apply(q *idleQueue, batch []catalog.SleeperChange, now time.Time
 			if it := q.byID[ch.ID]; it != nil {
 				q.drop(it)
 				w.unlink(ch.ID)
+				w.engine.noteGone(ch.ID)
 				gone = true
 			}
 			continue
@@ -232,6 +233,30 @@ func (e *Engine) unlinkLocked(id string, a *catalog.Activity) {
 		}
 	}
 }
+
+// noteGone tells the publisher that a catalog dropped the instance id
+// (R5m): if no connection links it any more, its lease folder goes at the
+// publisher's next look. At most maxGone wait; past that, only this
+// Caddy's lease goes.
+func (e *Engine) noteGone(id string) {
+	if st := e.fleet.Load(); st == nil || !st.fleet.Shared() {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.shared[id] != nil {
+		return
+	}
+	if e.gone == nil {
+		e.gone = map[string]struct{}{}
+	}
+	if len(e.gone) < maxGone {
+		e.gone[id] = struct{}{}
+	}
+}
+
+// maxGone bounds the gone instances the publisher has yet to look at.
+const maxGone = 10000
 
 // catalogs are the catalogs of every connection to the Engine.
 func (e *Engine) catalogs() []*catalog.Catalog {

@@ -28,13 +28,18 @@ func TestScale_R5j_shrinks_on_the_fleets_load(t *testing.T) {
 	sc.s.ShareThrough(mine, nil)
 	ctx := context.Background()
 	key := serviceLease("web")
-	if err := other.Publish(ctx, key, fleet.Lease{InFlight: 3, Expires: sc.clock.Now().Add(10 * time.Hour)}); err != nil {
-		t.Fatal(err)
+	renew := func(inFlight int) { // as the other Caddy does every second (a lease far ahead is refused, R5m)
+		now := sc.clock.Now()
+		if err := other.Publish(ctx, key, fleet.Lease{LastUse: now, InFlight: inFlight, Expires: now.Add(fleet.LeaseTTL(time.Second))}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for range 3 {
+	for range 6 { // 6 s: three times standby_after
+		renew(3)
 		sc.waitSamples(t, 2)
-		sc.clock.Add(5 * time.Second)
+		sc.clock.Add(time.Second)
 	}
+	renew(3)
 	sc.waitSamples(t, 2)
 	if n := f.Calls("ServiceUpdate"); n != 0 {
 		t.Fatalf("%d updates while the fleet's load needs 2 replicas", n)
@@ -44,9 +49,7 @@ func TestScale_R5j_shrinks_on_the_fleets_load(t *testing.T) {
 			t.Errorf("task %s carries a load of %d, want its share of the fleet's, 2", tg.Instance, n)
 		}
 	}
-	if err := other.Publish(ctx, key, fleet.Lease{Expires: sc.clock.Now().Add(10 * time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	renew(0)
 	sc.waitSamples(t, 2) // the fit starts
 	sc.clock.Add(2100 * time.Millisecond)
 	testkit.Eventually(t, wait, "1 replica once the fleet's load fits", func() bool { return sc.replicas() == 1 })
