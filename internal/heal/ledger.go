@@ -163,7 +163,8 @@ func (l *Ledger) claim(id string, hosts []string, base time.Duration, perHour in
 		r.capWarned = true
 		return claim{verdict: capped, at: r.restarts[len(r.restarts)-perHour].Add(time.Hour), warn: warn, lastHour: len(r.restarts)}
 	}
-	if l.restarting >= maxRestarting || l.groupBusy(id, hosts, now) || l.behind(id, r.last(now), hosts, due, now) {
+	group := setOf(hosts)
+	if l.restarting >= maxRestarting || l.groupBusy(id, group, now) || l.behind(id, r.last(now), group, due, now) {
 		if r.wait == nil {
 			r.wait = &wait{}
 		}
@@ -179,23 +180,23 @@ func (l *Ledger) claim(id string, hosts []string, base time.Duration, perHour in
 	return claim{verdict: claimed, attempt: r.series, next: backoff(base, r.series), lastHour: len(r.restarts)}
 }
 
-// groupBusy reports whether another container sharing a host with hosts
+// groupBusy reports whether another container sharing a host with group
 // is being restarted (R1e).
-func (l *Ledger) groupBusy(id string, hosts []string, now time.Time) bool {
+func (l *Ledger) groupBusy(id string, group map[string]struct{}, now time.Time) bool {
 	for other, r := range l.records {
-		if other != id && r.flight != nil && !r.flight.over(now) && shareHost(r.flight.hosts, hosts) {
+		if other != id && r.flight != nil && !r.flight.over(now) && shareHost(r.flight.hosts, group) {
 			return true
 		}
 	}
 	return false
 }
 
-// behind reports whether another container sharing a host with hosts
+// behind reports whether another container sharing a host with group
 // waits for its restart and comes first (R1e).
-func (l *Ledger) behind(id string, last time.Time, hosts []string, due, now time.Time) bool {
+func (l *Ledger) behind(id string, last time.Time, group map[string]struct{}, due, now time.Time) bool {
 	for other, r := range l.records {
 		w := r.wait
-		if other == id || w == nil || now.Sub(w.seen) >= waitTTL || !shareHost(w.hosts, hosts) {
+		if other == id || w == nil || now.Sub(w.seen) >= waitTTL || !shareHost(w.hosts, group) {
 			continue
 		}
 		if first(r.last(now), w.due, other, last, due, id) {
@@ -217,10 +218,20 @@ func (l *Ledger) lastRestart(id string, now time.Time) time.Time {
 	return time.Time{}
 }
 
-// shareHost reports whether the groups a and b share a host.
-func shareHost(a, b []string) bool {
-	for _, h := range a {
-		if slices.Contains(b, h) {
+// setOf is a group's hosts as a set: a claim costs the records times
+// their hosts (at most catalog.MaxHostNames each), not times its own too.
+func setOf(hosts []string) map[string]struct{} {
+	set := make(map[string]struct{}, len(hosts))
+	for _, h := range hosts {
+		set[h] = struct{}{}
+	}
+	return set
+}
+
+// shareHost reports whether hosts holds a host of group.
+func shareHost(hosts []string, group map[string]struct{}) bool {
+	for _, h := range hosts {
+		if _, ok := group[h]; ok {
 			return true
 		}
 	}
