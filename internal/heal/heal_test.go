@@ -398,6 +398,7 @@ func TestHeal_R1e_other_tenants_unhealthy_containers_hold_a_restart_back_one_slo
 		r.clk.step(step)
 	}
 	within := 30*time.Second + restartWatch + step
+	t.Logf("victims restarted after their verdict: %v", restarted)
 	for g := range hosts {
 		id := fmt.Sprintf("v%d", g)
 		if at, ok := restarted[id]; !ok || at > within {
