@@ -226,13 +226,18 @@ func (h *Healer) Replace(instances []catalog.Instance) {
 	for _, inst := range instances {
 		listed[inst.ID] = true
 	}
+	var gone []string
 	h.mu.Lock()
 	for id := range h.tracked {
 		if !listed[id] {
 			h.untrack(id)
+			gone = append(gone, id)
 		}
 	}
 	h.mu.Unlock()
+	for _, id := range gone {
+		h.ledger.gone(id) // removed while no event said so
+	}
 	for _, inst := range instances {
 		h.Observe(inst)
 	}

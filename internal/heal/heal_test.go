@@ -451,3 +451,20 @@ func TestHeal_R1e_oldest_due_first(t *testing.T) {
 		t.Fatalf("restarted in order %v, want the oldest due first: %v", got, want)
 	}
 }
+
+// A container restarted, then removed while no event said so, leaves the
+// Engine's ledger at the next full listing.
+func TestHeal_R1e_listing_forgets_removed_containers(t *testing.T) {
+	r := newRig(t, nil, 0)
+	r.h.Observe(container("a", "shop.example.com", "1s", catalog.HealthUnhealthy))
+	r.clk.step(time.Second)
+	r.look()
+	r.h.Observe(container("a", "shop.example.com", "1s", catalog.HealthHealthy)) // its verdict ends the restart
+	if r.fake.count() != 1 || len(r.h.ledger.records) != 1 {
+		t.Fatalf("%d restarts, %d records; want 1, 1", r.fake.count(), len(r.h.ledger.records))
+	}
+	r.h.Replace(nil)
+	if n := len(r.h.ledger.records); n != 0 {
+		t.Fatalf("%d records after a listing without the container, want 0", n)
+	}
+}
