@@ -137,11 +137,18 @@ func (p *hostPermission) charge(ctx context.Context, host string) error {
 	if lim == (budget.Limits{}) {
 		return nil
 	}
-	if p.conn.Orders().Charged(host) || p.stored(ctx, host) {
+	orders := p.conn.Orders()
+	if orders.Charged(host) {
 		return nil
 	}
+	// A name refused within the last minute was looked for in storage
+	// then: its repeats (a client's retries, a scanner's) cost no storage
+	// call.
 	now := time.Now()
-	r := p.conn.Orders().Charge(host, p.conn.Catalog().Snapshot().ClaimantOf(host), lim, now)
+	if !orders.Refused(host, now) && p.stored(ctx, host) {
+		return nil
+	}
+	r := orders.Charge(host, p.conn.Catalog().Snapshot().ClaimantOf(host), lim, now)
 	if r.Budget == "" {
 		return nil
 	}
@@ -155,7 +162,10 @@ func (p *hostPermission) charge(ctx context.Context, host string) error {
 }
 
 // stored reports whether Caddy's storage holds a certificate for host
-// from any issuer: loading it is no order, and is not charged.
+// from any issuer: loading it is no order, and is not charged. It lists
+// the issuers and asks for the certificate under each: a few storage
+// calls, made once per name allowed and once a minute per name refused
+// (budget.RefusalMemory).
 func (p *hostPermission) stored(ctx context.Context, host string) bool {
 	if p.storage == nil {
 		return false

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
@@ -116,5 +117,55 @@ func TestPermission_R7d_stored_certificates_and_no_limit(t *testing.T) {
 	}
 	if err := p.CertificateAllowed(ctx, "c.example.com"); err != nil {
 		t.Fatalf("the stored name with the budget spent: %v", err)
+	}
+}
+
+// countingStorage counts the storage calls the budget makes.
+type countingStorage struct {
+	certmagic.Storage
+	lists, exists atomic.Int32
+}
+
+func (s *countingStorage) List(ctx context.Context, prefix string, recursive bool) ([]string, error) {
+	s.lists.Add(1)
+	return s.Storage.List(ctx, prefix, recursive)
+}
+
+func (s *countingStorage) Exists(ctx context.Context, key string) bool {
+	s.exists.Add(1)
+	return s.Storage.Exists(ctx, key)
+}
+
+// R7d: a refused name repeated (a client's retries, a scanner's) costs
+// no storage call: it was looked for once, when first refused, and not
+// again within budget.RefusalMemory. Each new name still is.
+func TestPermission_R7d_repeated_refusal_makes_no_storage_call(t *testing.T) {
+	zero, one := 0, 1
+	p := permissionFor(t, hostPermission{issuanceBudget: issuanceBudget{MaxOrdersPerDomain: &one, MaxOrdersPerInstance: &zero}},
+		claimant("a", "a.example.com,b.example.com,c.example.com"))
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, certmagic.StorageKeys.CertsPrefix("acme.example-directory")), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	storage := &countingStorage{Storage: &certmagic.FileStorage{Path: dir}}
+	p.storage = storage
+	ctx := context.Background()
+	if err := p.CertificateAllowed(ctx, "a.example.com"); err != nil {
+		t.Fatalf("the domain's one order: %v", err)
+	}
+	for i := range 10 {
+		if err := p.CertificateAllowed(ctx, "b.example.com"); err != errBudget[budget.Domain] {
+			t.Fatalf("refusal %d: %v, want the domain budget's refusal", i+1, err)
+		}
+	}
+	// a.example.com's look, then b.example.com's first.
+	if l, e := storage.lists.Load(), storage.exists.Load(); l != 2 || e != 2 {
+		t.Errorf("an allowed name and 10 refusals of another made %d List and %d Exists calls, want 2 and 2", l, e)
+	}
+	if err := p.CertificateAllowed(ctx, "c.example.com"); err != errBudget[budget.Domain] {
+		t.Fatalf("another name: %v, want the domain budget's refusal", err)
+	}
+	if l := storage.lists.Load(); l != 3 {
+		t.Errorf("a new name refused made %d List calls in all, want 3 (it is looked for)", l)
 	}
 }

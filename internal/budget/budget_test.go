@@ -75,3 +75,47 @@ func TestRegisteredDomain(t *testing.T) {
 		}
 	}
 }
+
+// filled is a ledger holding n names charged at now, by 50 instances.
+func filled(n int, now time.Time) *Ledger {
+	l := New()
+	for i := range n {
+		l.Charge(fmt.Sprintf("n%d.example.com", i), fmt.Sprint("i", i%50), Limits{}, now)
+	}
+	return l
+}
+
+// R7d: a charge and a refusal cost constant work, whatever the ledger
+// holds: at 10,000 names a charge allocates no more than at 10 (no copy
+// of every name), and a refusal allocates at most once (the name's
+// registered domain, publicsuffix's).
+func TestLedger_R7d_constant_work_per_charge_and_refusal(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	perCharge := func(held int) float64 {
+		l := filled(held, now)
+		defer l.Close()
+		names := make([]string, 101)
+		for i := range names {
+			names[i] = fmt.Sprintf("new%d.example.net", i)
+		}
+		i := 0
+		return testing.AllocsPerRun(100, func() {
+			l.Charge(names[i], "i1", Limits{}, now)
+			i++
+		})
+	}
+	small, large := perCharge(10), perCharge(MaxNames-200)
+	if large > small+1 || large > 4 {
+		t.Errorf("a charge allocates %.1f times at 10 names and %.1f at %d, want the same few", small, large, MaxNames-200)
+	}
+	l := filled(MaxNames, now)
+	defer l.Close()
+	l.Charge("one-more.example.com", "i0", Limits{}, now)
+	if a := testing.AllocsPerRun(100, func() {
+		if r := l.Charge("one-more.example.com", "i0", Limits{}, now); r.Budget != Names {
+			t.Fatalf("refused by %q, want %q", r.Budget, Names)
+		}
+	}); a > 1 {
+		t.Errorf("a refusal at %d names allocates %.1f times, want at most 1", MaxNames, a)
+	}
+}

@@ -45,3 +45,18 @@ func (s *Snapshot) ClaimantOf(host string) string {
 	}
 	return ""
 }
+
+// RoutedHosts are the hosts the catalog routes an instance with these
+// labels for (R2), read from its caddy.host as every route reads it:
+// each exact name normalized (case, a trailing dot), and "*.<domain>" for
+// each wildcard (R2a: its claimants share the hosts no one lists by
+// name); none when the label is over the caps (R2c) or lists no valid
+// name. listed is false when it has no caddy.host: routed by selector,
+// for any host.
+func RoutedHosts(labels map[string]string) (hosts []string, listed bool) {
+	exact, wildcards, restricted, _ := parseHosts(labels[LabelHost])
+	for _, suffix := range wildcards {
+		exact = append(exact, "*."+suffix)
+	}
+	return exact, restricted
+}

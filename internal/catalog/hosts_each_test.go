@@ -1,7 +1,9 @@
 package catalog_test
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
@@ -23,5 +25,33 @@ func TestEachHost_R7b_lists_exact_hosts_only(t *testing.T) {
 	c.Snapshot().EachHost(func(string) bool { n++; return false })
 	if n != 1 {
 		t.Errorf("EachHost went on after fn returned false: %d calls", n)
+	}
+}
+
+// RoutedHosts reads caddy.host as the routes do (R2, R2a, R2c): the
+// heal groups (R1e) are built from it.
+func TestRoutedHosts_R1e_as_the_routes_read_caddy_host(t *testing.T) {
+	var names []string
+	for i := range catalog.MaxHostNames + 1 {
+		names = append(names, fmt.Sprintf("n%d.example.com", i))
+	}
+	for _, c := range []struct {
+		label  string
+		has    bool
+		want   []string
+		listed bool
+	}{
+		{"", false, nil, false},
+		{" Shop.Example.com. , shop.example.com,*.Example.net,a.*.example.org", true, []string{"shop.example.com", "*.example.net"}, true},
+		{strings.Join(names, ","), true, nil, true}, // over the names cap
+	} {
+		labels := map[string]string{}
+		if c.has {
+			labels[catalog.LabelHost] = c.label
+		}
+		got, listed := catalog.RoutedHosts(labels)
+		if !slices.Equal(got, c.want) || listed != c.listed {
+			t.Errorf("RoutedHosts(%.40q) = %q, %v; want %q, %v", c.label, got, listed, c.want, c.listed)
+		}
 	}
 }

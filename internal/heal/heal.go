@@ -25,6 +25,7 @@ package heal
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,6 +105,8 @@ type tracked struct {
 	inst catalog.Instance
 	spec spec
 	bad  bool
+	// group is its group (groupOf), read when its caddy.host changes.
+	group []string
 	// unhealthySince is when it was first seen unhealthy, zero while it
 	// is not.
 	unhealthySince time.Time
@@ -193,6 +196,9 @@ func (h *Healer) Observe(inst catalog.Instance) {
 		h.tracked[inst.ID] = t
 		h.count.Store(int32(len(h.tracked)))
 	}
+	if t.group == nil || t.inst.Labels[catalog.LabelHost] != inst.Labels[catalog.LabelHost] {
+		t.group = groupOf(inst.Labels)
+	}
 	t.inst = inst
 	if inst.State == catalog.StateRunning && inst.Health == catalog.HealthUnhealthy {
 		if t.unhealthySince.IsZero() {
@@ -220,13 +226,18 @@ func (h *Healer) Replace(instances []catalog.Instance) {
 	for _, inst := range instances {
 		listed[inst.ID] = true
 	}
+	var gone []string
 	h.mu.Lock()
 	for id := range h.tracked {
 		if !listed[id] {
 			h.untrack(id)
+			gone = append(gone, id)
 		}
 	}
 	h.mu.Unlock()
+	for _, id := range gone {
+		h.ledger.gone(id) // removed while no event said so
+	}
 	for _, inst := range instances {
 		h.Observe(inst)
 	}
@@ -252,12 +263,22 @@ func (h *Healer) parse(inst catalog.Instance, raw string) (spec, bool) {
 	return spec{}, true
 }
 
-// look restarts the containers due at now, and returns how soon to look
-// again.
+// due is a container due for a restart.
+type due struct {
+	id    string
+	t     *tracked
+	after time.Duration
+	at    time.Time // when it fell due
+	last  time.Time // its last restart within the hour (zero: none)
+}
+
+// look restarts the containers due at now, in their groups' line (R1e),
+// and returns how soon to look again.
 func (h *Healer) look(now time.Time) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	next := time.Hour
+	var dues []due
 	for id, t := range h.tracked {
 		if t.bad || t.unhealthySince.IsZero() {
 			continue
@@ -266,15 +287,26 @@ func (h *Healer) look(now time.Time) time.Duration {
 		if !known {
 			continue // its interval is being asked for: a poke follows
 		}
-		if due := t.unhealthySince.Add(after); now.Before(due) {
-			next = min(next, due.Sub(now))
+		at := t.unhealthySince.Add(after)
+		if now.Before(at) {
+			next = min(next, at.Sub(now))
 			continue
 		}
 		if h.opts.Busy != nil && h.opts.Busy(id) {
 			next = min(next, busyRecheck) // scale to zero owns it (R5)
 			continue
 		}
-		c := h.ledger.claim(id, groupOf(t.inst.Labels), after, h.opts.MaxRestarts, now)
+		dues = append(dues, due{id: id, t: t, after: after, at: at, last: h.ledger.lastRestart(id, now)})
+	}
+	slices.SortFunc(dues, func(a, b due) int {
+		if first(a.last, a.at, a.id, b.last, b.at, b.id) {
+			return -1
+		}
+		return 1
+	})
+	for _, d := range dues {
+		id, t := d.id, d.t
+		c := h.ledger.claim(id, t.group, d.after, h.opts.MaxRestarts, d.at, now)
 		switch c.verdict {
 		case waiting:
 			next = min(next, c.at.Sub(now))

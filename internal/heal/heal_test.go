@@ -3,6 +3,8 @@ package heal
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -324,5 +326,145 @@ func TestHeal_R1e_sink(t *testing.T) {
 	s.Delete("a")
 	if r.h.count.Load() != 0 {
 		t.Fatal("the healer still tracks the removed container")
+	}
+}
+
+// Another tenant's 30 containers labelled with a victim's host and kept
+// unhealthy hold the victim's restart back by the restart in progress at
+// most: it comes within its label's time plus one restart slot. Each of
+// theirs, once restarted, stays starting for almost restartWatch (the
+// longest a restart holds its group) and turns unhealthy again, so that
+// their restarts, one at a time, fill every hour. Three such victims,
+// each with its own 30, so that a random pick among the due fails all
+// but surely.
+func TestHeal_R1e_other_tenants_unhealthy_containers_hold_a_restart_back_one_slot_at_most(t *testing.T) {
+	r := newRig(t, nil, 0)
+	hosts := []string{"shop.example.com", "bank.example.com", "mail.example.com"}
+	others := map[string]catalog.Instance{}
+	for g, host := range hosts {
+		for i := range 30 {
+			inst := container(fmt.Sprintf("x%d-%02d", g, i), host, "1s", catalog.HealthUnhealthy)
+			others[inst.ID] = inst
+			r.h.Observe(inst)
+		}
+		r.h.Observe(container(fmt.Sprintf("v%d", g), host, "30s", catalog.HealthHealthy))
+	}
+	const step = 2 * time.Second
+	const slot = restartWatch - 2*step
+	restartedAt := map[string]time.Time{}
+	// look looks, and plays the other tenant's containers: starting once
+	// restarted, unhealthy again a slot later.
+	look := func() []string {
+		n := r.fake.count()
+		r.look()
+		now := r.clk.now()
+		for id, at := range restartedAt {
+			if now.Sub(at) >= slot {
+				delete(restartedAt, id)
+				r.h.Observe(others[id])
+			}
+		}
+		var victims []string
+		for _, id := range r.fake.restarts[n:] {
+			if inst, ok := others[id]; ok {
+				inst.Health = catalog.HealthStarting
+				r.h.Observe(inst)
+				restartedAt[id] = now
+			} else {
+				victims = append(victims, id)
+			}
+		}
+		return victims
+	}
+	start := r.clk.now()
+	for r.clk.now().Sub(start) < 61*time.Minute {
+		if v := look(); len(v) > 0 {
+			t.Fatalf("%v restarted while healthy", v)
+		}
+		r.clk.step(step)
+	}
+	if n := r.fake.count(); n < 3*29 {
+		t.Fatalf("%d restarts of the other tenant's containers in an hour, want about 90", n)
+	}
+	broke := r.clk.now()
+	for g, host := range hosts {
+		r.h.Observe(container(fmt.Sprintf("v%d", g), host, "30s", catalog.HealthUnhealthy))
+	}
+	restarted := map[string]time.Duration{}
+	for r.clk.now().Sub(broke) < time.Hour && len(restarted) < len(hosts) {
+		for _, id := range look() {
+			restarted[id] = r.clk.now().Sub(broke)
+		}
+		r.clk.step(step)
+	}
+	within := 30*time.Second + restartWatch + step
+	t.Logf("victims restarted after their verdict: %v", restarted)
+	for g := range hosts {
+		id := fmt.Sprintf("v%d", g)
+		if at, ok := restarted[id]; !ok || at > within {
+			t.Errorf("victim %s restarted %s after it turned unhealthy (restarted: %v), want within %s (its caddy.heal=30s and one restart slot)",
+				id, at, ok, within)
+		}
+	}
+}
+
+// Of a group's due restarts, never restarted, the oldest due goes first:
+// while one restart holds the group, five others fall due one after
+// another; each, once the group is free, in that order.
+func TestHeal_R1e_oldest_due_first(t *testing.T) {
+	r := newRig(t, nil, 0)
+	first := container("a", "shop.example.com", "1s", catalog.HealthUnhealthy)
+	r.h.Observe(first)
+	r.clk.step(time.Second)
+	r.look()
+	if r.fake.count() != 1 {
+		t.Fatalf("%d restarts, want 1", r.fake.count())
+	}
+	// Due at 5, 10, 15, 20, 25 s from now: IDs against that order, the
+	// spelling of the host varied as the catalog reads it (R2).
+	spelling := []string{"shop.example.com", "SHOP.example.com", "shop.example.com.", " shop.example.com ", "www.example.com,shop.example.com"}
+	var want []string
+	for i := range 5 {
+		id := string(rune('z' - i))
+		want = append(want, id)
+		r.h.Observe(container(id, spelling[i], fmt.Sprintf("%ds", 5*(i+1)), catalog.HealthUnhealthy))
+	}
+	for range 30 {
+		r.clk.step(time.Second)
+		r.look()
+	}
+	if r.fake.count() != 1 {
+		t.Fatalf("%d restarts while the first holds the group, want 1", r.fake.count())
+	}
+	r.h.Observe(container("a", "shop.example.com", "1s", catalog.HealthHealthy))
+	for range want {
+		n := r.fake.count()
+		r.look()
+		if r.fake.count() != n+1 {
+			t.Fatalf("restarts %v: want one more once the group is free", r.fake.restarts)
+		}
+		id := r.fake.restarts[n]
+		r.h.Observe(container(id, "shop.example.com", "1s", catalog.HealthHealthy))
+		r.clk.step(time.Second)
+	}
+	if got := r.fake.restarts[1:]; !slices.Equal(got, want) {
+		t.Fatalf("restarted in order %v, want the oldest due first: %v", got, want)
+	}
+}
+
+// A container restarted, then removed while no event said so, leaves the
+// Engine's ledger at the next full listing.
+func TestHeal_R1e_listing_forgets_removed_containers(t *testing.T) {
+	r := newRig(t, nil, 0)
+	r.h.Observe(container("a", "shop.example.com", "1s", catalog.HealthUnhealthy))
+	r.clk.step(time.Second)
+	r.look()
+	r.h.Observe(container("a", "shop.example.com", "1s", catalog.HealthHealthy)) // its verdict ends the restart
+	if r.fake.count() != 1 || len(r.h.ledger.records) != 1 {
+		t.Fatalf("%d restarts, %d records; want 1, 1", r.fake.count(), len(r.h.ledger.records))
+	}
+	r.h.Replace(nil)
+	if n := len(r.h.ledger.records); n != 0 {
+		t.Fatalf("%d records after a listing without the container, want 0", n)
 	}
 }

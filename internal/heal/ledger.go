@@ -2,7 +2,6 @@ package heal
 
 import (
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,9 +21,10 @@ const (
 	// maxRestarting is how many restarts one Engine may have in progress
 	// at once, whatever their groups.
 	maxRestarting = 4
-	// maxGroupHosts bounds the hosts of caddy.host that group a container
-	// with others (a tenant writes the label).
-	maxGroupHosts = 64
+	// waitTTL is how long a container due for a restart keeps its place
+	// in its group's line once its healer stopped asking (it is looked
+	// at again every busyRecheck while it waits).
+	waitTTL = 5 * busyRecheck
 	// noHost is the group of the containers without caddy.host (routed
 	// by a selector): one of them is restarted at a time.
 	noHost = "\x00"
@@ -55,6 +55,43 @@ type record struct {
 	// capWarned: the cap's warning was logged since its last restart.
 	capWarned bool
 	flight    *flight
+	// wait is its place in its group's line while it is due and another
+	// restart holds it back (R1e: the least recently restarted first,
+	// then the oldest due).
+	wait *wait
+}
+
+// wait is a due restart held back by its group (or by maxRestarting).
+type wait struct {
+	hosts []string
+	due   time.Time // when it fell due: its label's time, or its backoff
+	seen  time.Time // when its healer last asked
+}
+
+// last is when r's container was last restarted within the hour before
+// now; zero if it was not.
+func (r *record) last(now time.Time) time.Time {
+	if len(r.restarts) == 0 || now.Sub(r.restarts[len(r.restarts)-1]) >= time.Hour {
+		return time.Time{}
+	}
+	return r.restarts[len(r.restarts)-1]
+}
+
+// first reports whether the restart of a (last restarted at aLast, due
+// at aDue) comes before that of b in their group's line: the one
+// restarted least recently (never, or not within the hour, before any
+// other), then the oldest due, then by ID. So a container restarted
+// once waits for every other due in its group before its next turn, and
+// no number of another tenant's unhealthy containers keeps one that was
+// not restarted back beyond the restart in progress.
+func first(aLast, aDue time.Time, aID string, bLast, bDue time.Time, bID string) bool {
+	switch {
+	case !aLast.Equal(bLast):
+		return aLast.Before(bLast)
+	case !aDue.Equal(bDue):
+		return aDue.Before(bDue)
+	}
+	return aID < bID
 }
 
 // flight is a restart in progress: from the call until the catalog shows
@@ -96,9 +133,10 @@ type claim struct {
 }
 
 // claim decides whether the container id, of hosts (its group, R1e),
-// due for a restart with backoff base, is restarted now; if so it is in
-// progress until done and the catalog's next verdict (observe).
-func (l *Ledger) claim(id string, hosts []string, base time.Duration, perHour int, now time.Time) claim {
+// due for a restart since due with backoff base, is restarted now; if so
+// it is in progress until done and the catalog's next verdict (observe).
+// Held back by its group, it takes its place in the group's line.
+func (l *Ledger) claim(id string, hosts []string, base time.Duration, perHour int, due, now time.Time) claim {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r := l.records[id]
@@ -112,18 +150,28 @@ func (l *Ledger) claim(id string, hosts []string, base time.Duration, perHour in
 	r.flight = nil
 	r.restarts = dropOlder(r.restarts, now.Add(-time.Hour))
 	if r.series > 0 && len(r.restarts) > 0 {
-		if at := r.restarts[len(r.restarts)-1].Add(backoff(base, r.series)); now.Before(at) {
+		at := r.last(now).Add(backoff(base, r.series))
+		if now.Before(at) {
+			r.wait = nil
 			return claim{verdict: waiting, at: at}
 		}
+		due = laterOf(due, at)
 	}
 	if len(r.restarts) >= perHour {
+		r.wait = nil
 		warn := !r.capWarned
 		r.capWarned = true
 		return claim{verdict: capped, at: r.restarts[len(r.restarts)-perHour].Add(time.Hour), warn: warn, lastHour: len(r.restarts)}
 	}
-	if l.restarting >= maxRestarting || l.groupBusy(id, hosts, now) {
+	group := setOf(hosts)
+	if l.restarting >= maxRestarting || l.groupBusy(id, group, now) || l.behind(id, r.last(now), group, due, now) {
+		if r.wait == nil {
+			r.wait = &wait{}
+		}
+		r.wait.hosts, r.wait.due, r.wait.seen = hosts, due, now
 		return claim{verdict: busy}
 	}
+	r.wait = nil
 	l.restarting++
 	r.flight = &flight{hosts: hosts}
 	r.restarts = append(r.restarts, now)
@@ -132,17 +180,59 @@ func (l *Ledger) claim(id string, hosts []string, base time.Duration, perHour in
 	return claim{verdict: claimed, attempt: r.series, next: backoff(base, r.series), lastHour: len(r.restarts)}
 }
 
-// groupBusy reports whether another container sharing a host with hosts
+// groupBusy reports whether another container sharing a host with group
 // is being restarted (R1e).
-func (l *Ledger) groupBusy(id string, hosts []string, now time.Time) bool {
+func (l *Ledger) groupBusy(id string, group map[string]struct{}, now time.Time) bool {
 	for other, r := range l.records {
-		if other == id || r.flight == nil || r.flight.over(now) {
+		if other != id && r.flight != nil && !r.flight.over(now) && shareHost(r.flight.hosts, group) {
+			return true
+		}
+	}
+	return false
+}
+
+// behind reports whether another container sharing a host with group
+// waits for its restart and comes first (R1e).
+func (l *Ledger) behind(id string, last time.Time, group map[string]struct{}, due, now time.Time) bool {
+	for other, r := range l.records {
+		w := r.wait
+		if other == id || w == nil || now.Sub(w.seen) >= waitTTL || !shareHost(w.hosts, group) {
 			continue
 		}
-		for _, h := range hosts {
-			if slices.Contains(r.flight.hosts, h) {
-				return true
-			}
+		if first(r.last(now), w.due, other, last, due, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// lastRestart is when the container id was last restarted within the
+// hour (zero: not), for its healer to look at its due containers in
+// their line's order.
+func (l *Ledger) lastRestart(id string, now time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r := l.records[id]; r != nil {
+		return r.last(now)
+	}
+	return time.Time{}
+}
+
+// setOf is a group's hosts as a set: a claim costs the records times
+// their hosts (at most catalog.MaxHostNames each), not times its own too.
+func setOf(hosts []string) map[string]struct{} {
+	set := make(map[string]struct{}, len(hosts))
+	for _, h := range hosts {
+		set[h] = struct{}{}
+	}
+	return set
+}
+
+// shareHost reports whether hosts holds a host of group.
+func shareHost(hosts []string, group map[string]struct{}) bool {
+	for _, h := range hosts {
+		if _, ok := group[h]; ok {
+			return true
 		}
 	}
 	return false
@@ -177,6 +267,9 @@ func (l *Ledger) observe(inst catalog.Instance, now time.Time) {
 	}
 	healthy := inst.State == catalog.StateRunning && inst.Health == catalog.HealthHealthy
 	unhealthy := inst.State == catalog.StateRunning && inst.Health == catalog.HealthUnhealthy
+	if !unhealthy {
+		r.wait = nil // no longer due
+	}
 	switch {
 	case healthy && r.healthySince.IsZero():
 		r.healthySince = now
@@ -227,19 +320,22 @@ func dropOlder(ts []time.Time, since time.Time) []time.Time {
 	return slices.Delete(ts, 0, i)
 }
 
-// groupOf is the group of a container (R1e): the hosts of its caddy.host
-// (at most maxGroupHosts, lower case), or noHost.
-func groupOf(labels map[string]string) []string {
-	var hosts []string
-	for h := range strings.SplitSeq(labels[catalog.LabelHost], ",") {
-		if h = strings.ToLower(strings.TrimSpace(h)); h != "" {
-			hosts = append(hosts, h)
-			if len(hosts) == maxGroupHosts {
-				break
-			}
-		}
+// laterOf is the later of a and b.
+func laterOf(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
-	if len(hosts) == 0 {
+	return a
+}
+
+// groupOf is the group of a container (R1e): the hosts the catalog
+// routes it for (catalog.RoutedHosts: its caddy.host after R2, R2a and
+// R2c, at most catalog.MaxHostNames, not the label as written), or
+// noHost when it has no caddy.host; none (a group of its own) when the
+// label routes it for nothing.
+func groupOf(labels map[string]string) []string {
+	hosts, listed := catalog.RoutedHosts(labels)
+	if !listed {
 		return []string{noHost}
 	}
 	return hosts
