@@ -70,6 +70,20 @@ func BenchmarkGetUpstreams(b *testing.B) {
 				}
 			})
 		}
+		// Two sites reaching the same instances on different ports, taking
+		// turns: each keeps its dial addresses (dialmemo.go).
+		sites := [2]*DicerUpstreams{{upstreamSource: benchSource(conn)}, {upstreamSource: benchSource(conn)}}
+		sites[1].route.Port = 9090
+		shop := httptest.NewRequest(http.MethodGet, "http://shop.example.com/", nil)
+		b.Run(fmt.Sprintf("two_ports/n=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				ups, _ := sites[i&1].GetUpstreams(shop)
+				if len(ups) != 3 {
+					b.Fatalf("got %d upstreams, want 3", len(ups))
+				}
+			}
+		})
 		// R2a: a name only a wildcard claims, one index lookup away.
 		u := &DicerUpstreams{upstreamSource: benchSource(conn)}
 		req := httptest.NewRequest(http.MethodGet, "http://tenant.w5.example.com/", nil)

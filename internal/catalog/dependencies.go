@@ -68,10 +68,10 @@ func (c *Catalog) dependent(e *entry) *Dependent {
 		scope: scopeOf(e.inst.Labels), anyScope: c.depAny}
 }
 
-// Covers reports whether d's caddy.depends_on reaches s: s is another
-// instance, in d's scope, that the selector matches. (It does not say
-// whether s is among the first MaxDependencies of d's matches: an instance
-// up that d covers stays up while d does.)
+// Covers reports whether d's caddy.depends_on may reach s: s is another
+// instance, in d's scope, that the selector matches. It is the cheap first
+// test only: s is one of d's dependencies when it is also among the first
+// MaxDependencies of its matches, as Catalog.DependencyIDs says.
 func (d Dependent) Covers(s Sleeper) bool {
 	return d.ID != s.ID && (d.anyScope || d.scope == scopeOf(s.Labels)) && d.DependsOn.Matches(s.Labels)
 }
@@ -103,11 +103,53 @@ type Dependency struct {
 // the cycles found with one walk back from the instance: the cost is the
 // instances reached times those in scope, never per pair of them.
 func (c *Catalog) DependenciesOf(id string) (deps []Dependency, matched int) {
+	root, pool := c.dependencyScope(id)
+	if root == nil {
+		return nil, 0
+	}
+	g := dependencyGraph{pool: pool, edges: map[*entry][]*entry{}}
+	first, matched := g.matches(root)
+	g.walk(root)
+	back := g.reaching(root)
+	deps = make([]Dependency, 0, len(first))
+	for _, d := range first {
+		deps = append(deps, Dependency{
+			ID: d.inst.ID, Name: d.inst.Name, Labels: d.inst.Labels, State: d.inst.State,
+			Wakeable: d.wakeable(), Ready: d.ready(), Activity: d.activity, Cycle: back[d],
+		})
+	}
+	return deps, matched
+}
+
+// DependencyIDs appends to dst the IDs of the instances that the
+// caddy.depends_on of the instance id makes its dependencies: the same
+// ones, in the same order, as DependenciesOf, without following their own
+// labels. While the instance is up, these and only these stay up (R5k): a
+// label keeps up no more, and no other scope, than it wakes.
+func (c *Catalog) DependencyIDs(dst []string, id string) []string {
+	root, pool := c.dependencyScope(id)
+	if root == nil {
+		return dst
+	}
+	first, _ := firstMatches(root, pool)
+	for _, d := range first {
+		dst = append(dst, d.inst.ID)
+	}
+	return dst
+}
+
+// dependencyScope returns the entry of the instance id, nil when it is
+// unknown or has no valid caddy.depends_on, and the instances its label
+// may reach (R5k): those of its scope (every one, with
+// Options.DependsOnAnyScope), groups excepted, sorted by name. Both sides
+// of R5k read it: the wake (DependenciesOf) and the standby
+// (DependencyIDs).
+func (c *Catalog) dependencyScope(id string) (*entry, []*entry) {
 	c.mu.Lock()
 	root := c.byID[id]
 	if root == nil || root.pool.dependsOn == nil {
 		c.mu.Unlock()
-		return nil, 0
+		return nil, nil
 	}
 	scope := scopeOf(root.inst.Labels)
 	var pool []*entry
@@ -124,18 +166,7 @@ func (c *Catalog) DependenciesOf(id string) (deps []Dependency, matched int) {
 		}
 		return strings.Compare(a.inst.ID, b.inst.ID)
 	})
-	g := dependencyGraph{pool: pool, edges: map[*entry][]*entry{}}
-	first, matched := g.matches(root)
-	g.walk(root)
-	back := g.reaching(root)
-	deps = make([]Dependency, 0, len(first))
-	for _, d := range first {
-		deps = append(deps, Dependency{
-			ID: d.inst.ID, Name: d.inst.Name, Labels: d.inst.Labels, State: d.inst.State,
-			Wakeable: d.wakeable(), Ready: d.ready(), Activity: d.activity, Cycle: back[d],
-		})
-	}
-	return deps, matched
+	return root, pool
 }
 
 // dependencyGraph is the caddy.depends_on graph over the instances of one
@@ -145,15 +176,23 @@ type dependencyGraph struct {
 	edges map[*entry][]*entry
 }
 
-// matches returns e's dependencies (at most MaxDependencies, in name
-// order) and how many instances its label matches, remembering the first.
+// matches returns e's dependencies (firstMatches), remembering them.
 func (g *dependencyGraph) matches(e *entry) ([]*entry, int) {
 	if got, ok := g.edges[e]; ok || e.pool.dependsOn == nil {
 		return got, len(got)
 	}
+	out, n := firstMatches(e, g.pool)
+	g.edges[e] = out
+	return out, n
+}
+
+// firstMatches returns e's dependencies among pool, the instances of its
+// scope sorted by name: the first MaxDependencies its caddy.depends_on
+// matches, itself excepted (R5k's cap); and how many it matches in all.
+func firstMatches(e *entry, pool []*entry) ([]*entry, int) {
 	var out []*entry
 	n := 0
-	for _, d := range g.pool {
+	for _, d := range pool {
 		if d == e || !e.pool.dependsOn.Matches(d.inst.Labels) {
 			continue
 		}
@@ -161,7 +200,6 @@ func (g *dependencyGraph) matches(e *entry) ([]*entry, int) {
 			out = append(out, d)
 		}
 	}
-	g.edges[e] = out
 	return out, n
 }
 

@@ -2,6 +2,7 @@ package catalog_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
@@ -49,6 +50,13 @@ func TestDependenciesOf_R5k_scope_order_and_cycles(t *testing.T) {
 		deps, matched := c.DependenciesOf(tc.id)
 		if got := fmt.Sprint(depNames(deps)); got != tc.want || matched != len(deps) {
 			t.Errorf("%s: dependencies %s (%d matched), want %s", tc.id, got, matched, tc.want)
+		}
+		var want []string
+		for _, d := range deps {
+			want = append(want, d.ID)
+		}
+		if ids := c.DependencyIDs(nil, tc.id); !slices.Equal(ids, want) {
+			t.Errorf("%s: DependencyIDs %v, want those of DependenciesOf %v (R5k: one keeps up what the other wakes)", tc.id, ids, want)
 		}
 	}
 }

@@ -172,9 +172,11 @@ func (s *Snapshot) candidates(route Route, host string, claimedElsewhere bool) (
 // list is the host's exact listing (not a view's, nor a wildcard's).
 func (s *Snapshot) claimants(route Route, host string, claimedElsewhere bool) (_ []*entry, exact, listed bool) {
 	if route.View != nil {
-		// exact matters only to wildcard claimants, by host or by path:
-		// without any, the request skips the lookup.
-		exact = claimedElsewhere || (s.wildcards.Len() > 0 || s.wildPaths.Len() > 0) && s.ClaimsExactly(route, host)
+		// exact matters only to wildcard claimants: without any, the
+		// request skips the lookup. Their path tries (wildPaths) are
+		// built from the wildcard index, under its keys only, so an empty
+		// index says there are none by path either.
+		exact = claimedElsewhere || s.wildcards.Len() > 0 && s.ClaimsExactly(route, host)
 		return s.views[route.View], exact, false
 	}
 	if listing, ok := s.hosts.Get(host); ok || claimedElsewhere {

@@ -281,15 +281,27 @@ func (w *Waker) warnOnce(key, msg string, fields ...zap.Field) {
 }
 
 // dependedOn reports whether an instance up (not stopped, paused or
-// dead) depends on s through its caddy.depends_on (R5k): s stays up.
-func dependedOn(s catalog.Sleeper, dependents map[string]catalog.Dependent) bool {
-	for _, d := range dependents {
+// dead) keeps s up through its caddy.depends_on (R5k): s is one of the
+// dependencies the catalog gives it, the same a wake of it follows (its
+// scope, the first catalog.MaxDependencies by name), so that a label
+// keeps up no more than it would wake. Each dependent's are asked of the
+// catalog once per pass of the idle loop (q.keeps), and only for one whose
+// scope and selector cover s.
+func (w *Waker) dependedOn(q *idleQueue, s catalog.Sleeper) bool {
+	for _, d := range q.dependents {
+		switch d.State {
+		case catalog.StateStopped, catalog.StatePaused, catalog.StateFailed:
+			continue
+		}
 		if !d.Covers(s) {
 			continue
 		}
-		switch d.State {
-		case catalog.StateStopped, catalog.StatePaused, catalog.StateFailed:
-		default:
+		ids, ok := q.keeps[d.ID]
+		if !ok {
+			ids = w.catalog.DependencyIDs(nil, d.ID)
+			q.keeps[d.ID] = ids
+		}
+		if slices.Contains(ids, s.ID) {
 			return true
 		}
 	}

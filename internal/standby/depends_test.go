@@ -153,3 +153,62 @@ func TestStandby_R5k_a_label_wakes_a_bounded_number(t *testing.T) {
 		t.Fatalf("warnings %v, want one saying it matched %d", warned, catalog.MaxDependencies+5)
 	}
 }
+
+// R5k: a label keeps up no more than it wakes. A tenant's instance up
+// whose caddy.depends_on matches another tenant's 46 idle containers, in
+// their Compose project (its label copied) or with neither label on any,
+// keeps up only the first catalog.MaxDependencies by name, those a wake
+// of it would wake; the other 30 go on standby after their standby_after.
+func TestStandby_R5k_keeps_up_no_more_than_it_wakes(t *testing.T) {
+	const theirs = catalog.MaxDependencies + 30
+	for _, tc := range []struct {
+		name   string
+		labels func(kv ...string) map[string]string
+	}{
+		{"copied project", func(kv ...string) map[string]string { return project("theirs", kv...) }},
+		{"neither label", func(kv ...string) map[string]string {
+			l := project("none", kv...)
+			delete(l, catalog.LabelComposeProject)
+			return l
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			insts := []catalog.Instance{member("app", catalog.StateRunning, tc.labels(catalog.LabelDependsOn, "role=db"))}
+			var slept []string
+			for i := range theirs {
+				name := fmt.Sprintf("db%02d", i)
+				if i >= catalog.MaxDependencies {
+					slept = append(slept, "stop id-"+name)
+				}
+				insts = append(insts, member(name, catalog.StateRunning, tc.labels("role", "db",
+					catalog.LabelHost, name, catalog.LabelStandbyAfter, "300ms")))
+			}
+			p := newPoolCase(t, insts...)
+			snap := p.cat.Snapshot()
+			for i := range theirs {
+				ts := snap.Targets(nil, catalog.Route{Port: 8080}, fmt.Sprintf("db%02d", i))
+				if len(ts) != 1 {
+					t.Fatalf("db%02d: targets %v, want itself", i, ts)
+				}
+				p.w.Routed(ts[0].Activity, ts[0].Dial) // served once, then idle
+			}
+			stops := func() []string {
+				var got []string
+				for _, c := range p.callList() {
+					if strings.HasPrefix(c, "stop ") {
+						got = append(got, c)
+					}
+				}
+				slices.Sort(got)
+				return got
+			}
+			testkit.Eventually(t, 10*time.Second, fmt.Sprintf("the last %d of their containers on standby", len(slept)), func() bool {
+				return len(stops()) >= len(slept)
+			})
+			if got := stops(); !slices.Equal(got, slept) {
+				t.Fatalf("stops %v, want those of the %d past the first %d by name, which app keeps up",
+					got, len(slept), catalog.MaxDependencies)
+			}
+		})
+	}
+}

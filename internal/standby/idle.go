@@ -37,6 +37,7 @@ func (w *Waker) idleLoop() {
 	var touched []*catalog.Activity
 	for {
 		now := w.now()
+		q.newPass()
 		batch = w.catalog.TakeSleeperChanges(batch[:0])
 		if len(batch) > 0 {
 			w.apply(q, batch, now)
@@ -153,7 +154,7 @@ func (w *Waker) consider(q *idleQueue, it *idleItem, now time.Time) {
 		q.schedule(it, due)
 		return
 	}
-	if dependedOn(s, q.dependents) {
+	if w.dependedOn(q, s) {
 		q.held[s.ID] = it // looked at again when a dependent changes (R5k)
 		return
 	}

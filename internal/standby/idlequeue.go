@@ -20,19 +20,34 @@ type idleItem struct {
 
 // idleQueue is the idle loop's state (R5l): every labelled instance of
 // the catalog by ID and by Activity, those with a deadline in a heap by
-// it, those held up by their dependents (R5k), and the instances with a
-// caddy.depends_on. The loop's alone.
+// it, those held up by their dependents (R5k), the instances with a
+// caddy.depends_on, and the dependencies the catalog gave some of them
+// during the loop's current pass. The loop's alone.
 type idleQueue struct {
 	byID       map[string]*idleItem
 	byAct      map[*catalog.Activity]*idleItem
 	items      []*idleItem // the heap
 	held       map[string]*idleItem
 	dependents map[string]catalog.Dependent
+	// keeps are the IDs each dependent keeps up (R5k, dependedOn), by its
+	// ID: at most one entry per dependent, of catalog.MaxDependencies IDs,
+	// emptied at each pass (newPass) since any change of the catalog may
+	// change them.
+	keeps map[string][]string
 }
 
 func newIdleQueue() *idleQueue {
 	return &idleQueue{byID: map[string]*idleItem{}, byAct: map[*catalog.Activity]*idleItem{},
-		held: map[string]*idleItem{}, dependents: map[string]catalog.Dependent{}}
+		held: map[string]*idleItem{}, dependents: map[string]catalog.Dependent{}, keeps: map[string][]string{}}
+}
+
+// newPass forgets the dependencies asked of the catalog in the last pass.
+func (q *idleQueue) newPass() {
+	if len(q.keeps) > bigBuffer {
+		q.keeps = map[string][]string{} // a Go map keeps its size
+		return
+	}
+	clear(q.keeps)
 }
 
 // add starts following the instance s.
