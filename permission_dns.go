@@ -165,7 +165,7 @@ func (p *hostPermission) provisionDNS(ctx caddy.Context) error {
 	if s := ctx.Storage(); s != nil {
 		cfg.Locker = s
 	}
-	dicerapp.RegisterMetrics(ctx, dnsrecords.Updates)
+	dicerapp.RegisterMetrics(ctx, dnsrecords.Updates, dnsrecords.Refused)
 	p.startDNS(cfg)
 	return nil
 }

@@ -19,6 +19,16 @@ var Updates = prometheus.NewCounterVec(prometheus.CounterOpts{
 
 var updates = Updates
 
+// Refused counts the claimed hosts a publisher's caps leave without a
+// record, once each as its refusal begins:
+// caddy_dicer_dns_records_refused_total{zone,bound}, bound the setting
+// of the cap, max_records or max_records_per_instance. Hosts in their
+// grace period count against the caps (R7e).
+var Refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Namespace: "caddy", Subsystem: "dicer", Name: "dns_records_refused_total",
+	Help: "Claimed hosts the dns_records caps (R7e) leave without a record, by zone and bound (max_records, max_records_per_instance), each counted once as its refusal begins.",
+}, []string{"zone", "bound"})
+
 // zoneView is what a read of a zone tells the publisher, keyed by host
 // (fully qualified, lower case, no trailing dot).
 type zoneView struct {
