@@ -559,19 +559,15 @@ func (p *Publisher) sync(z *zoneState, now time.Time) (err error) {
 	return nil
 }
 
-// ensure makes host's records in zone z ours and pointing at the targets,
-// and reports whether it wrote.
+// ensure makes host's records of ours in zone z point at the targets,
+// and reports whether it wrote. Records at the name that the owner TXT
+// does not list (made by hand beside ours: an AAAA, a TXT, an MX) stay
+// as they are.
 func (p *Publisher) ensure(z *zoneState, zone *zoneView, host string) (bool, error) {
 	rel := libdns.RelativeName(host, z.name)
-	have := zone.targets[host]
 	if !zone.owned[host] {
-		if len(have) > 0 || (p.cfg.CNAME != "" && zone.other[host]) {
-			if !z.foreign[host] {
-				p.logger.Warn("dns_records: the host has records caddy-dicer did not write (no owner TXT of ours); they are left as they are, and no record is written",
-					zap.String("host", host), zap.String("zone", z.name), zap.String("owner_record", OwnerPrefix+"."+host))
-				z.foreign[host] = true
-			}
-			delete(z.published, host)
+		if len(zone.targets[host]) > 0 || (p.cfg.CNAME != "" && zone.other[host]) {
+			p.noteForeign(z, host, "the host has records caddy-dicer did not write (no owner TXT of ours); they are left as they are, and no record is written")
 			return false, nil
 		}
 		recs := append([]libdns.Record{p.ownerRecord(rel)}, p.targets(rel)...)
@@ -587,25 +583,68 @@ func (p *Publisher) ensure(z *zoneState, zone *zoneView, host string) (bool, err
 		delete(z.foreign, host)
 		return true, nil
 	}
+	ours, others := zone.ours(host)
+	wanted := map[string]bool{}
+	for _, r := range p.targets(rel) {
+		wanted[targetKey(r)] = true
+	}
+	var stale, missing []libdns.Record
+	have := map[string]bool{}
+	for _, r := range ours {
+		if k := targetKey(r); wanted[k] {
+			have[k] = true
+		} else {
+			stale = append(stale, r)
+		}
+	}
+	for _, r := range p.targets(rel) {
+		if !have[targetKey(r)] {
+			missing = append(missing, r)
+		}
+	}
+	if p.cfg.CNAME != "" && len(missing) > 0 && (len(others) > 0 || zone.other[host]) {
+		// A CNAME cannot sit beside other records (the address setting
+		// became a cname one, and records were made by hand beside ours).
+		p.noteForeign(z, host, "the host has records caddy-dicer did not write beside its own, and a CNAME cannot sit beside them; nothing is written")
+		return false, nil
+	}
 	delete(z.foreign, host)
-	if p.matches(have) {
+	if len(stale) == 0 && len(missing) == 0 && zone.current[host] {
 		z.published[host] = true // written by us before, or by a Caddy of the fleet
 		return false, nil
 	}
-	// Ours, pointing elsewhere (the address setting changed): replace.
-	if len(have) > 0 {
+	// Ours, pointing elsewhere (the address setting changed), or an owner
+	// TXT listing other records: the stale records go first (a CNAME
+	// and an address cannot sit together), then the new ones with the
+	// owner TXT listing them, then the old owner TXT.
+	if len(stale) > 0 {
 		if err := p.call(z.name, "delete", func(ctx context.Context) error {
-			_, err := p.cfg.Provider.DeleteRecords(ctx, z.name, have)
+			_, err := p.cfg.Provider.DeleteRecords(ctx, z.name, stale)
 			return err
 		}); err != nil {
 			return true, err
 		}
 	}
-	if err := p.call(z.name, "create", func(ctx context.Context) error {
-		_, err := p.cfg.Provider.AppendRecords(ctx, z.name, p.targets(rel))
-		return err
-	}); err != nil {
-		return true, err
+	var oldOwner []libdns.Record
+	if !zone.current[host] {
+		missing = append(missing, p.ownerRecord(rel))
+		oldOwner = zone.ownerRecs[host]
+	}
+	if len(missing) > 0 {
+		if err := p.call(z.name, "create", func(ctx context.Context) error {
+			_, err := p.cfg.Provider.AppendRecords(ctx, z.name, missing)
+			return err
+		}); err != nil {
+			return true, err
+		}
+	}
+	if len(oldOwner) > 0 {
+		if err := p.call(z.name, "delete", func(ctx context.Context) error {
+			_, err := p.cfg.Provider.DeleteRecords(ctx, z.name, oldOwner)
+			return err
+		}); err != nil {
+			return true, err
+		}
 	}
 	p.logger.Info("dns_records: record of ours pointed at the new targets",
 		zap.String("host", host), zap.String("zone", z.name), zap.Strings("targets", p.targetStrings()))
@@ -613,11 +652,23 @@ func (p *Publisher) ensure(z *zoneState, zone *zoneView, host string) (bool, err
 	return true, nil
 }
 
-// remove deletes host's records and then its owner TXT: a failure between
-// the two leaves the owner TXT, so the next pass finishes the job.
-// evicted: before its grace period ended, for the caps.
+// noteForeign marks host as having records that keep caddy-dicer from
+// writing, warning once.
+func (p *Publisher) noteForeign(z *zoneState, host, why string) {
+	if !z.foreign[host] {
+		p.logger.Warn("dns_records: "+why,
+			zap.String("host", host), zap.String("zone", z.name), zap.String("owner_record", OwnerPrefix+"."+host))
+		z.foreign[host] = true
+	}
+	delete(z.published, host)
+}
+
+// remove deletes host's records of ours (those its owner TXT lists) and
+// then its owner TXT, in one update; records made by hand beside them
+// stay. evicted: before its grace period ended, for the caps.
 func (p *Publisher) remove(z *zoneState, zone *zoneView, host string, evicted bool) error {
-	recs := append(slices.Clone(zone.targets[host]), zone.ownerRecs[host]...)
+	ours, _ := zone.ours(host)
+	recs := append(slices.Clone(ours), zone.ownerRecs[host]...)
 	if err := p.call(z.name, "delete", func(ctx context.Context) error {
 		_, err := p.cfg.Provider.DeleteRecords(ctx, z.name, recs)
 		return err
@@ -655,8 +706,16 @@ func (p *Publisher) call(zone, op string, fn func(ctx context.Context) error) er
 	return nil
 }
 
-// ownerText is the owner TXT's text for this publisher's owner.
-func (p *Publisher) ownerText() string { return "heritage=caddy-dicer,owner=" + p.cfg.Owner }
+// ownerText is the owner TXT's text for this publisher: its owner, and
+// the values of the records it writes (R7e), which are the records of
+// the name it changes and removes:
+// `heritage=caddy-dicer,owner=caddy-dicer,targets=203.0.113.7/2001:db8::7`.
+func (p *Publisher) ownerText() string {
+	return ownerPrefixText(p.cfg.Owner) + ",targets=" + strings.Join(p.targetStrings(), "/")
+}
+
+// ownerPrefixText is what every owner TXT of owner starts with.
+func ownerPrefixText(owner string) string { return "heritage=caddy-dicer,owner=" + owner }
 
 // ownerRecord is the owner TXT for rel, the host's name relative to its
 // zone.
@@ -695,29 +754,26 @@ func (p *Publisher) targetStrings() []string {
 	return out
 }
 
-// matches reports whether have, a host's A/AAAA/CNAME records, are the
-// targets exactly (TTL aside).
-func (p *Publisher) matches(have []libdns.Record) bool {
-	want := map[string]bool{}
-	for _, r := range p.targets("x") {
-		want[targetKey(r)] = true
-	}
-	if len(have) != len(want) {
-		return false
-	}
-	for _, r := range have {
-		if !want[targetKey(r)] {
-			return false
-		}
-	}
-	return true
-}
-
 // targetKey is a record's type and value, compared without case or a
-// trailing dot.
+// trailing dot, an address in its canonical form.
 func targetKey(r libdns.Record) string {
 	rr := r.RR()
-	return rr.Type + " " + strings.TrimSuffix(strings.ToLower(rr.Data), ".")
+	data := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(rr.Data)), ".")
+	if ip, err := netip.ParseAddr(data); err == nil && (rr.Type == "A" || rr.Type == "AAAA") {
+		data = ip.Unmap().String()
+	}
+	return rr.Type + " " + data
+}
+
+// valueKey is the targetKey of a value listed in an owner TXT.
+func valueKey(v string) string {
+	if ip, err := netip.ParseAddr(v); err == nil {
+		if ip = ip.Unmap(); ip.Is4() {
+			return "A " + ip.String()
+		}
+		return "AAAA " + ip.String()
+	}
+	return "CNAME " + strings.TrimSuffix(strings.ToLower(v), ".")
 }
 
 func sortedKeys[V any](m map[string]V) []string {

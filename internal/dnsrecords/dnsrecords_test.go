@@ -429,3 +429,64 @@ func TestDNSRecords_R7e_relabel_churn_stays_within_the_caps(t *testing.T) {
 		t.Fatalf("%d hosts, over max_records %d", n, DefaultMaxPerZone)
 	}
 }
+
+// TestDNSRecords_R7e_hand_made_records_beside_ours_survive: on a name
+// Caddy owns, records made by hand beside its A (an AAAA, a TXT, an MX)
+// stay through the zone's next reads, a change of the address setting
+// and the removal after the grace period; only the records the owner
+// TXT lists are Caddy's.
+func TestDNSRecords_R7e_hand_made_records_beside_ours_survive(t *testing.T) {
+	zone := &memZone{}
+	r := newRig(t, zone, nil, nil)
+	r.claim("app", "app.example.test")
+	r.pass()
+	if !zone.has("app", "A") {
+		t.Fatalf("no A: %v", zone.recs)
+	}
+	hand := []libdns.RR{
+		{Name: "app", Type: "AAAA", Data: "2001:db8::99"},
+		{Name: "app", Type: "TXT", Data: "v=spf1 -all"},
+		{Name: "app", Type: "MX", Data: "10 mail.example.test."},
+	}
+	zone.mu.Lock()
+	zone.recs = append(zone.recs, hand...)
+	zone.mu.Unlock()
+	survived := func(when string) {
+		t.Helper()
+		for _, h := range hand {
+			if !zone.has(h.Name, h.Type) {
+				t.Fatalf("%s: the hand-made %s went: %v", when, h.Type, zone.recs)
+			}
+		}
+	}
+	r.now = r.now.Add(resync) // the zone is read again, the claim ensured
+	r.pass()
+	survived("the next read")
+	if !zone.has("app", "A") {
+		t.Fatalf("Caddy's A went: %v", zone.recs)
+	}
+
+	// The next config's publisher points the host elsewhere.
+	moved := newRig(t, zone, nil, func(c *Config) { c.Addresses = []netip.Addr{netip.MustParseAddr("203.0.113.8")} })
+	moved.cat = r.cat
+	moved.pub.src = allowAll{r.cat}
+	moved.now = r.now
+	moved.pass()
+	survived("an address change")
+	zone.mu.Lock()
+	for _, rr := range zone.recs {
+		if rr.Type == "A" && rr.Data != "203.0.113.8" {
+			t.Errorf("the old address stayed: %v", rr)
+		}
+	}
+	zone.mu.Unlock()
+
+	r.cat.Delete("app")
+	moved.pass()
+	moved.now = moved.now.Add(2 * time.Minute)
+	moved.pass()
+	survived("the removal")
+	if zone.has("app", "A") || zone.has("_caddy-dicer.app", "TXT") {
+		t.Fatalf("Caddy's records stayed after the grace period: %v", zone.recs)
+	}
+}
