@@ -85,6 +85,7 @@ var (
 	errNotUnderSuffix = fmt.Errorf("%w: name is not under any allow_suffix domain", caddytls.ErrPermissionDenied)
 	errNotClaimed     = fmt.Errorf("%w: no instance lists the name in its caddy.host label (none the selector matches, with one)", caddytls.ErrPermissionDenied)
 	errOnlyWildcard   = fmt.Errorf("%w: only a caddy.host wildcard claims the name, and wildcards are refused (wildcards allow grants them)", caddytls.ErrPermissionDenied)
+	errUnderscore     = fmt.Errorf("%w: a label of the name starts with '_' (such names hold a domain's ACME challenges, DKIM keys and service records)", caddytls.ErrPermissionDenied)
 )
 
 // provision checks the settings and joins the daemon's shared connection.
@@ -177,6 +178,9 @@ func (p *hostPermission) CertificateAllowed(ctx context.Context, name string) er
 // decide is CertificateAllowed for a normalized host, neither counted nor
 // logged: the admin API's explain asks it too.
 func (p *hostPermission) Decide(host string) error {
+	if catalog.UnderscoreLabel(host) {
+		return errUnderscore // R7: whatever claims it, wildcards included
+	}
 	if len(p.suffixes) > 0 && !underAny(host, p.suffixes) {
 		return errNotUnderSuffix
 	}

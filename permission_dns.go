@@ -23,9 +23,11 @@ import (
 // an A/AAAA record for each of `address`, or a CNAME to `cname`, in the
 // zone the host is in, written through a `dns.providers` module (the
 // same providers Caddy's ACME DNS challenge uses), with an owner TXT
-// record `_caddy-dicer.<host>` beside it. Once no instance has claimed the
-// host for `grace`, both go. A host with records Caddy did not write (no
-// owner TXT of its `owner`) is never touched. See docs/dns-records.md.
+// record `_caddy-dicer.<host>` beside it listing the records written.
+// Once no instance has claimed the host for `grace`, both go. A host with
+// records Caddy did not write (no owner TXT of its `owner`) is never
+// touched, nor are records made by hand beside Caddy's; a name with a
+// label starting with `_` gets none. See docs/dns-records.md.
 type DNSRecords struct {
 	// ProviderRaw is the DNS provider module, by its name in the
 	// dns.providers namespace: `{"name": "rfc2136", "server":
@@ -57,20 +59,25 @@ type DNSRecords struct {
 	Grace caddy.Duration `json:"grace,omitempty"`
 
 	// Owner names this Caddy, or the fleet of Caddys sharing its storage,
-	// in the owner TXT record (`heritage=caddy-dicer,owner=<owner>`): only
-	// records with its owner's TXT are changed or removed. Caddys that
+	// in the owner TXT record
+	// (`heritage=caddy-dicer,owner=<owner>,targets=<value>/...`): only the
+	// records its owner's TXT lists are changed or removed. Caddys that
 	// publish the same hosts share one owner; Caddys publishing different
 	// hosts in one zone need different owners, else each removes the
 	// others' records as unclaimed. Letters, digits, '.', '-' and '_', at
 	// most 63. Default: `caddy-dicer`.
 	Owner string `json:"owner,omitempty"`
 
-	// MaxRecordsPerInstance bounds the hosts one instance gets records
-	// for (the first by name); its other hosts still route and get
-	// certificates. Default: 25.
+	// MaxRecordsPerInstance bounds the hosts one instance has records
+	// for (the first by name), counting those in their grace period that
+	// it claimed last; its other hosts still route and get certificates.
+	// Default: 25.
 	MaxRecordsPerInstance int `json:"max_records_per_instance,omitempty"`
 
-	// MaxRecords bounds the hosts with records in one zone. Default: 1000.
+	// MaxRecords bounds the hosts with records in one zone, claimed or in
+	// their grace period: past it the oldest in their grace period lose
+	// their records first, and a new claim gets none while claimed hosts
+	// fill it. Default: 1000.
 	MaxRecords int `json:"max_records,omitempty"`
 
 	publisher *dnsrecords.Publisher
@@ -165,7 +172,7 @@ func (p *hostPermission) provisionDNS(ctx caddy.Context) error {
 	if s := ctx.Storage(); s != nil {
 		cfg.Locker = s
 	}
-	dicerapp.RegisterMetrics(ctx, dnsrecords.Updates)
+	dicerapp.RegisterMetrics(ctx, dnsrecords.Updates, dnsrecords.Refused)
 	p.startDNS(cfg)
 	return nil
 }

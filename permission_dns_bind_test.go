@@ -3,7 +3,9 @@
 package caddydicer
 
 import (
+	"context"
 	"encoding/json"
+	"net/netip"
 	"os"
 	"slices"
 	"testing"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
+	"github.com/libdns/libdns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dnsrecords"
@@ -26,15 +29,17 @@ const (
 	dnsZone     = "example.test"
 	dnsTarget   = "203.0.113.7"
 	dnsManualIP = "192.0.2.55"
+	dnsHandAAAA = "2001:db8::55"
 )
 
 // TestPermission_R7e_dns_records_BIND: an instance claims
 // app.example.test and dig at the server answers its A record within a
 // second, with the owner TXT beside it; a tenant's claim outside
 // allow_suffix writes nothing; a record made by hand in the zone file is
-// left as it is though an instance claims its name; once the claims go,
-// the record stays for the grace period and then goes, the hand-made one
-// stays. Two permissions sharing a storage's locks (two Caddys of a
+// left as it is though an instance claims its name, and so are records
+// made by hand beside Caddy's A on a name it owns (AAAA, TXT, MX); once
+// the claims go, the record stays for the grace period and then goes,
+// the hand-made ones stay. Two permissions sharing a storage's locks (two Caddys of a
 // fleet) write and remove the record once.
 func TestPermission_R7e_dns_records_BIND(t *testing.T) {
 	if testing.Short() || os.Getenv("CADDY_DICER_DNS") == "" {
@@ -86,7 +91,7 @@ func TestPermission_R7e_dns_records_BIND(t *testing.T) {
 		return slices.Equal(dig("app.example.test", "A"), []string{dnsTarget})
 	})
 	t.Logf("R7e: the A record answered %v after the claim", time.Since(start).Round(time.Millisecond))
-	if got := dig("_caddy-dicer.app.example.test", "TXT"); !slices.Equal(got, []string{`"heritage=caddy-dicer,owner=caddy-dicer"`}) {
+	if got := dig("_caddy-dicer.app.example.test", "TXT"); !slices.Equal(got, []string{`"heritage=caddy-dicer,owner=caddy-dicer,targets=` + dnsTarget + `"`}) {
 		t.Fatalf("owner TXT: %q", got)
 	}
 	// The same pass decided the other claims: nothing for them.
@@ -108,8 +113,35 @@ func TestPermission_R7e_dns_records_BIND(t *testing.T) {
 		t.Fatalf("caddy_dicer_dns_updates_total{op=create,result=ok} grew by %v: the fleet of two wrote %v times, want once", n, n)
 	}
 
+	// Records made by hand beside Caddy's A on the name it owns (an
+	// AAAA, a TXT, an MX) stay through the next pass that reads the zone
+	// and ensures app.example.test (a new claim makes one), and through
+	// the removal below.
+	hand := []libdns.Record{
+		libdns.Address{Name: "app", TTL: time.Minute, IP: netip.MustParseAddr(dnsHandAAAA)},
+		libdns.TXT{Name: "app", TTL: time.Minute, Text: "v=spf1,hand-made"},
+		libdns.MX{Name: "app", TTL: time.Minute, Preference: 10, Target: "ns.example.test."}, // BIND wants an MX target with an address,
+	}
+	if _, err := cfg.Provider.AppendRecords(context.Background(), dnsZone, hand); err != nil {
+		t.Fatalf("the records made by hand: %v", err)
+	}
+	handMade := func(when string) {
+		t.Helper()
+		for _, typ := range []string{"AAAA", "TXT", "MX"} {
+			if got := dig("app.example.test", typ); len(got) == 0 {
+				t.Fatalf("%s: the hand-made %s record of app.example.test: %q", when, typ, got)
+			}
+		}
+	}
+	cat.Put(claimant("app2", "two.app.example.test"))
+	testkit.Eventually(t, 3*time.Second, "two.app.example.test's A record at the server", func() bool {
+		return slices.Equal(dig("two.app.example.test", "A"), []string{dnsTarget})
+	})
+	handMade("after a pass that read the zone")
+
 	gone := time.Now()
 	cat.Delete("app")
+	cat.Delete("app2")
 	cat.Delete("hand")
 	cat.Delete("tenant")
 	time.Sleep(grace / 2) // the grace period holds: nothing to wait for
@@ -117,8 +149,10 @@ func TestPermission_R7e_dns_records_BIND(t *testing.T) {
 		t.Fatalf("the record went within the grace period: %q", got)
 	}
 	testkit.Eventually(t, grace+3*time.Second, "app.example.test's record removed after the grace period", func() bool {
-		return len(dig("app.example.test", "A")) == 0 && len(dig("_caddy-dicer.app.example.test", "TXT")) == 0
+		return len(dig("app.example.test", "A")) == 0 && len(dig("_caddy-dicer.app.example.test", "TXT")) == 0 &&
+			len(dig("two.app.example.test", "A")) == 0
 	})
+	handMade("after the removal")
 	t.Logf("R7e: the record went %v after the last claim (grace %v)", time.Since(gone).Round(time.Millisecond), grace)
 	if got := dig("manual.example.test", "A"); !slices.Equal(got, []string{dnsManualIP}) {
 		t.Fatalf("the hand-made record did not survive: %q", got)
@@ -126,7 +160,7 @@ func TestPermission_R7e_dns_records_BIND(t *testing.T) {
 	testkit.Eventually(t, 3*time.Second, "both Caddys past the removal", func() bool {
 		return fleetmate.DNSStatus()[0].Gone == 0 && p.DNSStatus()[0].Gone == 0
 	})
-	if n := testutil.ToFloat64(dnsrecords.Updates.WithLabelValues(dnsZone, "delete", "ok")) - deleted; n != 1 {
-		t.Fatalf("the fleet of two removed the record %v times, want once", n)
+	if n := testutil.ToFloat64(dnsrecords.Updates.WithLabelValues(dnsZone, "delete", "ok")) - deleted; n != 2 {
+		t.Fatalf("the fleet of two removed the two hosts' records %v times, want once each", n)
 	}
 }

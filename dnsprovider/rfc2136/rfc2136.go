@@ -11,8 +11,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +35,23 @@ const DefaultAlgorithm = "hmac-sha256"
 
 // defaultTimeout bounds one exchange with the server when timeout is not set.
 const defaultTimeout = 10 * time.Second
+
+// The bounds of one zone transfer when max_transfer_records and
+// max_transfer_bytes are not set: a zone past them is refused whole,
+// rather than held in memory, whatever the server sends.
+const (
+	DefaultMaxTransferRecords = 100_000
+	DefaultMaxTransferBytes   = 32 << 20
+)
+
+// ErrTransferTooLarge is the error of a zone transfer past
+// max_transfer_records or max_transfer_bytes; the error wrapping it names
+// the setting.
+var ErrTransferTooLarge = errors.New("zone transfer too large")
+
+// errUnsigned is the error of an answer without a TSIG record to a
+// signed request: anyone on the path could have made it.
+var errUnsigned = errors.New("the answer is not signed with the TSIG key (refused: anyone on the path could have sent it)")
 
 // Provider writes and reads the records of a zone on a DNS server that
 // takes TSIG-signed dynamic updates.
@@ -60,6 +79,18 @@ type Provider struct {
 	// Timeout bounds one exchange with the server (an update, a zone
 	// transfer). Default: 10s.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	// MaxTransferRecords bounds the records one zone transfer (a read of
+	// the zone) may hold: past it the transfer stops, its connection is
+	// closed and the read fails with an error naming this setting; nothing
+	// of it is kept. Default: 100000.
+	MaxTransferRecords int `json:"max_transfer_records,omitempty"`
+
+	// MaxTransferBytes bounds the bytes one zone transfer may take from
+	// the server, as MaxTransferRecords. In the Caddyfile a number of
+	// bytes, or with KiB, MiB or GiB: `64MiB`. Default: 32 MiB
+	// (33554432).
+	MaxTransferBytes int64 `json:"max_transfer_bytes,omitempty"`
 
 	keyFQDN string
 	alg     string
@@ -113,6 +144,12 @@ func (p *Provider) settle() error {
 	if p.alg == "" {
 		return setting.Errorf("algorithm", "%q is not one of hmac-sha256, hmac-sha384, hmac-sha512, hmac-sha224, hmac-sha1", alg)
 	}
+	if p.MaxTransferRecords < 0 {
+		return setting.Errorf("max_transfer_records", "%d: wants a positive number of records", p.MaxTransferRecords)
+	}
+	if p.MaxTransferBytes < 0 {
+		return setting.Errorf("max_transfer_bytes", "%d: wants a positive number of bytes", p.MaxTransferBytes)
+	}
 	p.keyFQDN = dns.Fqdn(strings.ToLower(p.KeyName))
 	p.secret = p.Key
 	return nil
@@ -136,53 +173,130 @@ func (p *Provider) ready() error {
 // GetRecords returns the records of zone by a TSIG-signed zone transfer
 // (AXFR over TCP): the server must allow the key to transfer the zone
 // (`allow-transfer { key caddy; };` in BIND). The SOA and DNSSEC records
-// are left out.
+// are left out. Every message of the answer must carry a valid TSIG of
+// the key. A transfer past max_transfer_records or max_transfer_bytes
+// fails (ErrTransferTooLarge) and keeps nothing; a canceled ctx closes
+// the connection at once.
 func (p *Provider) GetRecords(ctx context.Context, zone string) ([]libdns.Record, error) {
 	if err := p.ready(); err != nil {
 		return nil, err
 	}
 	zone = dns.Fqdn(zone)
+	fail := func(err error) ([]libdns.Record, error) {
+		return nil, fmt.Errorf("zone transfer of %s from %s: %w", zone, p.Server, err)
+	}
 	m := new(dns.Msg)
 	m.SetAxfr(zone)
 	m.SetTsig(p.keyFQDN, p.alg, 300, time.Now().Unix())
+	nc, stop, err := p.dial(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer stop()
+	maxRecords, maxBytes := p.maxTransfer()
+	counted := &countingConn{Conn: nc, max: maxBytes}
 	t := &dns.Transfer{
+		Conn:        &dns.Conn{Conn: counted},
 		DialTimeout: p.timeout(), ReadTimeout: p.timeout(), WriteTimeout: p.timeout(),
 		TsigSecret: map[string]string{p.keyFQDN: p.secret},
 	}
+	_ = nc.SetWriteDeadline(time.Now().Add(p.timeout()))
 	envs, err := t.In(m, p.Server)
 	if err != nil {
-		return nil, fmt.Errorf("zone transfer of %s from %s: %w", zone, p.Server, err)
+		return fail(err)
 	}
+	// The transfer's goroutine ends once the connection is closed: drain
+	// it before returning, so that nothing of it outlives the call.
+	defer func() {
+		_ = nc.Close()
+		for range envs {
+		}
+	}()
 	var out []libdns.Record
-	for {
-		select {
-		case env, ok := <-envs:
-			if !ok {
-				return out, nil
+	n := 0
+	for env := range envs {
+		if env.Error != nil {
+			switch {
+			case ctx.Err() != nil:
+				return fail(ctx.Err())
+			case counted.over():
+				return fail(fmt.Errorf("%w: more than %d bytes (max_transfer_bytes of the rfc2136 provider)", ErrTransferTooLarge, maxBytes))
 			}
-			if env.Error != nil {
-				go drain(envs)
-				return nil, fmt.Errorf("zone transfer of %s from %s: %w", zone, p.Server, env.Error)
+			return fail(env.Error)
+		}
+		for _, rr := range env.RR {
+			t := rr.Header().Rrtype
+			if t == dns.TypeSOA {
+				continue // the transfer's first and last
 			}
-			for _, rr := range env.RR {
-				switch rr.Header().Rrtype {
-				case dns.TypeSOA, dns.TypeRRSIG, dns.TypeNSEC, dns.TypeNSEC3, dns.TypeDNSKEY, dns.TypeNSEC3PARAM:
-					continue
-				}
-				out = append(out, fromRR(rr, zone))
+			if n++; n > maxRecords {
+				return fail(fmt.Errorf("%w: more than %d records (max_transfer_records of the rfc2136 provider)", ErrTransferTooLarge, maxRecords))
 			}
-		case <-ctx.Done():
-			go drain(envs)
-			return nil, ctx.Err()
+			switch t {
+			case dns.TypeRRSIG, dns.TypeNSEC, dns.TypeNSEC3, dns.TypeDNSKEY, dns.TypeNSEC3PARAM:
+				continue
+			}
+			out = append(out, fromRR(rr, zone))
 		}
 	}
+	if ctx.Err() != nil {
+		return fail(ctx.Err())
+	}
+	return out, nil
 }
 
-// drain reads a transfer to its end, so that its goroutine ends.
-func drain(envs chan *dns.Envelope) {
-	for range envs {
+// maxTransfer is the records and bytes one zone transfer may take.
+func (p *Provider) maxTransfer() (int, int64) {
+	records, bytes := p.MaxTransferRecords, p.MaxTransferBytes
+	if records <= 0 {
+		records = DefaultMaxTransferRecords
 	}
+	if bytes <= 0 {
+		bytes = DefaultMaxTransferBytes
+	}
+	return records, bytes
 }
+
+// dial connects to the server over TCP within the timeout, and closes
+// the connection as soon as ctx is canceled, whatever reads or writes
+// are under way; stop ends that watch and closes the connection.
+func (p *Provider) dial(ctx context.Context) (net.Conn, func(), error) {
+	d := net.Dialer{Timeout: p.timeout()}
+	nc, err := d.DialContext(ctx, "tcp", p.Server)
+	if err != nil {
+		return nil, nil, err
+	}
+	unwatch := context.AfterFunc(ctx, func() { _ = nc.Close() })
+	return nc, func() { unwatch(); _ = nc.Close() }, nil
+}
+
+// countingConn fails the reads of a connection past max bytes.
+type countingConn struct {
+	net.Conn
+	max, read int64
+	tooMuch   bool
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	if c.read >= c.max {
+		c.tooMuch = true
+		return 0, ErrTransferTooLarge
+	}
+	if rest := c.max - c.read; int64(len(b)) > rest {
+		b = b[:rest+1] // one byte past the cap tells a larger transfer from one of exactly max
+	}
+	n, err := c.Conn.Read(b)
+	c.read += int64(n)
+	if c.read > c.max {
+		c.tooMuch = true
+		return 0, ErrTransferTooLarge
+	}
+	return n, err
+}
+
+// over reports whether the reads went past the cap. Read by the caller
+// after the transfer's goroutine reported its error, so not concurrently.
+func (c *countingConn) over() bool { return c.tooMuch }
 
 // AppendRecords adds recs to zone in one update, which the server applies
 // whole or not at all. It changes no record that is there.
@@ -236,16 +350,34 @@ func (p *Provider) DeleteRecords(ctx context.Context, zone string, recs []libdns
 	return typed(recs), nil
 }
 
-// exchange sends the signed update m over TCP and checks the answer.
+// exchange sends the signed update m over TCP and checks the answer,
+// which must carry a valid TSIG of the key: an unsigned answer, or one
+// signed otherwise, is an error whatever it says. A canceled ctx closes
+// the connection at once.
 func (p *Provider) exchange(ctx context.Context, m *dns.Msg) error {
 	if err := p.ready(); err != nil {
 		return err
 	}
 	m.SetTsig(p.keyFQDN, p.alg, 300, time.Now().Unix())
-	c := &dns.Client{Net: "tcp", Timeout: p.timeout(), TsigSecret: map[string]string{p.keyFQDN: p.secret}}
-	in, _, err := c.ExchangeContext(ctx, m, p.Server)
-	if err != nil {
+	fail := func(err error) error {
 		return fmt.Errorf("DNS update of %s at %s: %w", m.Question[0].Name, p.Server, err)
+	}
+	nc, stop, err := p.dial(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	defer stop()
+	c := &dns.Client{Net: "tcp", Timeout: p.timeout(), TsigSecret: map[string]string{p.keyFQDN: p.secret}}
+	// dns.Conn.ReadMsg checks the answer's TSIG only when there is one.
+	in, _, err := c.ExchangeWithConnContext(ctx, m, &dns.Conn{Conn: nc})
+	if err != nil {
+		if ctx.Err() != nil {
+			return fail(ctx.Err())
+		}
+		return fail(err)
+	}
+	if ts := in.IsTsig(); ts == nil || !strings.EqualFold(ts.Hdr.Name, p.keyFQDN) {
+		return fail(errUnsigned)
 	}
 	if in.Rcode != dns.RcodeSuccess {
 		return fmt.Errorf("DNS update of %s at %s: the server answered %s", m.Question[0].Name, p.Server, dns.RcodeToString[in.Rcode])
@@ -358,6 +490,8 @@ func typed(recs []libdns.Record) []libdns.Record {
 //		key       <base64 secret>
 //		algorithm hmac-sha256|hmac-sha384|hmac-sha512|hmac-sha224|hmac-sha1
 //		timeout   <duration>
+//		max_transfer_records <n>
+//		max_transfer_bytes   <size>
 //	}
 func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // module name
@@ -385,11 +519,39 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("timeout: %q is not a positive duration (e.g. 10s)", value)
 			}
 			p.Timeout = caddy.Duration(dur)
+		case "max_transfer_records":
+			n, err := strconv.Atoi(value)
+			if err != nil || n <= 0 {
+				return d.Errf("max_transfer_records: %q is not a positive whole number", value)
+			}
+			p.MaxTransferRecords = n
+		case "max_transfer_bytes":
+			n, err := parseSize(value)
+			if err != nil {
+				return d.Errf("max_transfer_bytes: %v", err)
+			}
+			p.MaxTransferBytes = n
 		default:
 			return d.Errf("unrecognized rfc2136 setting '%s'", name)
 		}
 	}
 	return nil
+}
+
+// parseSize reads a positive size: a number of bytes, or with KiB, MiB
+// or GiB after it.
+func parseSize(raw string) (int64, error) {
+	num, unit := raw, int64(1)
+	for suffix, u := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if n, ok := strings.CutSuffix(raw, suffix); ok {
+			num, unit = n, u
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > math.MaxInt64/unit {
+		return 0, fmt.Errorf("%q is not a positive size (e.g. 33554432 or 32MiB)", raw)
+	}
+	return n * unit, nil
 }
 
 // Interface guards

@@ -52,7 +52,7 @@ func TestDNS_R7e_container_claims_record_at_BIND(t *testing.T) {
 		time.Since(start).Round(time.Millisecond), started.Round(time.Millisecond))
 	dockertest.Start(t, cli, dockertest.Options{Name: "dns-tenant", Labels: map[string]string{"caddy.host": "tenant." + zone}})
 	hand := dockertest.Start(t, cli, dockertest.Options{Name: "dns-hand", Labels: map[string]string{"caddy.host": "manual." + zone}})
-	if got := dig("_caddy-dicer.app."+zone, "TXT"); !slices.Equal(got, []string{`"heritage=caddy-dicer,owner=caddy-dicer"`}) {
+	if got := dig("_caddy-dicer.app."+zone, "TXT"); !slices.Equal(got, []string{`"heritage=caddy-dicer,owner=caddy-dicer,targets=` + target + `"`}) {
 		t.Fatalf("owner TXT: %q", got)
 	}
 	// Give the other two claims a pass of their own before looking.

@@ -594,6 +594,16 @@ func NormalizeName(host string) string {
 	return lowerASCII(strings.TrimRight(host, ".")) // every trailing dot, so that "a.." normalises in one go
 }
 
+// UnderscoreLabel reports whether a label of host, a normalized name,
+// starts with '_': an underscored name (RFC 8552) such as
+// `_acme-challenge.example.com`, where DNS keeps what speaks for a domain
+// (its ACME DNS-01 challenges, DKIM keys, SRV records, the owner TXT of
+// dns_records). No such name gets a certificate or a DNS record (R7,
+// R7e), whatever a label claims. No allocation.
+func UnderscoreLabel(host string) bool {
+	return strings.HasPrefix(host, "_") || strings.Contains(host, "._")
+}
+
 // lowerASCII is host with its ASCII letters in lower case; host itself,
 // without allocating, when it has none in upper case.
 func lowerASCII(host string) string {

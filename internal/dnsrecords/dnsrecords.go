@@ -122,13 +122,21 @@ type zoneState struct {
 	name string
 	// published holds the hosts whose records it saw written, ours.
 	published map[string]bool
-	// gone holds the hosts with records of ours that no instance claims,
-	// since when.
-	gone map[string]time.Time
+	// want holds the hosts to have records at last count, within the
+	// caps, each with the instance claiming it.
+	want map[string]string
+	// gone holds the hosts with records of ours that no instance claims
+	// (or that the caps no longer leave room for): since when, and who
+	// claimed them last.
+	gone map[string]graceHost
+	// evict holds the hosts of gone the caps leave no room for at last
+	// count: removed at the next write, before their grace period ends.
+	evict map[string]bool
 	// foreign holds the hosts with records that are not ours, logged once.
 	foreign map[string]bool
-	// dropped is how many claimed hosts the bounds left out at last count.
-	dropped  int
+	// refused holds the claimed hosts the caps left out at last count,
+	// with the cap's setting, each counted once when it begins.
+	refused  map[string]string
 	synced   time.Time
 	failures int
 	retryAt  time.Time
@@ -143,6 +151,7 @@ type ZoneStatus struct {
 	Gone      int       `json:"gone"`
 	Foreign   int       `json:"foreign"`
 	Dropped   int       `json:"dropped,omitempty"`
+	Evicted   int       `json:"evicted,omitempty"`
 	LastError string    `json:"last_error,omitempty"`
 	RetryAt   time.Time `json:"retry_at,omitzero"`
 }
@@ -155,7 +164,8 @@ func New(cfg Config, src Source) *Publisher {
 	p := &Publisher{cfg: cfg, src: src, logger: cfg.Logger, now: time.Now, wake: make(chan struct{}, 1)}
 	p.zones = make(map[string]*zoneState, len(cfg.Zones))
 	for _, z := range cfg.Zones {
-		p.zones[z] = &zoneState{name: z, published: map[string]bool{}, gone: map[string]time.Time{}, foreign: map[string]bool{}}
+		p.zones[z] = &zoneState{name: z, published: map[string]bool{}, want: map[string]string{}, gone: map[string]graceHost{},
+			evict: map[string]bool{}, foreign: map[string]bool{}, refused: map[string]string{}}
 	}
 	p.run, p.cancel = context.WithCancel(context.Background())
 	return p
@@ -218,10 +228,33 @@ func (p *Publisher) loop() {
 // claim is a host some instance claims, in a zone.
 type claim struct {
 	host, claimant, zone string
+	// held: the host has records of ours (published, or in its grace
+	// period).
+	held bool
 }
 
-// desired is the hosts to have records for, per zone, within the bounds.
-func (p *Publisher) desired(snap *catalog.Snapshot) map[string]map[string]bool {
+// graceHost is a host with records of ours that no instance claims.
+type graceHost struct {
+	since time.Time
+	// claimant is the instance that claimed it last, "" if none is known
+	// (records found at a read).
+	claimant string
+}
+
+// desired works out, per zone, the hosts to have records for within the
+// caps (z.want), the hosts entering their grace period (z.gone), and
+// those of z.gone the caps leave no room for (z.evict).
+//
+// Every host with records of ours counts against both caps, max_records
+// per zone and max_records_per_instance, whether claimed or in its grace
+// period (a grace host against the instance that claimed it last), so
+// that relabelling cannot grow the zone past them (R7e): claimed hosts
+// first (those with records before new ones, then by name, so that a cap
+// does not flap), then the hosts in their grace period, the newest
+// first; the grace hosts left over are removed at once, the oldest first,
+// and a new claim that finds no room is refused (logged, counted in
+// caddy_dicer_dns_records_refused_total) until there is.
+func (p *Publisher) desired(snap *catalog.Snapshot, now time.Time) {
 	var claims []claim
 	snap.EachClaimedHost(func(host, claimant string) bool {
 		if !validHost(host) || p.src.Decide(host) != nil {
@@ -231,46 +264,96 @@ func (p *Publisher) desired(snap *catalog.Snapshot) map[string]map[string]bool {
 		if zone == "" || (p.cfg.CNAME != "" && host == zone) {
 			return true // a CNAME cannot sit at a zone's apex
 		}
-		claims = append(claims, claim{host, claimant, zone})
+		z := p.zones[zone]
+		_, inGrace := z.gone[host]
+		claims = append(claims, claim{host: host, claimant: claimant, zone: zone, held: z.published[host] || inGrace})
 		return true
 	})
-	// The hosts published already first, then by name: a cap keeps the
-	// same hosts from one pass to the next.
 	slices.SortFunc(claims, func(a, b claim) int {
-		pa, pb := p.zones[a.zone].published[a.host], p.zones[b.zone].published[b.host]
-		if pa != pb {
-			if pa {
+		if a.held != b.held {
+			if a.held {
 				return -1
 			}
 			return 1
 		}
 		return strings.Compare(a.host, b.host)
 	})
-	out := make(map[string]map[string]bool, len(p.zones))
+	perZone := map[string]int{}
 	perInstance := map[string]int{}
-	dropped := map[string]int{}
+	want := make(map[string]map[string]string, len(p.zones))
+	refused := make(map[string]map[string]string, len(p.zones))
+	for name := range p.zones {
+		want[name], refused[name] = map[string]string{}, map[string]string{}
+	}
 	for _, c := range claims {
-		if out[c.zone] == nil {
-			out[c.zone] = map[string]bool{}
+		switch {
+		case perZone[c.zone] >= p.cfg.MaxPerZone:
+			refused[c.zone][c.host] = "max_records"
+		case perInstance[c.claimant] >= p.cfg.MaxPerInstance:
+			refused[c.zone][c.host] = "max_records_per_instance"
+		default:
+			perZone[c.zone]++
+			perInstance[c.claimant]++
+			want[c.zone][c.host] = c.claimant
 		}
-		if len(out[c.zone]) >= p.cfg.MaxPerZone || perInstance[c.claimant] >= p.cfg.MaxPerInstance {
-			dropped[c.zone]++
+	}
+	type graceEntry struct {
+		zone, host string
+		graceHost
+	}
+	var grace []graceEntry
+	for name, z := range p.zones {
+		for host := range z.published {
+			if _, ok := want[name][host]; !ok {
+				delete(z.published, host)
+				z.gone[host] = graceHost{since: now, claimant: z.want[host]}
+			}
+		}
+		for host, g := range z.gone {
+			if _, ok := want[name][host]; ok {
+				delete(z.gone, host) // claimed again: ensure finds its records
+				continue
+			}
+			grace = append(grace, graceEntry{name, host, g})
+		}
+		z.want = want[name]
+		clear(z.evict)
+	}
+	slices.SortFunc(grace, func(a, b graceEntry) int {
+		if c := b.since.Compare(a.since); c != 0 {
+			return c
+		}
+		return strings.Compare(a.host, b.host)
+	})
+	for _, g := range grace {
+		if perZone[g.zone] >= p.cfg.MaxPerZone || g.claimant != "" && perInstance[g.claimant] >= p.cfg.MaxPerInstance {
+			p.zones[g.zone].evict[g.host] = true
 			continue
 		}
-		perInstance[c.claimant]++
-		out[c.zone][c.host] = true
-	}
-	for name, z := range p.zones {
-		if dropped[name] != z.dropped {
-			if dropped[name] > 0 {
-				p.logger.Warn("dns_records: more claimed hosts than the bounds allow; the rest get no record",
-					zap.String("zone", name), zap.Int("left_out", dropped[name]),
-					zap.Int("max_records_per_instance", p.cfg.MaxPerInstance), zap.Int("max_records", p.cfg.MaxPerZone))
-			}
-			z.dropped = dropped[name]
+		perZone[g.zone]++
+		if g.claimant != "" {
+			perInstance[g.claimant]++
 		}
 	}
-	return out
+	for name, z := range p.zones {
+		p.noteRefused(z, refused[name])
+	}
+}
+
+// noteRefused records the claimed hosts of zone z the caps leave out,
+// counting each once as it begins and warning when their number changes.
+func (p *Publisher) noteRefused(z *zoneState, refused map[string]string) {
+	for host, bound := range refused {
+		if z.refused[host] != bound {
+			Refused.WithLabelValues(z.name, bound).Inc()
+		}
+	}
+	if len(refused) != len(z.refused) && len(refused) > 0 {
+		p.logger.Warn("dns_records: more hosts than the caps allow, counting those in their grace period; new claims get no record until there is room",
+			zap.String("zone", z.name), zap.Int("refused", len(refused)), zap.Int("in_grace_period", len(z.gone)),
+			zap.Int("max_records_per_instance", p.cfg.MaxPerInstance), zap.Int("max_records", p.cfg.MaxPerZone))
+	}
+	z.refused = refused
 }
 
 // zoneOf is the longest configured zone host is in, "" if none.
@@ -286,9 +369,14 @@ func (p *Publisher) zoneOf(host string) string {
 
 // validHost reports whether host, from a tenant's label, is a DNS name
 // that fits with the owner label in front: letters, digits, '-' and '_',
-// labels of 1 to 63 bytes, 240 in all, not an IP address.
+// labels of 1 to 63 bytes, 240 in all, not an IP address, and no label
+// starting with '_': such names hold what speaks for a domain (the ACME
+// DNS-01 challenge at `_acme-challenge.<name>`, DKIM keys, the owner TXT
+// records themselves), and a record there would let a tenant take them
+// over (R7e). The permission refuses them too; a Source that would not
+// is not trusted.
 func validHost(host string) bool {
-	if len(host) == 0 || len(host) > 240 {
+	if len(host) == 0 || len(host) > 240 || catalog.UnderscoreLabel(host) {
 		return false
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
@@ -311,8 +399,8 @@ func validHost(host string) bool {
 // pass brings each zone in line with the claimed hosts of snap, and
 // returns when to pass again without a change (zero: no need).
 func (p *Publisher) pass(snap *catalog.Snapshot) time.Time {
-	want := p.desired(snap)
 	now := p.now()
+	p.desired(snap, now)
 	var next time.Time
 	later := func(t time.Time) {
 		if next.IsZero() || t.Before(next) {
@@ -322,46 +410,32 @@ func (p *Publisher) pass(snap *catalog.Snapshot) time.Time {
 	statuses := make([]ZoneStatus, 0, len(p.zones))
 	for _, name := range p.cfg.Zones {
 		z := p.zones[name]
-		later(p.zonePass(z, want[name], now))
-		statuses = append(statuses, z.statusWith(want[name]))
+		later(p.zonePass(z, now))
+		statuses = append(statuses, z.status())
 	}
 	p.status.Store(&statuses)
 	return next
 }
 
-// zonePass brings zone z in line with want, and returns when it needs
+// zonePass brings zone z in line with z.want, and returns when it needs
 // another pass.
-func (p *Publisher) zonePass(z *zoneState, want map[string]bool, now time.Time) time.Time {
-	for host := range z.published {
-		if !want[host] {
-			delete(z.published, host)
-			z.gone[host] = now
-		}
-	}
-	for host := range want {
-		delete(z.gone, host)
-	}
+func (p *Publisher) zonePass(z *zoneState, now time.Time) time.Time {
 	for host := range z.foreign {
-		if !want[host] {
+		if _, ok := z.want[host]; !ok {
 			delete(z.foreign, host)
 		}
 	}
 	if now.Before(z.retryAt) {
 		return z.retryAt
 	}
-	due := now.Sub(z.synced) >= resync
-	for host := range want {
-		if !z.published[host] && !z.foreign[host] {
-			due = true
-		}
-	}
-	for _, since := range z.gone {
-		if now.Sub(since) >= p.cfg.Grace {
+	due := now.Sub(z.synced) >= resync || len(z.evict) > 0 || z.pending() > 0
+	for _, g := range z.gone {
+		if now.Sub(g.since) >= p.cfg.Grace {
 			due = true
 		}
 	}
 	if due {
-		if err := p.sync(z, want, now); err != nil {
+		if err := p.sync(z, now); err != nil {
 			z.failures++
 			delay := min(backoffMin<<min(z.failures-1, 20), backoffMax)
 			z.retryAt = now.Add(delay)
@@ -373,35 +447,42 @@ func (p *Publisher) zonePass(z *zoneState, want map[string]bool, now time.Time) 
 		z.failures, z.retryAt, z.lastErr = 0, time.Time{}, ""
 	}
 	next := z.synced.Add(resync)
-	for _, since := range z.gone {
-		if t := since.Add(p.cfg.Grace); t.Before(next) {
+	for _, g := range z.gone {
+		if t := g.since.Add(p.cfg.Grace); t.Before(next) {
 			next = t
 		}
 	}
-	for host := range want {
-		if !z.published[host] && !z.foreign[host] {
-			next = now // more than maxWritesPerPass
-		}
+	// More than maxWritesPerPass, or hosts found at the read that the
+	// caps may leave no room for: the next pass decides at once.
+	if z.pending() > 0 || len(z.evict) > 0 || len(z.want)+len(z.gone) > p.cfg.MaxPerZone {
+		next = now
 	}
 	return next
 }
 
-// statusWith is z's status with want the hosts wanted.
-func (z *zoneState) statusWith(want map[string]bool) ZoneStatus {
-	pending := 0
-	for host := range want {
+// pending is how many hosts of z.want wait for their records.
+func (z *zoneState) pending() int {
+	n := 0
+	for host := range z.want {
 		if !z.published[host] && !z.foreign[host] {
-			pending++
+			n++
 		}
 	}
-	return ZoneStatus{Zone: z.name, Published: len(z.published), Pending: pending, Gone: len(z.gone),
-		Foreign: len(z.foreign), Dropped: z.dropped, LastError: z.lastErr, RetryAt: z.retryAt}
+	return n
 }
 
-// sync reads zone z under its storage lock and writes what want needs:
-// the records of the wanted hosts that have none, the removal of ours
-// whose grace period ended.
-func (p *Publisher) sync(z *zoneState, want map[string]bool, now time.Time) (err error) {
+// status is z's state after its last pass.
+func (z *zoneState) status() ZoneStatus {
+	return ZoneStatus{Zone: z.name, Published: len(z.published), Pending: z.pending(), Gone: len(z.gone),
+		Foreign: len(z.foreign), Dropped: len(z.refused), Evicted: len(z.evict), LastError: z.lastErr, RetryAt: z.retryAt}
+}
+
+// sync reads zone z under its storage lock and writes what z.want
+// needs: first the removal of ours the caps leave no room for (the
+// oldest first) and of those whose grace period ended, then the records
+// of the wanted hosts that have none, so that the zone stays within its
+// caps between two writes too.
+func (p *Publisher) sync(z *zoneState, now time.Time) (err error) {
 	if p.cfg.Locker != nil {
 		lock := "caddy-dicer/dns/" + p.cfg.Owner + "/" + z.name
 		ctx, cancel := context.WithTimeout(p.run, callTimeout)
@@ -423,16 +504,47 @@ func (p *Publisher) sync(z *zoneState, want map[string]bool, now time.Time) (err
 	}
 	z.synced = now
 	// Records of ours that nobody claims (written before a restart, or
-	// by a Caddy of the fleet) start their grace period now.
+	// by a Caddy of the fleet) start their grace period now; the next
+	// pass counts them against the caps.
 	for host := range zone.owned {
-		if !want[host] {
+		if _, ok := z.want[host]; !ok {
 			if _, ok := z.gone[host]; !ok {
-				z.gone[host] = now
+				z.gone[host] = graceHost{since: now}
 			}
 		}
 	}
+	removals := sortedKeys(z.gone)
+	slices.SortStableFunc(removals, func(a, b string) int {
+		if z.evict[a] != z.evict[b] {
+			if z.evict[a] {
+				return -1
+			}
+			return 1
+		}
+		return z.gone[a].since.Compare(z.gone[b].since)
+	})
 	writes := 0
-	for _, host := range sortedKeys(want) {
+	for _, host := range removals {
+		if writes >= maxWritesPerPass {
+			return nil // the rest, and the new records, in the next pass
+		}
+		evicted := z.evict[host]
+		if !evicted && now.Sub(z.gone[host].since) < p.cfg.Grace {
+			continue
+		}
+		if !zone.owned[host] {
+			delete(z.gone, host) // removed by someone else: nothing of ours left
+			delete(z.evict, host)
+			continue
+		}
+		writes++
+		if err := p.remove(z, zone, host, evicted); err != nil {
+			return err
+		}
+		delete(z.gone, host)
+		delete(z.evict, host)
+	}
+	for _, host := range sortedKeys(z.want) {
 		if writes >= maxWritesPerPass {
 			break
 		}
@@ -444,39 +556,18 @@ func (p *Publisher) sync(z *zoneState, want map[string]bool, now time.Time) (err
 			return err
 		}
 	}
-	for _, host := range sortedKeys(z.gone) {
-		if writes >= maxWritesPerPass {
-			break
-		}
-		if now.Sub(z.gone[host]) < p.cfg.Grace {
-			continue
-		}
-		if !zone.owned[host] {
-			delete(z.gone, host) // removed by someone else: nothing of ours left
-			continue
-		}
-		writes++
-		if err := p.remove(z, zone, host); err != nil {
-			return err
-		}
-		delete(z.gone, host)
-	}
 	return nil
 }
 
-// ensure makes host's records in zone z ours and pointing at the targets,
-// and reports whether it wrote.
+// ensure makes host's records of ours in zone z point at the targets,
+// and reports whether it wrote. Records at the name that the owner TXT
+// does not list (made by hand beside ours: an AAAA, a TXT, an MX) stay
+// as they are.
 func (p *Publisher) ensure(z *zoneState, zone *zoneView, host string) (bool, error) {
 	rel := libdns.RelativeName(host, z.name)
-	have := zone.targets[host]
 	if !zone.owned[host] {
-		if len(have) > 0 || (p.cfg.CNAME != "" && zone.other[host]) {
-			if !z.foreign[host] {
-				p.logger.Warn("dns_records: the host has records caddy-dicer did not write (no owner TXT of ours); they are left as they are, and no record is written",
-					zap.String("host", host), zap.String("zone", z.name), zap.String("owner_record", OwnerPrefix+"."+host))
-				z.foreign[host] = true
-			}
-			delete(z.published, host)
+		if len(zone.targets[host]) > 0 || (p.cfg.CNAME != "" && zone.other[host]) {
+			p.noteForeign(z, host, "the host has records caddy-dicer did not write (no owner TXT of ours); they are left as they are, and no record is written")
 			return false, nil
 		}
 		recs := append([]libdns.Record{p.ownerRecord(rel)}, p.targets(rel)...)
@@ -492,25 +583,68 @@ func (p *Publisher) ensure(z *zoneState, zone *zoneView, host string) (bool, err
 		delete(z.foreign, host)
 		return true, nil
 	}
+	ours, others := zone.ours(host)
+	wanted := map[string]bool{}
+	for _, r := range p.targets(rel) {
+		wanted[targetKey(r)] = true
+	}
+	var stale, missing []libdns.Record
+	have := map[string]bool{}
+	for _, r := range ours {
+		if k := targetKey(r); wanted[k] {
+			have[k] = true
+		} else {
+			stale = append(stale, r)
+		}
+	}
+	for _, r := range p.targets(rel) {
+		if !have[targetKey(r)] {
+			missing = append(missing, r)
+		}
+	}
+	if p.cfg.CNAME != "" && len(missing) > 0 && (len(others) > 0 || zone.other[host]) {
+		// A CNAME cannot sit beside other records (the address setting
+		// became a cname one, and records were made by hand beside ours).
+		p.noteForeign(z, host, "the host has records caddy-dicer did not write beside its own, and a CNAME cannot sit beside them; nothing is written")
+		return false, nil
+	}
 	delete(z.foreign, host)
-	if p.matches(have) {
+	if len(stale) == 0 && len(missing) == 0 && zone.current[host] {
 		z.published[host] = true // written by us before, or by a Caddy of the fleet
 		return false, nil
 	}
-	// Ours, pointing elsewhere (the address setting changed): replace.
-	if len(have) > 0 {
+	// Ours, pointing elsewhere (the address setting changed), or an owner
+	// TXT listing other records: the stale records go first (a CNAME
+	// and an address cannot sit together), then the new ones with the
+	// owner TXT listing them, then the old owner TXT.
+	if len(stale) > 0 {
 		if err := p.call(z.name, "delete", func(ctx context.Context) error {
-			_, err := p.cfg.Provider.DeleteRecords(ctx, z.name, have)
+			_, err := p.cfg.Provider.DeleteRecords(ctx, z.name, stale)
 			return err
 		}); err != nil {
 			return true, err
 		}
 	}
-	if err := p.call(z.name, "create", func(ctx context.Context) error {
-		_, err := p.cfg.Provider.AppendRecords(ctx, z.name, p.targets(rel))
-		return err
-	}); err != nil {
-		return true, err
+	var oldOwner []libdns.Record
+	if !zone.current[host] {
+		missing = append(missing, p.ownerRecord(rel))
+		oldOwner = zone.ownerRecs[host]
+	}
+	if len(missing) > 0 {
+		if err := p.call(z.name, "create", func(ctx context.Context) error {
+			_, err := p.cfg.Provider.AppendRecords(ctx, z.name, missing)
+			return err
+		}); err != nil {
+			return true, err
+		}
+	}
+	if len(oldOwner) > 0 {
+		if err := p.call(z.name, "delete", func(ctx context.Context) error {
+			_, err := p.cfg.Provider.DeleteRecords(ctx, z.name, oldOwner)
+			return err
+		}); err != nil {
+			return true, err
+		}
 	}
 	p.logger.Info("dns_records: record of ours pointed at the new targets",
 		zap.String("host", host), zap.String("zone", z.name), zap.Strings("targets", p.targetStrings()))
@@ -518,18 +652,37 @@ func (p *Publisher) ensure(z *zoneState, zone *zoneView, host string) (bool, err
 	return true, nil
 }
 
-// remove deletes host's records and then its owner TXT: a failure between
-// the two leaves the owner TXT, so the next pass finishes the job.
-func (p *Publisher) remove(z *zoneState, zone *zoneView, host string) error {
-	recs := append(slices.Clone(zone.targets[host]), zone.ownerRecs[host]...)
+// noteForeign marks host as having records that keep caddy-dicer from
+// writing, warning once.
+func (p *Publisher) noteForeign(z *zoneState, host, why string) {
+	if !z.foreign[host] {
+		p.logger.Warn("dns_records: "+why,
+			zap.String("host", host), zap.String("zone", z.name), zap.String("owner_record", OwnerPrefix+"."+host))
+		z.foreign[host] = true
+	}
+	delete(z.published, host)
+}
+
+// remove deletes host's records of ours (those its owner TXT lists) and
+// then its owner TXT, in one update; records made by hand beside them
+// stay. evicted: before its grace period ended, for the caps.
+func (p *Publisher) remove(z *zoneState, zone *zoneView, host string, evicted bool) error {
+	ours, _ := zone.ours(host)
+	recs := append(slices.Clone(ours), zone.ownerRecs[host]...)
 	if err := p.call(z.name, "delete", func(ctx context.Context) error {
 		_, err := p.cfg.Provider.DeleteRecords(ctx, z.name, recs)
 		return err
 	}); err != nil {
 		return err
 	}
-	p.logger.Info("dns_records: record removed, no instance has claimed the host for the grace period",
-		zap.String("host", host), zap.String("zone", z.name), zap.Duration("grace", p.cfg.Grace))
+	if evicted {
+		p.logger.Info("dns_records: record removed before the end of its grace period, the oldest unclaimed: the caps leave no room for it",
+			zap.String("host", host), zap.String("zone", z.name),
+			zap.Int("max_records", p.cfg.MaxPerZone), zap.Int("max_records_per_instance", p.cfg.MaxPerInstance))
+	} else {
+		p.logger.Info("dns_records: record removed, no instance has claimed the host for the grace period",
+			zap.String("host", host), zap.String("zone", z.name), zap.Duration("grace", p.cfg.Grace))
+	}
 	delete(z.published, host)
 	return nil
 }
@@ -553,8 +706,16 @@ func (p *Publisher) call(zone, op string, fn func(ctx context.Context) error) er
 	return nil
 }
 
-// ownerText is the owner TXT's text for this publisher's owner.
-func (p *Publisher) ownerText() string { return "heritage=caddy-dicer,owner=" + p.cfg.Owner }
+// ownerText is the owner TXT's text for this publisher: its owner, and
+// the values of the records it writes (R7e), which are the records of
+// the name it changes and removes:
+// `heritage=caddy-dicer,owner=caddy-dicer,targets=203.0.113.7/2001:db8::7`.
+func (p *Publisher) ownerText() string {
+	return ownerPrefixText(p.cfg.Owner) + ",targets=" + strings.Join(p.targetStrings(), "/")
+}
+
+// ownerPrefixText is what every owner TXT of owner starts with.
+func ownerPrefixText(owner string) string { return "heritage=caddy-dicer,owner=" + owner }
 
 // ownerRecord is the owner TXT for rel, the host's name relative to its
 // zone.
@@ -593,29 +754,26 @@ func (p *Publisher) targetStrings() []string {
 	return out
 }
 
-// matches reports whether have, a host's A/AAAA/CNAME records, are the
-// targets exactly (TTL aside).
-func (p *Publisher) matches(have []libdns.Record) bool {
-	want := map[string]bool{}
-	for _, r := range p.targets("x") {
-		want[targetKey(r)] = true
-	}
-	if len(have) != len(want) {
-		return false
-	}
-	for _, r := range have {
-		if !want[targetKey(r)] {
-			return false
-		}
-	}
-	return true
-}
-
 // targetKey is a record's type and value, compared without case or a
-// trailing dot.
+// trailing dot, an address in its canonical form.
 func targetKey(r libdns.Record) string {
 	rr := r.RR()
-	return rr.Type + " " + strings.TrimSuffix(strings.ToLower(rr.Data), ".")
+	data := strings.TrimSuffix(strings.ToLower(strings.TrimSpace(rr.Data)), ".")
+	if ip, err := netip.ParseAddr(data); err == nil && (rr.Type == "A" || rr.Type == "AAAA") {
+		data = ip.Unmap().String()
+	}
+	return rr.Type + " " + data
+}
+
+// valueKey is the targetKey of a value listed in an owner TXT.
+func valueKey(v string) string {
+	if ip, err := netip.ParseAddr(v); err == nil {
+		if ip = ip.Unmap(); ip.Is4() {
+			return "A " + ip.String()
+		}
+		return "AAAA " + ip.String()
+	}
+	return "CNAME " + strings.TrimSuffix(strings.ToLower(v), ".")
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -3,6 +3,7 @@ package dnsrecords
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/libdns/libdns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 )
@@ -285,5 +287,206 @@ func TestDNSRecordsRestartCollectsOrphans(t *testing.T) {
 	r.pass()
 	if zone.has("old", "A") || zone.has("_caddy-dicer.old", "TXT") {
 		t.Fatalf("orphan left: %v", zone.recs)
+	}
+}
+
+// TestDNSRecords_R7e_underscore_label_gets_no_record: in cname mode, a
+// tenant's claim of `_acme-challenge.<name>` (the apex's included) or of
+// an owner TXT's name writes nothing, even from a Source that allows it:
+// a CNAME there would hand the domain's DNS-01 challenges to the target.
+func TestDNSRecords_R7e_underscore_label_gets_no_record(t *testing.T) {
+	r := newRig(t, &memZone{}, nil, func(c *Config) { c.Addresses = nil; c.CNAME = "lb.example.net" })
+	r.claim("t", "_acme-challenge.example.test,_acme-challenge.app.example.test,_caddy-dicer.app.example.test,x._domainkey.example.test")
+	r.claim("app", "app.example.test")
+	r.pass()
+	r.zone.mu.Lock()
+	defer r.zone.mu.Unlock()
+	for _, rr := range r.zone.recs {
+		if rr.Type == "CNAME" && rr.Name != "app" {
+			t.Errorf("a record at %s: %v", rr.Name, rr)
+		}
+	}
+	if r.zone.writes != 1 {
+		t.Fatalf("%d writes, want app.example.test's alone: %v", r.zone.writes, r.zone.recs)
+	}
+}
+
+// hosts is how many hosts have records of ours in the zone (A or CNAME
+// beside an owner TXT).
+func (m *memZone) hosts() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, r := range m.recs {
+		if r.Type == "TXT" && strings.HasPrefix(r.Name, OwnerPrefix+".") {
+			n++
+		}
+	}
+	return n
+}
+
+// settle passes until a pass writes nothing and nothing is pending, at
+// most 100 times; the zone's hosts must stay within max at every pass.
+func (r *rig) settle(t *testing.T, max int) {
+	t.Helper()
+	for range 100 {
+		r.pass()
+		if n := r.zone.hosts(); n > max {
+			t.Fatalf("%d hosts with records in the zone, over the cap of %d", n, max)
+		}
+		writes := r.zone.writes
+		r.pass()
+		if n := r.zone.hosts(); n > max {
+			t.Fatalf("%d hosts with records in the zone, over the cap of %d", n, max)
+		}
+		if r.pub.Status()[0].Pending == 0 && r.zone.writes == writes {
+			return
+		}
+	}
+	t.Fatalf("the zone never settled: %+v", r.pub.Status())
+}
+
+// TestDNSRecords_R7e_grace_hosts_count_against_max_records: a host in its
+// grace period holds a place under max_records; a new claim takes the
+// place of the oldest one (removed before its grace period ends), and
+// while the claimed hosts fill the zone a new claim gets no record,
+// counted once.
+func TestDNSRecords_R7e_grace_hosts_count_against_max_records(t *testing.T) {
+	r := newRig(t, &memZone{}, nil, func(c *Config) { c.MaxPerZone = 3 })
+	for _, h := range []string{"a1", "a2", "a3"} {
+		r.claim(h, h+".example.test")
+	}
+	r.settle(t, 3)
+	for _, h := range []string{"a1", "a2", "a3"} { // a1 is the oldest in its grace period
+		r.cat.Delete(h)
+		r.settle(t, 3)
+		r.now = r.now.Add(time.Second)
+	}
+	r.claim("b1", "b1.example.test")
+	r.settle(t, 3)
+	if !r.zone.has("b1", "A") || r.zone.has("a1", "A") || !r.zone.has("a2", "A") || !r.zone.has("a3", "A") {
+		t.Fatalf("want b1 in place of a1, the oldest in its grace period: %v", r.zone.recs)
+	}
+	r.claim("b2", "b2.example.test")
+	r.claim("b3", "b3.example.test")
+	r.settle(t, 3)
+	refused := testutil.ToFloat64(Refused.WithLabelValues("example.test", "max_records"))
+	r.claim("b4", "b4.example.test")
+	r.settle(t, 3)
+	r.settle(t, 3)
+	if r.zone.has("b4", "A") || r.pub.Status()[0].Dropped != 1 {
+		t.Fatalf("a claim past max_records, all claimed: %+v %v", r.pub.Status(), r.zone.recs)
+	}
+	if n := testutil.ToFloat64(Refused.WithLabelValues("example.test", "max_records")) - refused; n != 1 {
+		t.Fatalf("caddy_dicer_dns_records_refused_total{bound=max_records} grew by %v, want 1", n)
+	}
+}
+
+// TestDNSRecords_R7e_grace_hosts_count_against_max_records_per_instance:
+// an instance relabelled to new hosts keeps max_records_per_instance in
+// all, its hosts in their grace period included.
+func TestDNSRecords_R7e_grace_hosts_count_against_max_records_per_instance(t *testing.T) {
+	r := newRig(t, &memZone{}, nil, func(c *Config) { c.MaxPerInstance = 2 })
+	r.claim("a", "a1.example.test,a2.example.test")
+	r.settle(t, 2)
+	r.claim("a", "a3.example.test,a4.example.test")
+	r.settle(t, 2)
+	if !r.zone.has("a3", "A") || !r.zone.has("a4", "A") || r.zone.has("a1", "A") || r.zone.has("a2", "A") {
+		t.Fatalf("want a3 and a4 alone: %v", r.zone.recs)
+	}
+}
+
+// TestDNSRecords_R7e_relabel_churn_stays_within_the_caps: the issue's
+// measure, with the defaults: one instance relabelled to 25 new hosts
+// every 5 s for 10 minutes (within the grace period), and as many new
+// instances of 25 hosts each; the zone never holds more than
+// max_records hosts, the per-instance churn no more than 25 of its own.
+func TestDNSRecords_R7e_relabel_churn_stays_within_the_caps(t *testing.T) {
+	r := newRig(t, &memZone{}, nil, func(c *Config) { c.Grace = DefaultGrace })
+	labels := func(round int) string {
+		var hosts []string
+		for i := range DefaultMaxPerInstance {
+			hosts = append(hosts, fmt.Sprintf("r%d-%d.example.test", round, i))
+		}
+		return strings.Join(hosts, ",")
+	}
+	for round := range 120 {
+		r.claim("churn", labels(round))
+		r.settle(t, DefaultMaxPerInstance)
+		r.now = r.now.Add(5 * time.Second)
+	}
+	if n := r.zone.hosts(); n != DefaultMaxPerInstance {
+		t.Fatalf("one instance relabelled 120 times left %d hosts, want its %d", n, DefaultMaxPerInstance)
+	}
+	r.cat.Delete("churn")
+	for round := range 120 {
+		r.claim(fmt.Sprintf("new-%d", round), labels(1000+round))
+		r.settle(t, DefaultMaxPerZone)
+		r.cat.Delete(fmt.Sprintf("new-%d", round))
+		r.now = r.now.Add(5 * time.Second)
+	}
+	if n := r.zone.hosts(); n > DefaultMaxPerZone {
+		t.Fatalf("%d hosts, over max_records %d", n, DefaultMaxPerZone)
+	}
+}
+
+// TestDNSRecords_R7e_hand_made_records_beside_ours_survive: on a name
+// Caddy owns, records made by hand beside its A (an AAAA, a TXT, an MX)
+// stay through the zone's next reads, a change of the address setting
+// and the removal after the grace period; only the records the owner
+// TXT lists are Caddy's.
+func TestDNSRecords_R7e_hand_made_records_beside_ours_survive(t *testing.T) {
+	zone := &memZone{}
+	r := newRig(t, zone, nil, nil)
+	r.claim("app", "app.example.test")
+	r.pass()
+	if !zone.has("app", "A") {
+		t.Fatalf("no A: %v", zone.recs)
+	}
+	hand := []libdns.RR{
+		{Name: "app", Type: "AAAA", Data: "2001:db8::99"},
+		{Name: "app", Type: "TXT", Data: "v=spf1 -all"},
+		{Name: "app", Type: "MX", Data: "10 mail.example.test."},
+	}
+	zone.mu.Lock()
+	zone.recs = append(zone.recs, hand...)
+	zone.mu.Unlock()
+	survived := func(when string) {
+		t.Helper()
+		for _, h := range hand {
+			if !zone.has(h.Name, h.Type) {
+				t.Fatalf("%s: the hand-made %s went: %v", when, h.Type, zone.recs)
+			}
+		}
+	}
+	r.now = r.now.Add(resync) // the zone is read again, the claim ensured
+	r.pass()
+	survived("the next read")
+	if !zone.has("app", "A") {
+		t.Fatalf("Caddy's A went: %v", zone.recs)
+	}
+
+	// The next config's publisher points the host elsewhere.
+	moved := newRig(t, zone, nil, func(c *Config) { c.Addresses = []netip.Addr{netip.MustParseAddr("203.0.113.8")} })
+	moved.cat = r.cat
+	moved.pub.src = allowAll{r.cat}
+	moved.now = r.now
+	moved.pass()
+	survived("an address change")
+	zone.mu.Lock()
+	for _, rr := range zone.recs {
+		if rr.Type == "A" && rr.Data != "203.0.113.8" {
+			t.Errorf("the old address stayed: %v", rr)
+		}
+	}
+	zone.mu.Unlock()
+
+	r.cat.Delete("app")
+	moved.pass()
+	moved.now = moved.now.Add(2 * time.Minute)
+	moved.pass()
+	survived("the removal")
+	if zone.has("app", "A") || zone.has("_caddy-dicer.app", "TXT") {
+		t.Fatalf("Caddy's records stayed after the grace period: %v", zone.recs)
 	}
 }
