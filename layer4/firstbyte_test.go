@@ -196,6 +196,32 @@ func TestL4_R14c_idle_connection_costs_no_copy_buffers(t *testing.T) {
 	}
 }
 
+// echoServer echoes every connection it accepts until its client's end
+// of input; it returns its address.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(time.Minute))
+				_, _ = io.Copy(c, c)
+				_ = c.(*net.TCPConn).CloseWrite()
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
 // dialFrom connects to addr from the loopback address from (127.0.0.x: a
 // client of its own).
 func dialFrom(t *testing.T, from, addr string) net.Conn {
@@ -215,8 +241,7 @@ func dialFrom(t *testing.T, from, addr string) net.Conn {
 // once it sends.
 func TestL4_R14c_one_client_cannot_fill_max_waiting(t *testing.T) {
 	const maxWaiting = 32
-	up := echoUpstream(t)
-	src := &fixedSource{dial: up.Addr().String()}
+	src := &fixedSource{dial: echoServer(t)}
 	p, addr, _ := firstByteProxy(t, src, time.Minute, maxWaiting, 0)
 	share := p.MaxWaitingPerClient
 	if share != 4 || share >= maxWaiting {
