@@ -42,7 +42,8 @@ type helloReader struct {
 	msgLeft  int       // bytes of the ClientHello's body left
 	extsLeft int       // bytes of its extensions left
 	extType  int       // the type of the extension being read
-	decided  bool      // the name is known (name, or none): the rest is passed over
+	decided  bool      // the name is known (found, or none): the rest is passed over
+	found    string    // the name decided, given once the message ends
 	sni      []byte    // the server_name extension so far
 	sniLeft  int       // its bytes left to read
 }
@@ -151,7 +152,7 @@ func (r *helloReader) handshake(p []byte) {
 		r.msgLeft -= k
 		r.next()
 		if r.msgLeft == 0 && !r.done {
-			r.finish(r.name) // the whole message passed: "" unless decided with a name
+			r.finish(r.found) // the whole message passed: "" unless decided with a name
 		}
 	}
 }
@@ -245,7 +246,7 @@ func (r *helloReader) skipThen(n int, then helloStep) {
 // decide sets the name, the rest of the message passed over (the name is
 // given once the message ends, as the handshake will read it whole).
 func (r *helloReader) decide(name string) {
-	r.name, r.decided, r.sni = name, true, nil
+	r.found, r.decided, r.sni = name, true, nil
 	r.step, r.skip = stepSkip, maxHello // more than any message's rest
 }
 
