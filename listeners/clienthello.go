@@ -20,7 +20,7 @@ const maxHello = 8 << 10
 // kept but the record and field it is in and, once reached, the bytes of
 // the server_name extension. A client that trickles its hello a byte at
 // a time costs a byte's work per byte, and a waiting connection holds
-// this struct alone (about 100 bytes) until its server_name extension.
+// this struct alone (about 120 bytes) until its server_name extension.
 type helloReader struct {
 	name string
 	done bool
