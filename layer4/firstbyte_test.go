@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -14,17 +15,24 @@ import (
 	l4 "github.com/mholt/caddy-l4/layer4"
 	"go.uber.org/zap"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/clients"
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 )
 
-// fixedSource routes every connection to one address and counts the asks.
+// fixedSource routes every connection to one address and counts the asks;
+// it keeps the last ask's client, whose share of max_held a hold for a
+// wake would count under (R5d).
 type fixedSource struct {
-	dial  string
-	asked atomic.Int64
+	dial   string
+	asked  atomic.Int64
+	client atomic.Value // of netip.Prefix
 }
 
-func (s *fixedSource) ConnTargets(context.Context, string) []connection.Target {
+func (s *fixedSource) ConnTargets(ctx context.Context, _ string) []connection.Target {
 	s.asked.Add(1)
+	if c, ok := clients.From(ctx); ok {
+		s.client.Store(c)
+	}
 	return []connection.Target{{Dial: s.dial, Instance: "echo"}}
 }
 func (s *fixedSource) Opened(connection.Target) func() { return func() {} }
@@ -284,6 +292,9 @@ func TestL4_R14c_one_client_cannot_fill_max_waiting(t *testing.T) {
 		c.Close()
 		if string(got) != "PING" {
 			t.Errorf("a client at %s while another holds max_waiting idle connections: got %q, %v; want PING echoed", from, got, err)
+		}
+		if c, _ := src.client.Load().(netip.Prefix); c.String() != from+"/32" {
+			t.Errorf("the source was asked for a connection of %s with client %s in its context, want %s/32 (R5d's share)", from, c, from)
 		}
 	}
 }
