@@ -233,7 +233,8 @@ func (s *upstreamSource) wake(r *http.Request, route catalog.Route, host string,
 		return nil, nil
 	}
 	hold, page := s.holdFor(r) // R5h
-	targets, retry := s.conn.Hold(r.Context(), route, host, hold, buf)
+	// Held under the client's share of max_held (upstreams_standby.go).
+	targets, retry := s.conn.Hold(holdContext(r), route, host, hold, buf)
 	if len(targets) == 0 {
 		if retry == 0 {
 			return nil, nil

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/clients"
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 )
 
@@ -52,6 +54,20 @@ func hostOf(ctx context.Context, u *reverseproxy.Upstream) catalog.InFlight {
 		return nil
 	}
 	return u.Host
+}
+
+// holdContext is r's context with its client, whose share of max_held a
+// request held for a wake counts under (R5d): Caddy's client_ip, which
+// follows the server's trusted_proxies, else the remote address.
+func holdContext(r *http.Request) context.Context {
+	ip, _ := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string)
+	if ip == "" {
+		ip = r.RemoteAddr
+	}
+	if client, ok := clients.OfString(ip); ok {
+		return clients.With(r.Context(), client)
+	}
+	return r.Context()
 }
 
 // standInUpstream returns the upstream that answers 503 with this

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -14,27 +15,36 @@ import (
 	l4 "github.com/mholt/caddy-l4/layer4"
 	"go.uber.org/zap"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/clients"
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 )
 
-// fixedSource routes every connection to one address and counts the asks.
+// fixedSource routes every connection to one address and counts the asks;
+// it keeps the last ask's client, whose share of max_held a hold for a
+// wake would count under (R5d).
 type fixedSource struct {
-	dial  string
-	asked atomic.Int64
+	dial   string
+	asked  atomic.Int64
+	client atomic.Value // of netip.Prefix
 }
 
-func (s *fixedSource) ConnTargets(context.Context, string) []connection.Target {
+func (s *fixedSource) ConnTargets(ctx context.Context, _ string) []connection.Target {
 	s.asked.Add(1)
+	if c, ok := clients.From(ctx); ok {
+		s.client.Store(c)
+	}
 	return []connection.Target{{Dial: s.dial, Instance: "echo"}}
 }
 func (s *fixedSource) Opened(connection.Target) func() { return func() {} }
 
 // firstByteProxy is a Proxy as Provision leaves it, on src, with a real
 // loopback listener whose accepted connections it handles; it returns the
-// listener's address and the channel of Handle's results.
-func firstByteProxy(t *testing.T, src connSource, timeout time.Duration, maxWaiting int) (*Proxy, string, chan error) {
+// listener's address and the channel of Handle's results. perClient 0:
+// max_waiting_per_client's default.
+func firstByteProxy(t *testing.T, src connSource, timeout time.Duration, maxWaiting, perClient int) (*Proxy, string, chan error) {
 	t.Helper()
-	p := &Proxy{source: src, logger: zap.NewNop(), FirstByteTimeout: caddy.Duration(timeout), MaxWaiting: maxWaiting}
+	p := &Proxy{source: src, logger: zap.NewNop(), FirstByteTimeout: caddy.Duration(timeout), MaxWaiting: maxWaiting, MaxWaitingPerClient: perClient}
+	p.setCaps()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +73,7 @@ func firstByteProxy(t *testing.T, src connSource, timeout time.Duration, maxWait
 func TestL4_R14c_silent_connection_closed_after_first_byte_timeout(t *testing.T) {
 	up := echoUpstream(t)
 	src := &fixedSource{dial: up.Addr().String()}
-	_, addr, results := firstByteProxy(t, src, 200*time.Millisecond, 16)
+	_, addr, results := firstByteProxy(t, src, 200*time.Millisecond, 16, 0)
 
 	silent, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -110,7 +120,7 @@ func TestL4_R14c_silent_connection_closed_after_first_byte_timeout(t *testing.T)
 // max_waiting; one beyond it is closed at once.
 func TestL4_R14c_waiting_connections_capped(t *testing.T) {
 	src := &fixedSource{dial: "127.0.0.1:1"}
-	p, addr, results := firstByteProxy(t, src, time.Minute, 3)
+	p, addr, results := firstByteProxy(t, src, time.Minute, 3, 0)
 	var conns []net.Conn
 	defer func() {
 		for _, c := range conns {
@@ -158,7 +168,7 @@ func TestL4_R14c_idle_connection_costs_no_copy_buffers(t *testing.T) {
 	}
 	const n = 500
 	src := &fixedSource{dial: "127.0.0.1:1"}
-	p, addr, _ := firstByteProxy(t, src, time.Minute, n)
+	p, addr, _ := firstByteProxy(t, src, time.Minute, n, n)
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -191,5 +201,100 @@ func TestL4_R14c_idle_connection_costs_no_copy_buffers(t *testing.T) {
 		perConn, float64(runtime.NumGoroutine()-goroutines)/n)
 	if perConn > 2*copyBufSize/4 {
 		t.Errorf("per idle connection %d bytes of heap: copy buffers taken before the first byte?", perConn)
+	}
+}
+
+// echoServer echoes every connection it accepts until its client's end
+// of input; it returns its address.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_ = c.SetDeadline(time.Now().Add(time.Minute))
+				_, _ = io.Copy(c, c)
+				_ = c.(*net.TCPConn).CloseWrite()
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// dialFrom connects to addr from the loopback address from (127.0.0.x: a
+// client of its own).
+func dialFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 10 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// R14c: one client that holds max_waiting idle connections open (an
+// outsider re-opening them every first_byte_timeout) waits with at most
+// max_waiting_per_client of them, the rest closed at once; another
+// client's connection still gets through, and so do the outsider's own
+// once it sends.
+func TestL4_R14c_one_client_cannot_fill_max_waiting(t *testing.T) {
+	const maxWaiting = 32
+	src := &fixedSource{dial: echoServer(t)}
+	p, addr, _ := firstByteProxy(t, src, time.Minute, maxWaiting, 0)
+	share := p.MaxWaitingPerClient
+	if share != 4 || share >= maxWaiting {
+		t.Fatalf("max_waiting_per_client defaults to %d of %d, want 4", share, maxWaiting)
+	}
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range maxWaiting {
+		idle = append(idle, dialFrom(t, "127.0.0.1", addr))
+	}
+	// Every idle connection beyond the share is closed at once: count the
+	// ones that read EOF.
+	closed := 0
+	for _, c := range idle {
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if n, err := c.Read(make([]byte, 1)); n == 0 && err == io.EOF {
+			closed++
+		}
+	}
+	if closed != maxWaiting-share {
+		t.Errorf("%d of the outsider's %d idle connections were closed, want %d (all but max_waiting_per_client)",
+			closed, maxWaiting, maxWaiting-share)
+	}
+	if n := p.waiting.Load(); n > int64(share) {
+		t.Errorf("%d connections wait, want at most the outsider's share %d", n, share)
+	}
+
+	for _, from := range []string{"127.0.0.2", "127.0.0.3"} {
+		c := dialFrom(t, from, addr)
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write([]byte("PING")); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.(*net.TCPConn).CloseWrite()
+		got, err := io.ReadAll(c)
+		c.Close()
+		if string(got) != "PING" {
+			t.Errorf("a client at %s while another holds max_waiting idle connections: got %q, %v; want PING echoed", from, got, err)
+		}
+		if c, _ := src.client.Load().(netip.Prefix); c.String() != from+"/32" {
+			t.Errorf("the source was asked for a connection of %s with client %s in its context, want %s/32 (R5d's share)", from, c, from)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,7 @@ import (
 	l4 "github.com/mholt/caddy-l4/layer4"
 	"go.uber.org/zap"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/clients"
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
@@ -92,9 +94,17 @@ type Proxy struct {
 	// debug log. Default: 1024.
 	MaxWaiting int `json:"max_waiting,omitempty"`
 
+	// MaxWaitingPerClient caps the connections one client (an IPv4
+	// address, an IPv6 /64) may have waiting for their first bytes at
+	// once, of max_waiting (R14c): one beyond it is closed at once, while
+	// other clients still get through. Default: an eighth of
+	// max_waiting, at least 4 (128 of the default 1024).
+	MaxWaitingPerClient int `json:"max_waiting_per_client,omitempty"`
+
 	source  connSource
 	next    atomic.Uint32
-	waiting atomic.Int64 // connections waiting for their first bytes
+	waiting atomic.Int64   // connections waiting for their first bytes
+	shares  *clients.Share // of waiting, per client
 	logger  *zap.Logger
 	bufs    sync.Pool // of *[copyBufSize]byte: two per open connection
 }
@@ -151,9 +161,10 @@ func (p *Proxy) Provision(ctx caddy.Context) error {
 	if p.MaxWaiting < 0 {
 		return setting.Errorf("max_waiting", "%d is negative", p.MaxWaiting)
 	}
-	if p.MaxWaiting == 0 {
-		p.MaxWaiting = defaultMaxWaiting
+	if p.MaxWaitingPerClient < 0 {
+		return setting.Errorf("max_waiting_per_client", "%d is negative", p.MaxWaitingPerClient)
 	}
+	p.setCaps()
 	if p.SourceRaw == nil {
 		return setting.Errorf("source", "a source is required, e.g. `dicer_proxy docker app=pg 5432`")
 	}
@@ -169,19 +180,35 @@ func (p *Proxy) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// setCaps fills in the defaults of the waiting caps (R14c).
+func (p *Proxy) setCaps() {
+	if p.MaxWaiting == 0 {
+		p.MaxWaiting = defaultMaxWaiting
+	}
+	if p.MaxWaitingPerClient == 0 {
+		p.MaxWaitingPerClient = clients.ShareOf(p.MaxWaiting)
+	}
+	p.shares = clients.NewShare(p.MaxWaitingPerClient)
+}
+
 // Handle proxies cx to an instance of the route.
 func (p *Proxy) Handle(cx *l4.Connection, _ l4.Handler) error {
+	client, known := clients.Of(cx.RemoteAddr())
 	var first []byte
 	if p.WakeOn != wakeOnConnect && len(cx.MatchingBytes()) == 0 {
 		// caddy-l4's matchers read nothing: wait for the client's first
 		// bytes (a connect and close wakes nothing).
 		var err error
-		if first, err = p.firstBytes(cx); first == nil {
+		if first, err = p.firstBytes(cx, client, known); first == nil {
 			return err
 		}
 	}
 	host, _ := cx.Replacer().GetString("l4.tls.server_name")
-	targets := p.source.ConnTargets(cx.Context, host)
+	ctx := cx.Context
+	if known {
+		ctx = clients.With(ctx, client) // a hold for a wake counts under the client's share of max_held (R5d)
+	}
+	targets := p.source.ConnTargets(ctx, host)
 	if len(targets) == 0 {
 		return fmt.Errorf("no instance is routable for %s (server name %q)", cx.LocalAddr(), host)
 	}
@@ -204,10 +231,11 @@ func (p *Proxy) Handle(cx *l4.Connection, _ l4.Handler) error {
 
 // firstBytes waits for the client's first bytes (R14c): at most
 // FirstByteTimeout, in a buffer of firstReadSize, counted under
-// MaxWaiting. It returns nil when there is nothing to route: the client
-// closed, sent nothing in time, or too many wait already (then the error
-// says so, for caddy-l4's log).
-func (p *Proxy) firstBytes(cx *l4.Connection) ([]byte, error) {
+// MaxWaiting and, for a client with an IP address (known), under its
+// MaxWaitingPerClient. It returns nil when there is nothing to route: the
+// client closed, sent nothing in time, or too many wait already (then
+// the error says so, for caddy-l4's log).
+func (p *Proxy) firstBytes(cx *l4.Connection, client netip.Prefix, known bool) ([]byte, error) {
 	if p.waiting.Add(1) > int64(p.MaxWaiting) {
 		p.waiting.Add(-1)
 		p.logger.Debug("closing a connection: too many wait for their first bytes",
@@ -215,6 +243,15 @@ func (p *Proxy) firstBytes(cx *l4.Connection) ([]byte, error) {
 		return nil, fmt.Errorf("%d connections wait for their first bytes already (max_waiting)", p.MaxWaiting)
 	}
 	defer p.waiting.Add(-1)
+	if known {
+		if !p.shares.Take(client) {
+			p.logger.Debug("closing a connection: its client has too many waiting for their first bytes",
+				zap.Int("max_waiting_per_client", p.MaxWaitingPerClient), zap.String("client", client.String()))
+			return nil, fmt.Errorf("client %s has %d connections waiting for their first bytes already (max_waiting_per_client)",
+				client, p.MaxWaitingPerClient)
+		}
+		defer p.shares.Give(client)
+	}
 	if err := cx.SetReadDeadline(time.Now().Add(time.Duration(p.FirstByteTimeout))); err != nil {
 		return nil, err
 	}
@@ -337,6 +374,7 @@ func closeWrite(c net.Conn) {
 //		dial_timeout <duration>
 //		first_byte_timeout <duration>
 //		max_waiting <count>
+//		max_waiting_per_client <count>
 //		<the source's settings>
 //	}
 //
@@ -408,16 +446,20 @@ func (p *Proxy) takeOwnSettings(d *caddyfile.Dispenser) error {
 			}
 			p.FirstByteTimeout = caddy.Duration(dur)
 			d.DeleteN(2)
-		case "max_waiting":
+		case "max_waiting", "max_waiting_per_client":
 			var v string
 			if !d.Args(&v) || d.NextArg() {
 				return d.ArgErr()
 			}
 			n, err := strconv.Atoi(v)
 			if err != nil || n <= 0 {
-				return d.Errf("max_waiting: %q is not a positive whole number", v)
+				return d.Errf("%s: %q is not a positive whole number", key, v)
 			}
-			p.MaxWaiting = n
+			if key == "max_waiting" {
+				p.MaxWaiting = n
+			} else {
+				p.MaxWaitingPerClient = n
+			}
 			d.DeleteN(2)
 		default: // the source's, or in a block of the source's
 			for d.NextArg() {

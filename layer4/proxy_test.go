@@ -45,10 +45,11 @@ func TestUnmarshalCaddyfile_takes_its_own_settings_and_hands_the_rest_to_the_sou
 func TestUnmarshalCaddyfile_errors_name_the_setting(t *testing.T) {
 	for in, want := range map[string]string{
 		`dicer_proxy`: "needs a source",
-		"dicer_proxy docker app=pg 5432 {\n wake_on x\n}": "wake_on",
-		"dicer_proxy docker {\n dial_timeout -1s\n}":      "dial_timeout",
-		"dicer_proxy docker {\n bogus 1\n}":               "bogus",
-		`dicer_proxy nosuch`:                              "nosuch",
+		"dicer_proxy docker app=pg 5432 {\n wake_on x\n}":    "wake_on",
+		"dicer_proxy docker {\n dial_timeout -1s\n}":         "dial_timeout",
+		"dicer_proxy docker {\n bogus 1\n}":                  "bogus",
+		"dicer_proxy docker {\n max_waiting_per_client 0\n}": "max_waiting_per_client",
+		`dicer_proxy nosuch`:                                 "nosuch",
 	} {
 		var p Proxy
 		err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser(in))

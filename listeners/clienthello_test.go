@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
+
+	"golang.org/x/crypto/cryptobyte"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
@@ -64,8 +67,8 @@ func TestHelloReader_R5n_bounded(t *testing.T) {
 	chunk := make([]byte, 1024)
 	for i := 0; i < 20 && !r.done; i++ {
 		r.feed(chunk)
-		if len(r.buf) > maxHello {
-			t.Fatalf("kept %d bytes", len(r.buf))
+		if r.fed > maxHello || cap(r.sni) > maxHello {
+			t.Fatalf("read %d bytes, kept %d", r.fed, cap(r.sni))
 		}
 	}
 	if !r.done || r.name != "" {
@@ -74,21 +77,171 @@ func TestHelloReader_R5n_bounded(t *testing.T) {
 }
 
 // FuzzHelloReader: whatever the bytes and however cut, the reader neither
-// panics nor keeps more than maxHello bytes, and it reads a name only
-// from a well-formed hello.
+// panics nor reads or keeps more than maxHello bytes, and it reads the
+// name the reader of cfa1203 read when fed a byte at a time (which sees
+// no byte past the hello's end): a name only from a well-formed hello.
 func FuzzHelloReader(f *testing.F) {
 	f.Add(clientHello(f, "app.example.test"), uint8(3))
+	f.Add(paddedHello("app.example.test", 3000, true), uint8(200))
+	f.Add(paddedHello("app.example.test", 3000, false), uint8(7))
 	f.Add([]byte("GET / HTTP/1.1\r\n"), uint8(1))
 	f.Fuzz(func(t *testing.T, b []byte, step uint8) {
 		s := int(step) + 1
 		var r helloReader
 		for i := 0; i < len(b) && !r.done; i += s {
 			r.feed(b[i:min(i+s, len(b))])
-			if len(r.buf) > maxHello {
-				t.Fatalf("kept %d bytes", len(r.buf))
+			if r.fed > maxHello || cap(r.sni) > maxHello {
+				t.Fatalf("read %d bytes, kept %d", r.fed, cap(r.sni))
 			}
 		}
+		var base baseHelloReader
+		for i := 0; i < len(b) && !base.done; i++ {
+			base.feed(b[i : i+1])
+		}
+		if r.done != base.done || r.name != base.name {
+			t.Fatalf("in reads of %d: done %v, name %q; the reader of cfa1203 byte by byte: done %v, name %q",
+				s, r.done, r.name, base.done, base.name)
+		}
 	})
+}
+
+// paddedHello is a ClientHello naming name with a padding extension of
+// pad bytes (RFC 7685) before the server_name extension, or after it.
+func paddedHello(name string, pad int, padFirst bool) []byte {
+	var b cryptobyte.Builder
+	b.AddUint8(22) // handshake
+	b.AddUint16(0x0301)
+	b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+		b.AddUint8(1) // client_hello
+		b.AddUint24LengthPrefixed(func(b *cryptobyte.Builder) {
+			b.AddUint16(0x0303)
+			b.AddBytes(make([]byte, 32))
+			b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(make([]byte, 32)) })
+			b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddUint16(0x1301) })
+			b.AddUint8LengthPrefixed(func(b *cryptobyte.Builder) { b.AddUint8(0) })
+			b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+				padding := func() {
+					b.AddUint16(21)
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes(make([]byte, pad)) })
+				}
+				if padFirst {
+					padding()
+				}
+				b.AddUint16(0) // server_name
+				b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+					b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) {
+						b.AddUint8(0) // host_name
+						b.AddUint16LengthPrefixed(func(b *cryptobyte.Builder) { b.AddBytes([]byte(name)) })
+					})
+				})
+				if !padFirst {
+					padding()
+				}
+			})
+		})
+	})
+	return b.BytesOrPanic()
+}
+
+// R5n: a hello trickled a byte at a time costs work and copies in
+// proportion to its length, not its square: the bytes allocated over the
+// whole trickle stay under one per byte fed (the reader of cfa1203 copied
+// the hello so far on every read: about half the hello per byte).
+func TestHelloReader_R5n_trickle_is_linear(t *testing.T) {
+	for _, hello := range [][]byte{clientHello(t, "app.example.test"), paddedHello("app.example.test", 4000, true)} {
+		perByte := allocatedPerByte(func() {
+			var r helloReader
+			for i := 0; i < len(hello) && !r.feed(hello[i:i+1]); i++ {
+			}
+			if r.name != "app.example.test" {
+				t.Fatalf("name %q", r.name)
+			}
+		}, len(hello))
+		t.Logf("a %d-byte hello trickled: %.2f bytes allocated per byte fed", len(hello), perByte)
+		if perByte > 1 {
+			t.Errorf("a %d-byte hello trickled a byte at a time: %.1f bytes allocated per byte fed, want at most 1", len(hello), perByte)
+		}
+	}
+}
+
+// allocatedPerByte is the heap allocated by run, over 5 runs, per one of
+// n bytes.
+func allocatedPerByte(run func(), n int) float64 {
+	const runs = 5
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range runs {
+		run()
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.TotalAlloc-before.TotalAlloc) / runs / float64(n)
+}
+
+// R5n: a connection waiting with all but the end of its hello holds
+// little: 1,000 readers fed all but the last byte of a 6 KiB hello, in
+// reads of 512 bytes, keep under 256 bytes of heap each (the reader of
+// cfa1203 kept the records so far, and more: 6 KiB and up each).
+func TestHelloReader_R5n_waiting_connection_memory(t *testing.T) {
+	const n = 1000
+	hello := paddedHello("app.example.test", 6000, true)
+	readers := make([]*helloReader, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range readers {
+		r := new(helloReader)
+		rest := hello[:len(hello)-1]
+		for len(rest) > 0 {
+			k := min(512, len(rest))
+			if r.feed(rest[:k]) {
+				t.Fatalf("done before the hello's end, name %q", r.name)
+			}
+			rest = rest[k:]
+		}
+		readers[i] = r
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perReader := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / n
+	t.Logf("a reader waiting with %d of a %d-byte hello: %d bytes of heap", len(hello)-1, len(hello), perReader)
+	if perReader > 256 {
+		t.Errorf("a reader waiting with %d bytes of a hello holds %d bytes of heap, want at most 256", len(hello)-1, perReader)
+	}
+	for _, r := range readers {
+		if !r.feed(hello[len(hello)-1:]) || r.name != "app.example.test" {
+			t.Fatalf("the last byte: done %v, name %q", r.done, r.name)
+		}
+	}
+}
+
+// BenchmarkHelloReader: a real ClientHello read whole and a byte at a
+// time, by the incremental reader and by the reader of cfa1203 (base).
+func BenchmarkHelloReader(b *testing.B) {
+	hello := clientHello(b, "app.example.test")
+	for _, step := range []int{len(hello), 1} {
+		cut := "whole"
+		if step == 1 {
+			cut = "trickled"
+		}
+		b.Run(cut+"/incremental", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(hello)))
+			for b.Loop() {
+				var r helloReader
+				for i := 0; i < len(hello) && !r.feed(hello[i:min(i+step, len(hello))]); i += step {
+				}
+			}
+		})
+		b.Run(cut+"/base", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(hello)))
+			for b.Loop() {
+				var r baseHelloReader
+				for i := 0; i < len(hello) && !r.feed(hello[i:min(i+step, len(hello))]); i += step {
+				}
+			}
+		})
+	}
 }
 
 // The wrapper's connection passes every byte on as read, and reads the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/clients"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 )
@@ -70,7 +71,7 @@ type PreWake struct {
 	ClientWindow caddy.Duration `json:"client_window,omitempty"`
 
 	logger  *zap.Logger
-	clients *clientBudget
+	clients *clients.Budget
 }
 
 // CaddyModule returns the Caddy module information.
@@ -96,7 +97,7 @@ func (p *PreWake) Provision(ctx caddy.Context) error {
 		p.ClientWindow = caddy.Duration(defaultClientWindow)
 	}
 	p.logger = ctx.Logger()
-	p.clients = newClientBudget(p.ClientWakes, time.Duration(p.ClientWindow))
+	p.clients = clients.NewBudget(p.ClientWakes, time.Duration(p.ClientWindow))
 	dicerapp.RegisterMetrics(ctx, hellos)
 	return nil
 }
@@ -114,12 +115,12 @@ func (p *PreWake) hello(name string, remote net.Addr) {
 		hellos.WithLabelValues("no_name").Inc()
 		return
 	}
-	client, ok := clientOf(remote)
+	client, ok := clients.Of(remote)
 	if !ok {
 		return
 	}
 	host := catalog.NormalizeHost(name)
-	if !p.clients.allows(client) {
+	if !p.clients.Allows(client) {
 		hellos.WithLabelValues("client_budget").Inc()
 		return
 	}
@@ -133,7 +134,7 @@ func (p *PreWake) hello(name string, remote net.Addr) {
 		}
 	}
 	if result == standby.PreWakeStarted {
-		p.clients.spend(client)
+		p.clients.Spend(client)
 		p.logger.Debug("pre-wake at the ClientHello", zap.String("host", host), zap.String("client", client.String()))
 	}
 	hellos.WithLabelValues(resultLabel[result]).Inc()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/clients"
 )
 
 // Waker is one connection's part of scale to zero: its catalog's view of
@@ -58,6 +60,8 @@ type Waker struct {
 	closed   bool             // the connection is closing
 
 	heldFull atomic.Bool // max_held was reached (logged once, until half as many are held)
+
+	shares *clients.Share // what each client holds of maxHeld (R5d)
 }
 
 // touch tells idleLoop, without waiting, of the instance of Activity a
@@ -161,6 +165,7 @@ func Join(ctx context.Context, eng *Engine, cat *catalog.Catalog, logger *zap.Lo
 	if w.maxHeld <= 0 {
 		w.maxHeld = defaultMaxHeld
 	}
+	w.shares = clients.NewShare(clients.ShareOf(w.maxHeld))
 	eng.mu.Lock()
 	eng.members[w] = true
 	eng.mu.Unlock()
@@ -219,17 +224,19 @@ func (w *Waker) Routed(a *catalog.Activity, dial string) (learn bool) {
 // timeout. It returns the targets, or none and the Retry-After to answer
 // with (0: no instance to wake, plain 503). A connection holds at most
 // max_held requests and runs at most max_wakes wakes (R5d); a request
-// beyond max_held is answered at once, one whose wake waits for a slot is
-// held meanwhile. A wake that could not reach the Engine is tried again
+// beyond max_held, or beyond its client's share of it (an eighth, at
+// least 4; the client is the one clients.With put in ctx, if any), is
+// answered at once, one whose wake waits for a slot is held meanwhile. A wake that could not reach the Engine is tried again
 // while the request is held (R5g); ctx is the request's: the hold ends with
 // it.
 func (w *Waker) Hold(ctx context.Context, route catalog.Route, host string, timeout time.Duration, dst []catalog.Target) ([]catalog.Target, time.Duration) {
 	var timer, pause *time.Timer
 	var wk *wake
 	holding := false
+	client, known := clients.From(ctx)
 	defer func() {
 		if holding {
-			w.held.Add(-1)
+			w.letGo(client, known)
 		}
 		if timer != nil {
 			timer.Stop()
@@ -259,7 +266,7 @@ func (w *Waker) Hold(ctx context.Context, route catalog.Route, host string, time
 				return nil, retry
 			}
 			if !holding {
-				if !w.holdOne() {
+				if !w.holdOne(client, known) {
 					return nil, retryAfterBusy
 				}
 				holding = true
@@ -311,11 +318,20 @@ func (w *Waker) Hold(ctx context.Context, route catalog.Route, host string, time
 	}
 }
 
-// holdOne counts a held request, if fewer than max_held are; the first
-// refusal is logged, and again once half as many were held since.
-func (w *Waker) holdOne() bool {
+// holdOne counts a held request, if fewer than max_held are and its
+// client (if known) holds less than its share; the first refusal under
+// max_held is logged, and again once half as many were held since; a
+// refusal under a client's share only at debug level (one client's
+// doing).
+func (w *Waker) holdOne(client netip.Prefix, known bool) bool {
 	n := w.held.Add(1)
 	if n <= int64(w.maxHeld) {
+		if known && !w.shares.Take(client) {
+			w.held.Add(-1)
+			w.logger.Debug("a client holds its share of max_held requests already; 503 with Retry-After",
+				zap.String("client", client.String()), zap.Int("share", w.shares.Limit()))
+			return false
+		}
 		if n <= int64(w.maxHeld/2) {
 			w.heldFull.Store(false)
 		}
@@ -327,6 +343,14 @@ func (w *Waker) holdOne() bool {
 			zap.Int("max_held", w.maxHeld), zap.Duration("retry_after", retryAfterBusy))
 	}
 	return false
+}
+
+// letGo gives back what holdOne counted.
+func (w *Waker) letGo(client netip.Prefix, known bool) {
+	w.held.Add(-1)
+	if known {
+		w.shares.Give(client)
+	}
 }
 
 // wakeFor picks the instance to wake for a request and returns its wake,
