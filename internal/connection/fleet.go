@@ -62,6 +62,9 @@ type fleetSwitches struct {
 	// and synced the state of that look; dirty is set when weights
 	// changed after it.
 	missing map[string]time.Time
+	// due is when the first of missing is gone (zero: none is missing
+	// while synced).
+	due     time.Time
 	scanned *catalog.Snapshot
 	synced  bool
 	dirty   bool
@@ -241,11 +244,21 @@ func (c *Conn) look(now time.Time) {
 	}
 	s.scanned, s.synced, s.dirty = snap, synced, false
 	came := false
-	missing := make(map[string]time.Time)
+	if s.missing == nil {
+		s.missing = make(map[string]time.Time)
+	}
+	for id := range s.missing {
+		if _, weighted := s.weights[id]; !weighted {
+			delete(s.missing, id)
+		}
+	}
 	c.catalog.Holding(maps.Keys(s.weights), func(id string, held bool) {
 		since, was := s.missing[id]
 		if held {
-			came = came || was
+			if was {
+				came = true
+				delete(s.missing, id)
+			}
 			return
 		}
 		switch {
@@ -254,9 +267,14 @@ func (c *Conn) look(now time.Time) {
 		case !was || since.IsZero():
 			since = now
 		}
-		missing[id] = since
+		s.missing[id] = since
 	})
-	s.missing = missing
+	s.due = time.Time{}
+	for _, since := range s.missing {
+		if !since.IsZero() && (s.due.IsZero() || since.Add(goneAfter).Before(s.due)) {
+			s.due = since.Add(goneAfter)
+		}
+	}
 	if came {
 		c.applyWeights()
 	}
@@ -267,6 +285,9 @@ func (c *Conn) look(now time.Time) {
 // follows the daemon does, so they go while any Caddy of the fleet runs.
 // c.switches.mu is held.
 func (c *Conn) pruneGone(ctx context.Context, f *fleet.Fleet, now time.Time) {
+	if c.switches.due.IsZero() || now.Before(c.switches.due) {
+		return
+	}
 	var due []string
 	for id, since := range c.switches.missing {
 		if !since.IsZero() && now.Sub(since) >= goneAfter {
@@ -286,10 +307,8 @@ func (c *Conn) pruneGone(ctx context.Context, f *fleet.Fleet, now time.Time) {
 		return nil
 	})
 	switch {
-	case errors.Is(err, errUnchanged):
-		for _, id := range due { // another Caddy removed them
-			delete(c.switches.missing, id)
-		}
+	case errors.Is(err, errUnchanged): // another Caddy removed them: look again
+		c.switches.dirty = true
 		return
 	case err != nil:
 		c.metrics.fleetErrors("write").Inc()
