@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddyserver/certmagic"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 )
 
@@ -54,7 +55,7 @@ func BenchmarkFleet_R4e_read_switches(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			storage := fileStorage{&certmagic.FileStorage{Path: b.TempDir()}}
 			benchRecord(b, storage, fleet.MaxWeightSwitches, 0)
-			c := benchConn(b, storage)
+			c := fleetConnB(b, storage)
 			benchRead(b, c) // the first read: adopted
 			for range 3 {   // past the Stat's granularity
 				time.Sleep(fleet.StatGranularity / 2)
@@ -82,11 +83,26 @@ func BenchmarkFleet_R4e_read_switches(b *testing.B) {
 	}
 }
 
-// benchConn is a connection of a test fleet on storage whose loop does
-// not run: the benchmark reads.
-func benchConn(b *testing.B, storage fleet.Storage) *Conn {
-	c := fleetConnB(b, storage)
+// fleetConnB is fleetConn whose loop does not run: the benchmark reads.
+func fleetConnB(b *testing.B, storage fleet.Storage) *Conn {
+	cat := catalog.New(catalog.Options{})
+	cat.Replace([]catalog.Instance{
+		{ID: "id-1", Name: "web-1", State: catalog.StateRunning, Labels: map[string]string{"app": "web"}},
+		{ID: "id-2", Name: "web-2", State: catalog.StateRunning, Labels: map[string]string{"app": "web"}},
+	})
+	c := Fixture{Kind: "docker", Address: "unix:///d.sock", Catalog: cat}.Conn()
+	b.Cleanup(func() { c.cancel() })
+	c.fleet = fleet.New(fleet.Self{ID: "bench"})
+	c.fleet.SetStorage(storage)
+	c.switches.reader = fleet.NewSwitchesReader(c.daemonKey())
 	return c
+}
+
+// benchRead reads the fleet's switches once, as the loop does.
+func benchRead(b *testing.B, c *Conn) {
+	if err := c.readSwitches(context.Background(), c.shared(), time.Now()); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // cpuTime is the CPU time the process used so far (user and system): on
