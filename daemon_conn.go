@@ -1,10 +1,12 @@
 package caddydicer
 
 import (
+	"context"
 	"fmt"
 	"os"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
 
 	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
@@ -39,7 +41,9 @@ const startupWait = dicerapp.StartupWait
 
 // await starts following c's daemon if no module did yet, and returns once
 // the connection has settled, or once the deadline of the config load ctx
-// belongs to has passed (R9, connection.Conn.Await).
+// belongs to has passed (R9, connection.Conn.Await); in a fleet, the first
+// await of a connection also reads the fleet's switches, so that the load
+// serves its first request with them (R4e).
 func await(ctx caddy.Context, c *connection.Conn) error {
 	app, err := dicerapp.Of(ctx)
 	if err != nil {
@@ -66,3 +70,31 @@ func fleetSelf() fleet.Self {
 // changed, so that every connection of the process and every config load
 // writes its leases as one Caddy.
 var fleetProcess = fleet.NewProcess()
+
+// fleetStorage is the config's storage as the fleet uses it (R5m, R4e):
+// certmagic's Stat, which says when a key was written without loading it,
+// is the fleet's Stater, so that an unchanged switches record is not
+// loaded once a second; its Lock and Unlock stay promoted.
+func fleetStorage(s certmagic.Storage) fleet.Storage {
+	if s == nil {
+		return nil
+	}
+	return statStorage{s}
+}
+
+type statStorage struct{ certmagic.Storage }
+
+// Stat implements fleet.Stater.
+func (s statStorage) Stat(ctx context.Context, key string) (fleet.KeyInfo, error) {
+	info, err := s.Storage.Stat(ctx, key)
+	if err != nil {
+		return fleet.KeyInfo{}, err
+	}
+	return fleet.KeyInfo{Modified: info.Modified, Size: info.Size}, nil
+}
+
+// Interface guards
+var (
+	_ fleet.Stater = statStorage{}
+	_ fleet.Locker = statStorage{}
+)

@@ -96,8 +96,8 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 	if s.conn, s.key, err = open(daemon); err != nil {
 		return err
 	}
-	s.conn.ShareThrough(ctx.Storage(), fleetSelf()) // one idle clock across a fleet (R5m)
-	s.conn.Catalog().AddRoutePort(s.Port)           // probed for readiness (R1a)
+	s.conn.ShareThrough(fleetStorage(ctx.Storage()), fleetSelf()) // one idle clock and the switches across a fleet (R5m, R4e)
+	s.conn.Catalog().AddRoutePort(s.Port)                         // probed for readiness (R1a)
 	s.route = catalog.Route{Port: s.Port, Network: network}
 	if !sel.Empty() {
 		s.view = s.conn.Catalog().Watch(sel)

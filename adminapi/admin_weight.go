@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/caddy-dicer/caddy-dicer/dicerapp"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -21,7 +22,11 @@ const maxWeightBody = 64 << 10
 // and answers with those instances. The next request routed sees it; nothing
 // is loaded. A weight lives on the instance's catalog entry, so nothing a
 // caller sends can grow memory beyond the instances: it goes with the
-// instance, and no instance that appears later gets it.
+// instance, and no instance that appears later gets it. In a fleet, the
+// record in the storage is bounded (fleet.MaxWeightSwitches: a weight
+// beyond it, with no weight of a gone instance left to make room, is 409),
+// and a clear also removes the weights of instances gone from the daemon,
+// those named by instance answered with "gone": true (R4e).
 func (adminDicer) weight(w http.ResponseWriter, r *http.Request) error {
 	if r.Method != http.MethodPost {
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed: use POST", r.Method)}
@@ -43,12 +48,18 @@ func (adminDicer) weight(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := []WeightChange{}
 	for _, c := range dicerapp.Connections() {
-		changes, err := c.SetWeight(match, weight) // in a fleet, for every Caddy of it (R4e)
+		changes, gone, err := c.SetWeight(match, weight) // in a fleet, for every Caddy of it (R4e)
+		if errors.Is(err, connection.ErrWeightsFull) {
+			return caddy.APIError{HTTPStatus: http.StatusConflict, Err: fmt.Errorf("%s %s: %w: clear some first", c.Kind(), c.Address(), err)}
+		}
 		if err != nil {
 			return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: fmt.Errorf("%s %s: %w", c.Kind(), c.Address(), err)}
 		}
 		for _, ch := range changes {
 			out = append(out, WeightChange{Kind: c.Kind(), Daemon: c.Address(), ID: ch.ID, Name: ch.Name, Weight: ch.Weight, Runtime: ch.Runtime})
+		}
+		for _, g := range gone {
+			out = append(out, WeightChange{Kind: c.Kind(), Daemon: c.Address(), ID: g.ID, Name: g.Name, Gone: true})
 		}
 	}
 	if len(out) == 0 {

@@ -190,4 +190,7 @@ type WeightChange struct {
 	Weight int `json:"weight"`
 	// Runtime is set while a runtime weight is in force.
 	Runtime bool `json:"runtime"`
+	// Gone is set for a weight a clear removed from a fleet's record whose
+	// instance the daemon no longer has (R4e); Weight is then 0.
+	Gone bool `json:"gone,omitempty"`
 }

@@ -73,7 +73,11 @@ func printWeights(w io.Writer, list []adminapi.WeightChange) error {
 	t := newTable(w)
 	fmt.Fprintln(t, "DAEMON\tNAME\tWEIGHT")
 	for _, ch := range list {
-		fmt.Fprintf(t, "%s\t%s\t%s\n", cell(ch.Kind+" "+ch.Daemon), cell(ch.Name), weightString(ch.Weight, ch.Runtime))
+		weight := weightString(ch.Weight, ch.Runtime)
+		if ch.Gone {
+			weight = "cleared (instance gone)" // R4e: a fleet's record kept it
+		}
+		fmt.Fprintf(t, "%s\t%s\t%s\n", cell(ch.Kind+" "+ch.Daemon), cell(ch.Name), weight)
 	}
 	return t.Flush()
 }

@@ -73,10 +73,8 @@ type Conn struct {
 	// a Dicer pool's load): Destruct waits for them, then releases the
 	// leases.
 	fleetLoops sync.WaitGroup
-	// switches are the fleet's runtime switches as applied here (R4e),
-	// switchesSeen the instances the catalog held at the last look.
-	switches     fleetSwitches
-	switchesSeen int
+	// switches are the fleet's runtime switches as applied here (R4e).
+	switches fleetSwitches
 	// runCtx ends when the connection closes.
 	runCtx context.Context
 
@@ -177,9 +175,12 @@ func (c *Conn) Orders() *budget.Ledger { return c.orders }
 // Await starts following the daemon if no module did yet, and returns once
 // the connection has settled (listed, or given up to deadline to), or once
 // deadline, the config load's, has passed (R9). ctx ending stops the wait,
-// not the connection.
+// not the connection. In a fleet, the first Await returns once the
+// fleet's switches have been read and applied too, or could not be in
+// time (R4e, awaitSwitches).
 func (c *Conn) Await(ctx context.Context, deadline time.Time) {
 	c.started.Do(func() { c.start(deadline) })
+	defer c.awaitSwitches(deadline)
 	wait := time.NewTimer(time.Until(deadline))
 	defer wait.Stop()
 	select {

@@ -1,11 +1,13 @@
 package connection
 
 import (
-	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +22,10 @@ import (
 // scale to zero keeps one idle clock per instance across them
 // (internal/standby's leases), and its runtime switches (weights,
 // maintenance) are the fleet's: set through any Caddy, written to the
-// storage, read back by every Caddy within switchesEvery and applied to
-// its catalog.
+// storage, read back by every Caddy within switchesEvery (and before a
+// connection first reports ready) and applied to its catalog; the weights
+// of instances gone from the daemon are removed by the Caddys that follow
+// it.
 
 // switchesEvery is how often a connection reads its fleet's switches.
 const switchesEvery = time.Second
@@ -31,16 +35,48 @@ const switchesEvery = time.Second
 // that leased them ran.
 const sweepEvery = 10 * time.Minute
 
+// goneAfter is how long an instance with a runtime weight must have been
+// missing from this Caddy's catalog, while the catalog is synced with its
+// daemon (listed, and its events followed), before this Caddy removes the
+// weight from the fleet's record (R4e): long past the time another Caddy,
+// which set the weight on an instance it already saw, takes to hear of it.
+const goneAfter = 10 * time.Second
+
+// firstSwitchesWait bounds the first read of the fleet's switches, which
+// a connection makes before it reports ready (Await), so that a Caddy that
+// restarts serves its first request with them (R4e).
+const firstSwitchesWait = 2 * time.Second
+
 // fleetSwitches is a connection's part of its fleet's switches.
 type fleetSwitches struct {
 	// mu orders a change through this Caddy and the loop's read, so
 	// that an older record read meanwhile never undoes the change.
 	mu sync.Mutex
-	// applied is the record last applied (nil: none), and origins the
-	// switches' origins in it, for the admin API.
-	applied []byte
-	weights map[string]fleet.WeightSwitch
-	maint   map[string]fleet.MaintenanceSwitch
+	// reader reads the record, telling an unchanged one before decoding
+	// it (or loading it, with a storage that can Stat).
+	reader *fleet.SwitchesReader
+	// weights and maint are the switches last adopted, with their
+	// origins, for the admin API; maintList is maint in the record's
+	// order.
+	weights   map[string]fleet.WeightSwitch
+	maint     map[string]fleet.MaintenanceSwitch
+	maintList []catalog.MaintenanceSwitch
+	// missing are the weighted IDs the catalog did not hold at the last
+	// look, each with since when it has been missing while the catalog
+	// was synced (zero: it was not synced since). scanned is the snapshot
+	// and synced the state of that look; dirty is set when weights
+	// changed after it.
+	missing map[string]time.Time
+	// due is when the first of missing is gone (zero: none is missing
+	// while synced).
+	due     time.Time
+	scanned *catalog.Snapshot
+	synced  bool
+	dirty   bool
+	// first is the read made before the connection first reports ready.
+	first sync.Once
+	// now is the clock of goneAfter (nil: time.Now).
+	now func() time.Time
 	// health logs a failed read once, until one works.
 	health fleet.Health
 }
@@ -49,10 +85,10 @@ type fleetSwitches struct {
 // with the other Caddys of a fleet, as self: scale to zero then keeps one
 // idle clock per instance across them (R5m) and runtime switches hold
 // across them (R4e). The last config loaded wins; the first call starts
-// reading the fleet's switches. Every storage call is counted in
-// caddy_dicer_fleet_storage_calls_total, every lease refused in
-// caddy_dicer_fleet_leases_refused_total; the leases the connection
-// holds go when it closes (Destruct).
+// reading the fleet's switches, whose first read Await waits for. Every
+// storage call is counted in caddy_dicer_fleet_storage_calls_total, every
+// lease refused in caddy_dicer_fleet_leases_refused_total; the leases the
+// connection holds go when it closes (Destruct).
 func (c *Conn) ShareThrough(storage fleet.Storage, self fleet.Self) {
 	c.fleetOnce.Do(func() {
 		c.fleet = fleet.New(self)
@@ -62,6 +98,7 @@ func (c *Conn) ShareThrough(storage fleet.Storage, self fleet.Self) {
 			Refused: func(reason string) { c.metrics.leasesRefused(reason).Inc() },
 		})
 		c.fleet.SetStorage(storage)
+		c.switches.reader = fleet.NewSwitchesReader(c.daemonKey())
 		c.fleetLoops.Add(2)
 		go c.syncSwitches()
 		go c.sweepLeases()
@@ -135,91 +172,255 @@ func (c *Conn) releaseLeases() {
 	}
 }
 
-// syncSwitches reads the fleet's switches every switchesEvery until the
-// connection closes, and applies them.
+// synced reports whether the catalog is the daemon's now: listed, and its
+// events followed since. Only then is an instance it lacks gone.
+func (c *Conn) synced() bool {
+	select {
+	case <-c.catalog.Ready():
+	default:
+		return false
+	}
+	return c.status.snapshot().State == StateFollowing
+}
+
+// clock is the time now, for goneAfter.
+func (s *fleetSwitches) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
+
+// awaitSwitches reads the fleet's switches once, before the connection
+// first reports ready, for at most firstSwitchesWait (or what is left of
+// the config load's wait, at least settleGrace): a Caddy that restarts
+// serves its first request with the weights and maintenance set through
+// the others (R4e). A read that fails or takes longer is logged; the
+// switches then apply from the next read that works.
+func (c *Conn) awaitSwitches(deadline time.Time) {
+	f := c.shared()
+	if f == nil {
+		return
+	}
+	c.switches.first.Do(func() {
+		wait := min(firstSwitchesWait, max(time.Until(deadline), settleGrace))
+		ctx, cancel := context.WithTimeout(c.runCtx, wait)
+		defer cancel()
+		start := time.Now()
+		if err := c.readSwitches(ctx, f, c.switches.clock()); err != nil {
+			c.metrics.fleetErrors("read").Inc()
+			c.switches.health.Failed(nil, "", err) // "works again" once a read does
+			c.logger.Warn("the fleet's switches could not be read before the routes serve: weights and maintenance set through other Caddys apply once a read works (R4e)",
+				zap.Duration("waited", time.Since(start).Round(time.Millisecond)), zap.Error(err))
+		}
+	})
+}
+
+// syncSwitches reads the fleet's switches every switchesEvery, and at
+// the catalog's first listing, until the connection closes, and applies
+// them.
 func (c *Conn) syncSwitches() {
 	defer c.fleetLoops.Done()
 	tick := time.NewTicker(switchesEvery)
 	defer tick.Stop()
+	listed := c.catalog.Ready()
 	for {
 		select {
 		case <-c.runCtx.Done():
 			return
+		case <-listed:
+			listed = nil // the weights of the instances just listed apply at once
 		case <-tick.C:
 		}
-		if f := c.shared(); f != nil {
-			c.readSwitches(f)
+		f := c.shared()
+		if f == nil {
+			continue
 		}
+		ctx, cancel := context.WithTimeout(c.runCtx, 5*time.Second)
+		err := c.readSwitches(ctx, f, c.switches.clock())
+		cancel()
+		if err != nil {
+			c.metrics.fleetErrors("read").Inc()
+			c.switches.health.Failed(c.logger, "the fleet's switches cannot be read: the last ones read stay in force", err)
+			continue
+		}
+		c.switches.health.Works(c.logger)
 	}
 }
 
-// readSwitches reads and applies the fleet's switches once.
-func (c *Conn) readSwitches(f *fleet.Fleet) {
-	ctx, cancel := context.WithTimeout(c.runCtx, 5*time.Second)
-	defer cancel()
+// readSwitches reads the fleet's switches once at now: a changed record is
+// adopted and applied; the weights of instances that came into the
+// catalog are applied to them; those of instances gone are removed
+// (pruneGone).
+func (c *Conn) readSwitches(ctx context.Context, f *fleet.Fleet, now time.Time) error {
 	c.switches.mu.Lock()
 	defer c.switches.mu.Unlock()
-	sw, raw, err := f.LoadSwitches(ctx, c.daemonKey())
+	sw, _, changed, err := c.switches.reader.Read(ctx, f, now)
 	if err != nil {
-		c.metrics.fleetErrors("read").Inc()
-		c.switches.health.Failed(c.logger, "the fleet's switches cannot be read: the last ones read stay in force", err)
-		return
+		return err
 	}
-	c.switches.health.Works(c.logger)
-	c.applySwitches(sw, raw)
+	if changed {
+		c.adopt(sw)
+	}
+	c.look(now)
+	c.pruneGone(ctx, f, now)
+	return nil
 }
 
-// applySwitches makes sw, the record raw, this catalog's switches, unless
-// raw is what was applied last and the catalog holds no instance it did
-// not hold then. c.switches.mu is held.
-func (c *Conn) applySwitches(sw fleet.Switches, raw []byte) {
-	if raw == nil && c.switches.applied == nil {
-		return // no switch was ever set: nothing to apply, no catalog to count
+// adopt makes sw this catalog's switches. c.switches.mu is held.
+func (c *Conn) adopt(sw fleet.Switches) {
+	s := &c.switches
+	s.weights = sw.Weights
+	s.maint = make(map[string]fleet.MaintenanceSwitch, len(sw.Maintenance))
+	s.maintList = make([]catalog.MaintenanceSwitch, 0, len(sw.Maintenance))
+	for _, m := range sw.Maintenance {
+		s.maintList = append(s.maintList, catalog.MaintenanceSwitch{Selector: m.Selector, Message: m.Message})
+		s.maint[m.Selector] = m
 	}
-	if raw != nil && bytes.Equal(raw, c.switches.applied) && !c.catalogGrew() {
-		return
-	}
-	want := make(map[string]int, len(sw.Weights))
-	for id, w := range sw.Weights {
+	s.dirty = true
+	c.applyWeights()
+	c.catalog.ReplaceMaintenance(s.maintList)
+}
+
+// applyWeights gives the catalog's instances the weights adopted.
+// c.switches.mu is held.
+func (c *Conn) applyWeights() {
+	want := make(map[string]int, len(c.switches.weights))
+	for id, w := range c.switches.weights {
 		want[id] = w.Weight
 	}
 	c.catalog.SetRuntimeWeights(want)
-	maint := make([]catalog.MaintenanceSwitch, 0, len(sw.Maintenance))
-	byKey := make(map[string]fleet.MaintenanceSwitch, len(sw.Maintenance))
-	for _, m := range sw.Maintenance {
-		maint = append(maint, catalog.MaintenanceSwitch{Selector: m.Selector, Message: m.Message})
-		byKey[m.Selector] = m
-	}
-	c.catalog.ReplaceMaintenance(maint)
-	c.switches.applied, c.switches.weights, c.switches.maint = raw, sw.Weights, byKey
 }
 
-// catalogGrew reports whether the catalog holds an instance it did not at
-// the last call: a weight set on it by the fleet is applied then.
-func (c *Conn) catalogGrew() bool {
-	n := c.catalog.Counts()
-	total := 0
-	for _, k := range n.ByState {
-		total += k
+// look notes which weighted instances the catalog lacks, when it or the
+// weights changed since the last look, and since when each has been
+// missing while the catalog was synced; a weighted instance that came
+// into the catalog gets its weight. c.switches.mu is held.
+func (c *Conn) look(now time.Time) {
+	s := &c.switches
+	snap, synced := c.catalog.Snapshot(), c.synced()
+	if snap == s.scanned && synced == s.synced && !s.dirty {
+		return
 	}
-	grew := total != c.switchesSeen
-	c.switchesSeen = total
-	return grew
+	s.scanned, s.synced, s.dirty = snap, synced, false
+	came := false
+	if s.missing == nil {
+		s.missing = make(map[string]time.Time)
+	}
+	for id := range s.missing {
+		if _, weighted := s.weights[id]; !weighted {
+			delete(s.missing, id)
+		}
+	}
+	c.catalog.Holding(maps.Keys(s.weights), func(id string, held bool) {
+		since, was := s.missing[id]
+		if held {
+			if was {
+				came = true
+				delete(s.missing, id)
+			}
+			return
+		}
+		switch {
+		case !synced:
+			since = time.Time{}
+		case !was || since.IsZero():
+			since = now
+		}
+		s.missing[id] = since
+	})
+	s.due = time.Time{}
+	for _, since := range s.missing {
+		if !since.IsZero() && (s.due.IsZero() || since.Add(goneAfter).Before(s.due)) {
+			s.due = since.Add(goneAfter)
+		}
+	}
+	if came {
+		c.applyWeights()
+	}
+}
+
+// pruneGone removes from the fleet's record the weights of instances
+// missing from the synced catalog for goneAfter (R4e): each Caddy that
+// follows the daemon does, so they go while any Caddy of the fleet runs.
+// c.switches.mu is held.
+func (c *Conn) pruneGone(ctx context.Context, f *fleet.Fleet, now time.Time) {
+	if c.switches.due.IsZero() || now.Before(c.switches.due) {
+		return
+	}
+	var due []string
+	for id, since := range c.switches.missing {
+		if !since.IsZero() && now.Sub(since) >= goneAfter {
+			due = append(due, id)
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	var dropped []string
+	var written fleet.Switches
+	raw, err := f.UpdateSwitches(ctx, c.daemonKey(), func(sw *fleet.Switches) error {
+		if dropped = sw.DropWeights(due); len(dropped) == 0 {
+			return errUnchanged
+		}
+		written = *sw
+		return nil
+	})
+	switch {
+	case errors.Is(err, errUnchanged): // another Caddy removed them: look again
+		c.switches.dirty = true
+		return
+	case err != nil:
+		c.metrics.fleetErrors("write").Inc()
+		c.logger.Debug("removing the runtime weights of gone instances", zap.Error(err))
+		return
+	}
+	c.switches.reader.Wrote(raw)
+	c.adopt(written)
+	c.logger.Info("runtime weights of instances gone from the daemon removed from the fleet's switches (R4e)",
+		zap.Int("removed", len(dropped)), zap.Int("kept", len(written.Weights)))
+}
+
+// errUnchanged stops a change of the fleet's record that has nothing to
+// write.
+var errUnchanged = errors.New("nothing to change")
+
+// gone reports whether the instance id has been missing from the synced
+// catalog for goneAfter at now. c.switches.mu is held.
+func (c *Conn) gone(id string, now time.Time) bool {
+	since, ok := c.switches.missing[id]
+	return ok && !since.IsZero() && now.Sub(since) >= goneAfter
 }
 
 // ErrFleetStorage wraps a failure of the fleet's storage to take a switch:
 // nothing changed.
 var ErrFleetStorage = errors.New("the fleet's storage")
 
+// ErrWeightsFull is the error of a weight that would keep more than
+// fleet.MaxWeightSwitches runtime weights on a daemon, all of instances
+// the catalog holds: nothing changed.
+var ErrWeightsFull = fleet.ErrFull
+
+// GoneWeight is a runtime weight that a clear removed from the fleet's
+// record, of an instance the catalog does not hold (R4e).
+type GoneWeight struct {
+	ID, Name string
+}
+
 // SetWeight gives every instance that match selects the runtime weight
 // weight, or clears it when weight is negative (R4c, catalog.SetWeight).
 // In a fleet, it is written to the shared storage first, for every Caddy
 // (R4e); if that fails, nothing changes and the error wraps
-// ErrFleetStorage.
-func (c *Conn) SetWeight(match func(labels map[string]string, name string) bool, weight int) ([]catalog.WeightChange, error) {
+// ErrFleetStorage. There, a weight that would keep over
+// fleet.MaxWeightSwitches first removes the oldest weights of instances
+// the synced catalog lacks, else fails with ErrWeightsFull; and a clear
+// reaches the weights of instances the catalog lacks too: those match
+// selects by name alone (labels nil), which it returns as gone, and those
+// of instances gone (missing for goneAfter).
+func (c *Conn) SetWeight(match func(labels map[string]string, name string) bool, weight int) ([]catalog.WeightChange, []GoneWeight, error) {
 	f := c.shared()
 	if f == nil {
-		return c.catalog.SetWeight(match, weight), nil
+		return c.catalog.SetWeight(match, weight), nil, nil
 	}
 	c.switches.mu.Lock()
 	defer c.switches.mu.Unlock()
@@ -229,31 +430,80 @@ func (c *Conn) SetWeight(match func(labels map[string]string, name string) bool,
 			chosen = append(chosen, st)
 		}
 	}
-	if len(chosen) == 0 {
-		return nil, nil
+	if len(chosen) == 0 && weight >= 0 {
+		return nil, nil, nil
 	}
 	from, host, at := f.Stamp()
+	now, synced := c.switches.clock(), c.synced()
 	ctx, cancel := context.WithTimeout(c.runCtx, 10*time.Second)
 	defer cancel()
-	raw, err := f.UpdateSwitches(ctx, c.daemonKey(), func(sw *fleet.Switches) {
+	var gone []GoneWeight
+	var written fleet.Switches
+	raw, err := f.UpdateSwitches(ctx, c.daemonKey(), func(sw *fleet.Switches) error {
 		if sw.Weights == nil {
 			sw.Weights = map[string]fleet.WeightSwitch{}
 		}
+		lacked := map[string]bool{}
+		c.catalog.Holding(maps.Keys(sw.Weights), func(id string, held bool) {
+			if !held {
+				lacked[id] = true
+			}
+		})
+		changed := false
 		for _, st := range chosen {
 			if weight < 0 {
+				_, had := sw.Weights[st.ID]
+				changed = changed || had
 				delete(sw.Weights, st.ID)
 			} else {
-				sw.Weights[st.ID] = fleet.WeightSwitch{Weight: min(weight, catalog.MaxWeight), Name: st.Name, From: from, Host: host, At: at}
+				changed = true
+				sw.Weights[st.ID] = fleet.WeightSwitch{Weight: min(weight, catalog.MaxWeight), Name: clip(st.Name, fleet.MaxSwitchName),
+					From: from, Host: host, At: at}
 			}
 		}
+		if weight >= 0 {
+			_, err := sw.MakeRoom(now, func(id string) bool { return synced && lacked[id] })
+			written = *sw
+			return err
+		}
+		for id := range lacked {
+			w := sw.Weights[id]
+			if match(nil, w.Name) {
+				gone = append(gone, GoneWeight{ID: id, Name: w.Name})
+			} else if !c.gone(id, now) {
+				continue
+			}
+			delete(sw.Weights, id)
+			changed = true
+		}
+		if !changed {
+			return errUnchanged
+		}
+		written = *sw
+		return nil
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, errUnchanged):
+		return c.catalog.SetWeight(match, weight), nil, nil // nothing in the record: the catalog's own
+	case errors.Is(err, fleet.ErrFull):
+		return nil, nil, err
+	case err != nil:
 		c.metrics.fleetErrors("write").Inc()
-		return nil, fmt.Errorf("%w: %w", ErrFleetStorage, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrFleetStorage, err)
 	}
 	out := c.catalog.SetWeight(match, weight)
-	c.reapply(raw)
-	return out, nil
+	c.switches.reader.Wrote(raw)
+	c.adopt(written)
+	slices.SortFunc(gone, func(a, b GoneWeight) int { return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.ID, b.ID)) })
+	return out, gone, nil
+}
+
+// clip is s cut to at most n bytes.
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
 }
 
 // SetMaintenance puts the instances sel matches in maintenance with
@@ -275,7 +525,8 @@ func (c *Conn) SetMaintenance(sel selector.Selector, message string, on bool) (c
 	ctx, cancel := context.WithTimeout(c.runCtx, 10*time.Second)
 	defer cancel()
 	full := false
-	raw, err := f.UpdateSwitches(ctx, c.daemonKey(), func(sw *fleet.Switches) {
+	var written fleet.Switches
+	raw, err := f.UpdateSwitches(ctx, c.daemonKey(), func(sw *fleet.Switches) error {
 		kept := sw.Maintenance[:0]
 		for _, m := range sw.Maintenance {
 			if m.Selector != key {
@@ -285,11 +536,13 @@ func (c *Conn) SetMaintenance(sel selector.Selector, message string, on bool) (c
 		if on {
 			if len(kept) >= catalog.MaxMaintenanceSelectors {
 				full = true
-				return
+				return errUnchanged
 			}
 			kept = append(kept, fleet.MaintenanceSwitch{Selector: key, Message: catalog.MaintenanceMessage(message), From: from, Host: host, At: at})
 		}
 		sw.Maintenance = kept
+		written = *sw
+		return nil
 	})
 	if full {
 		return 0, false, nil
@@ -299,17 +552,9 @@ func (c *Conn) SetMaintenance(sel selector.Selector, message string, on bool) (c
 		return 0, true, fmt.Errorf("%w: %w", ErrFleetStorage, err)
 	}
 	changed, ok = c.catalog.SetMaintenance(sel, message, on)
-	c.reapply(raw)
+	c.switches.reader.Wrote(raw)
+	c.adopt(written)
 	return changed, ok, nil
-}
-
-// reapply records raw, just written, as applied, with its origins.
-// c.switches.mu is held.
-func (c *Conn) reapply(raw []byte) {
-	var sw fleet.Switches
-	if err := json.Unmarshal(raw, &sw); err == nil {
-		c.applySwitches(sw, raw)
-	}
 }
 
 // SwitchOrigin says where the runtime switch of instance id came from

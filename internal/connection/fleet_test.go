@@ -3,6 +3,7 @@ package connection
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +19,13 @@ import (
 // "docker unix:///d.sock", whose catalog holds web-1 and web-2.
 func fleetConn(t *testing.T, name string, storage fleet.Storage) *Conn {
 	t.Helper()
+	return fleetConnAt(t, name, storage, nil)
+}
+
+// fleetConnAt is fleetConn whose switches see the time on clock (nil: the
+// real one).
+func fleetConnAt(t *testing.T, name string, storage fleet.Storage, clock *fakeClock) *Conn {
+	t.Helper()
 	cat := catalog.New(catalog.Options{})
 	cat.Replace([]catalog.Instance{
 		{ID: "id-1", Name: "web-1", State: catalog.StateRunning, Labels: map[string]string{"app": "web"}},
@@ -25,9 +33,24 @@ func fleetConn(t *testing.T, name string, storage fleet.Storage) *Conn {
 	})
 	c := Fixture{Kind: "docker", Address: "unix:///d.sock", Catalog: cat}.Conn()
 	t.Cleanup(func() { c.cancel() })
+	if clock != nil {
+		c.switches.now = clock.now
+	}
 	c.ShareThrough(storage, fleet.Self{ID: name + "-id", Host: name})
 	return c
 }
+
+// fakeClock is a clock a test moves.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *fakeClock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) add(d time.Duration) { c.ns.Add(int64(d)) }
 
 // weightOf is the runtime weight of instance id in c's catalog (-1: none).
 func weightOf(c *Conn, id string) int {
@@ -53,7 +76,7 @@ func byName(name string) func(map[string]string, string) bool {
 func TestFleet_R4e_weights_belong_to_the_fleet(t *testing.T) {
 	storage := &fleet.Memory{}
 	a, b := fleetConn(t, "caddy-a", storage), fleetConn(t, "caddy-b", storage)
-	if _, err := a.SetWeight(byName("web-2"), 0); err != nil {
+	if _, _, err := a.SetWeight(byName("web-2"), 0); err != nil {
 		t.Fatal(err)
 	}
 	if weightOf(a, "id-2") != 0 {
@@ -65,7 +88,7 @@ func TestFleet_R4e_weights_belong_to_the_fleet(t *testing.T) {
 	}
 	late := fleetConn(t, "caddy-c", storage) // restarted: a new process
 	testkit.Eventually(t, 1500*time.Millisecond, "a Caddy that starts later has the weight", func() bool { return weightOf(late, "id-2") == 0 })
-	if _, err := b.SetWeight(byName("web-2"), -1); err != nil {
+	if _, _, err := b.SetWeight(byName("web-2"), -1); err != nil {
 		t.Fatal(err)
 	}
 	testkit.Eventually(t, 1500*time.Millisecond, "A and C follow B's clear", func() bool {
@@ -103,12 +126,12 @@ func TestFleet_R4e_maintenance_belongs_to_the_fleet(t *testing.T) {
 func TestFleet_R4e_storage_down(t *testing.T) {
 	storage := &fleet.Memory{}
 	a := fleetConn(t, "caddy-a", storage)
-	if _, err := a.SetWeight(byName("web-1"), 3); err != nil {
+	if _, _, err := a.SetWeight(byName("web-1"), 3); err != nil {
 		t.Fatal(err)
 	}
 	down := errors.New("down")
 	storage.Fail.Store(&down)
-	if _, err := a.SetWeight(byName("web-2"), 0); !errors.Is(err, ErrFleetStorage) {
+	if _, _, err := a.SetWeight(byName("web-2"), 0); !errors.Is(err, ErrFleetStorage) {
 		t.Fatalf("SetWeight with the storage down: %v", err)
 	}
 	time.Sleep(2 * switchesEvery) // reads fail meanwhile

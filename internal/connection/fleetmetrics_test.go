@@ -22,7 +22,7 @@ func TestFleet_R5m_storage_calls_counted_and_leases_released_at_close(t *testing
 	calls := func(op string) float64 {
 		return counterValue(t, metrics.fleetCalls.WithLabelValues("docker", addr, op))
 	}
-	if _, err := c.SetWeight(byName("web-1"), 3); err != nil {
+	if _, _, err := c.SetWeight(byName("web-1"), 3); err != nil {
 		t.Fatal(err)
 	}
 	if calls("load") < 1 || calls("store") != 1 {

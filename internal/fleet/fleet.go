@@ -85,7 +85,7 @@ type Hooks struct {
 	// process, another live Caddy with this one's instance ID.
 	Logger *zap.Logger
 	// Call hears every call of the storage, by op: store, load, delete,
-	// list, lock, unlock.
+	// list, lock, unlock, stat.
 	Call func(op string)
 	// Refused hears every lease refused, once per version of it, by
 	// reason: future (dated ahead of this Caddy's clock beyond what a

@@ -163,7 +163,7 @@ func TestFleet_R5m_sweep_removes_the_folders_of_gone_instances(t *testing.T) {
 		t.Errorf("the live lease: %d", n)
 	}
 	// The lock of a storage that has one is counted, and still found.
-	if _, err := sweeper.UpdateSwitches(ctx, "docker x", func(*Switches) {}); err != nil {
+	if _, err := sweeper.UpdateSwitches(ctx, "docker x", func(*Switches) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if h.count(h.calls, "lock") != 1 || h.count(h.calls, "unlock") != 1 || h.count(h.calls, "store") != 1 {
