@@ -134,7 +134,7 @@ func newFleetCaddy(t *testing.T, r *reaper, slot, root string, config func(p *fl
 	t.Helper()
 	free := func() int { return testkit.FreePort(t, "127.0.0.1") }
 	p := &fleetCaddy{slot: slot, admin: free(), http: free(), https: free(), engine: free(), config: config, root: root,
-		client:       &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}},
+		client:       &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 8}},
 		streamClient: &http.Client{Timeout: time.Minute}}
 	r.add(func() {
 		p.mu.RLock() // a restart under way finishes first
@@ -230,7 +230,8 @@ func (p *fleetCaddy) metrics() string {
 }
 
 // engineContainer starts a container of the test image on the Engine,
-// labelled for the soak's Engine route (the run's label is its selector).
+// named dockertest.Name(name), labelled with the run's label (the soak's
+// Engine route selects it) and labels.
 func engineContainer(ctx context.Context, cli client.APIClient, name string, labels map[string]string, opts dockertest.Options) (dockertest.Container, error) {
 	opts.Name, opts.Labels = name, labels
 	return dockertest.StartContainer(ctx, cli, opts)

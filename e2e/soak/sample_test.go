@@ -42,13 +42,13 @@ const flatRatio = 1.2
 // trend. Each is far below what 9/10 of the soak adds when something
 // grows with the work (thousands of keys, instances, records).
 const (
-	slackKeys       = 50        // storage files or folders
-	slackBytes      = 256 << 10 // storage bytes
-	slackRecords    = 20        // zone records
-	slackHeap       = 8 << 20   // a Caddy's heap in use
-	slackGoroutines = 50        // a Caddy's goroutines
-	slackFDs        = 20        // a Caddy's open files
-	slackCalls      = 10        // storage calls per second, the fleet's
+	slackKeys       = 50       // storage files or folders
+	slackBytes      = 64 << 10 // storage bytes
+	slackRecords    = 20       // zone records
+	slackHeap       = 8 << 20  // a Caddy's heap in use
+	slackGoroutines = 50       // a Caddy's goroutines
+	slackFDs        = 20       // a Caddy's open files
+	slackCalls      = 10       // storage calls per second, the fleet's
 )
 
 // grew reports whether the end figure is past flatRatio times the first

@@ -50,6 +50,9 @@ const (
 	// maxOrdersPerDomain is the permission's budget under zone: below
 	// the tenants' tenants*tenantHosts names, so that some are refused.
 	maxOrdersPerDomain = 8
+	// deployBatch is how many instances a deploy worker runs before it
+	// sets their weight with one POST.
+	deployBatch = 10
 )
 
 // soakConfig is the Caddyfile of a Caddy of the soak: the shared storage,
@@ -131,12 +134,37 @@ https:// {
 type counts struct {
 	deploys, deployErrs, routeErrs, weights, weightErrs, relabels, relabelErrs atomic.Int64
 	heals, healErrs, wakes, wakeErrs, skewLeases                               atomic.Int64
-	lastErr                                                                    atomic.Value
+	mu                                                                         sync.Mutex
+	firstErrs                                                                  map[*atomic.Int64][]string
 }
 
+// fail counts an error in n and keeps the first three of each kind.
 func (c *counts) fail(n *atomic.Int64, err error) {
 	n.Add(1)
-	c.lastErr.Store(err.Error())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.firstErrs == nil {
+		c.firstErrs = map[*atomic.Int64][]string{}
+	}
+	if len(c.firstErrs[n]) < 3 {
+		c.firstErrs[n] = append(c.firstErrs[n], err.Error())
+	}
+}
+
+// errors lists the first errors of each kind.
+func (c *counts) errors() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for _, k := range []struct {
+		name string
+		n    *atomic.Int64
+	}{{"deploy", &c.deployErrs}, {"route", &c.routeErrs}, {"weight", &c.weightErrs}, {"relabel", &c.relabelErrs}, {"heal", &c.healErrs}, {"wake", &c.wakeErrs}} {
+		for _, e := range c.firstErrs[k.n] {
+			fmt.Fprintf(&b, "\n  %s: %s", k.name, e)
+		}
+	}
+	return b.String()
 }
 
 // TestSoak_a_month_in_ten_minutes is issue 42's soak: a month of a busy
@@ -149,6 +177,14 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 	pl := planFromEnv(t)
 	t.Logf("plan: scale %.2f: %d deploys (%d at once, %d workers), %d Caddy restarts, storage away %s halfway, tenants relabelled every %s, an Engine heal cycle and wake every %s",
 		pl.scale, pl.deploys, pl.window, pl.workers, pl.restarts, pl.outage, pl.relabelEvery, pl.engineEvery)
+	// The table again once every log is printed (this cleanup, the first
+	// registered, runs last), so that it ends the output.
+	var report string
+	t.Cleanup(func() {
+		if report != "" && t.Failed() {
+			t.Logf("the soak's figures again:\n%s", report)
+		}
+	})
 	r := &reaper{}
 	root := t.TempDir()
 	r.add(func() { _ = os.RemoveAll(root) })
@@ -174,47 +210,66 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 	var deployed atomic.Int64
 	loop := func(f func()) { loops.Add(1); go func() { defer loops.Done(); f() }() }
 
-	// The deploys: each a new instance with a host of its own, routed by
-	// a Caddy, a runtime weight set on it through that Caddy, a lease on
-	// it written by the skewed Caddy; removed pl.window deploys later.
+	// The deploys, in batches of deployBatch: each a new instance with a
+	// host of its own, routed by a Caddy chosen at random, a runtime
+	// weight set on the batch's instances through that Caddy (one POST
+	// by the batch's label: one storage lock per batch, where the file
+	// storage's lock, polled every second, would serialise one per
+	// instance), a lease on each written by the skewed Caddy; each
+	// removed pl.window deploys later.
 	live := make(chan string, pl.window)
 	for w := range pl.workers {
 		loop(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 			for ctx.Err() == nil {
-				n := deployed.Add(1)
-				name := fmt.Sprintf("d%d", n)
-				host := name + "." + deployDomain
-				id, err := d.run(name, map[string]string{"caddy.host": host})
-				if err != nil {
-					c.fail(&c.deployErrs, err)
-					continue
-				}
-				c.deploys.Add(1)
-				if err := skewed.use(ctx, id, false); err == nil {
-					c.skewLeases.Add(1)
+				n := deployed.Add(deployBatch)
+				batch := fmt.Sprintf("b%d", n/deployBatch)
+				var names []string
+				for i := range deployBatch {
+					name := fmt.Sprintf("d%d", n-deployBatch+1+int64(i))
+					id, err := d.run(name, map[string]string{"caddy.host": name + "." + deployDomain, "soak.batch": batch})
+					if err != nil {
+						c.fail(&c.deployErrs, err)
+						continue
+					}
+					c.deploys.Add(1)
+					names = append(names, name)
+					if err := skewed.use(ctx, id, false); err == nil {
+						c.skewLeases.Add(1)
+					}
 				}
 				p := caddys[rng.IntN(len(caddys))]
 				p.mu.RLock()
-				if !testkit.Until(10*time.Second, func() bool { s, _, err := p.get(p.http, host, "/"); return err == nil && s == 200 }) {
-					c.fail(&c.routeErrs, fmt.Errorf("caddy %s does not route %s", p.slot, host))
-				} else if status, body := p.adminPost("/dicer/weight", fmt.Sprintf(`{"instance": %q, "weight": %d}`, name, 1+rng.IntN(100))); status == 200 {
-					c.weights.Add(1)
-				} else {
-					c.fail(&c.weightErrs, fmt.Errorf("weight on %s through %s: %d %s", name, p.slot, status, strings.TrimSpace(body)))
+				routed := len(names)
+				for _, name := range names {
+					host := name + "." + deployDomain
+					if !testkit.Until(20*time.Second, func() bool { s, _, err := p.get(p.http, host, "/"); return err == nil && s == 200 }) {
+						c.fail(&c.routeErrs, fmt.Errorf("caddy %s does not route %s within 20 s", p.slot, host))
+						routed--
+					}
+				}
+				if routed > 0 {
+					status, body := p.adminPost("/dicer/weight", fmt.Sprintf(`{"selector": "soak.batch=%s", "weight": %d}`, batch, 1+rng.IntN(100)))
+					if status == 200 {
+						c.weights.Add(int64(len(names)))
+					} else {
+						c.fail(&c.weightErrs, fmt.Errorf("weight on batch %s through %s: %d %s", batch, p.slot, status, strings.TrimSpace(body)))
+					}
 				}
 				p.mu.RUnlock()
-				for {
-					select {
-					case live <- name:
-					default:
-						old := <-live
-						if err := d.rm(old); err != nil {
-							c.fail(&c.deployErrs, err)
+				for _, name := range names {
+					for {
+						select {
+						case live <- name:
+						default:
+							old := <-live
+							if err := d.rm(old); err != nil {
+								c.fail(&c.deployErrs, err)
+							}
+							continue
 						}
-						continue
+						break
 					}
-					break
 				}
 			}
 		})
@@ -247,7 +302,7 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 	// The Engine: a container that sleeps (standby_after 3s) woken every
 	// pl.engineEvery, and a heal cycle: a container broken and restarted
 	// by Caddy, then removed.
-	sleeper, err := engineContainer(ctx, cli, dockertest.Name("soak-sleeper"), map[string]string{"caddy.host": "sleeper." + engineDomain,
+	sleeper, err := engineContainer(ctx, cli, "soak-sleeper", map[string]string{"caddy.host": "sleeper." + engineDomain,
 		"caddy.standby_after": standbyAfter.String()}, dockertest.Options{})
 	if err != nil {
 		t.Fatalf("the Engine's sleeper: %v", err)
@@ -333,13 +388,13 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 	for _, p := range caddys {
 		restartsBy = append(restartsBy, fmt.Sprintf("%s %d", p.slot, p.restarts))
 	}
-	last, _ := c.lastErr.Load().(string)
 	t.Logf("soak: %s (samples %s apart), checks %s; storage away %s\n"+
 		"deploys %d (errors %d, not routed %d), weights set %d (refused %d), relabels %d (errors %d), skewed leases %d\n"+
-		"restarts %s; Engine: wakes %d (failed %d), heal cycles %d (failed %d); last error: %s\n\n%s",
+		"restarts %s; Engine: wakes %d (failed %d), heal cycles %d (failed %d); first errors:%s\n\n%s",
 		soakTook.Round(time.Second), end.at.Sub(first.at).Round(time.Second), (time.Since(began) - soakTook).Round(time.Second), outageTook.Round(100*time.Millisecond),
 		c.deploys.Load(), c.deployErrs.Load(), c.routeErrs.Load(), c.weights.Load(), c.weightErrs.Load(), c.relabels.Load(), c.relabelErrs.Load(), c.skewLeases.Load(),
-		strings.Join(restartsBy, ", "), c.wakes.Load(), c.wakeErrs.Load(), c.heals.Load(), c.healErrs.Load(), last, table(fs))
+		strings.Join(restartsBy, ", "), c.wakes.Load(), c.wakeErrs.Load(), c.heals.Load(), c.healErrs.Load(), c.errors(), table(fs))
+	report = table(fs)
 	for _, f := range fs {
 		if f.grew() {
 			t.Errorf("grew: %s from %.0f after the first tenth to %.0f at the end (limit: %.1f times, or +%.0f)", f.name, f.first, f.end, flatRatio, f.slack)
@@ -401,7 +456,7 @@ func (s *skewedCaddy) use(ctx context.Context, instance string, inFlight bool) e
 // breaks it (POST /health/bad), waits until Caddy restarts it (its start
 // time changes) and removes it.
 func healCycle(ctx context.Context, cli client.APIClient, name string) error {
-	c, err := engineContainer(ctx, cli, dockertest.Name(name), map[string]string{"caddy.host": name + "." + engineDomain, "caddy.heal": "1s"},
+	c, err := engineContainer(ctx, cli, name, map[string]string{"caddy.host": name + "." + engineDomain, "caddy.heal": "1s"},
 		dockertest.Options{Health: dockertest.HealthCheck(200*time.Millisecond, 0), Ports: []string{"127.0.0.1::8080"}})
 	defer func() {
 		if c.ID != "" {
@@ -481,7 +536,7 @@ func notRunning(cli client.APIClient, id string) bool {
 }
 
 // checkLiveLease: a container with standby_after 3s routed once through
-// b, then an 8 s stream through a: it stays up throughout (a's lease
+// b, then a 5 s stream through a: it stays up throughout (a's lease
 // holds it against b's idle clock), the stream is whole, and it goes on
 // standby after.
 func checkLiveLease(t *testing.T, cli client.APIClient, caddys []*fleetCaddy) error {
@@ -495,9 +550,9 @@ func checkLiveLease(t *testing.T, cli client.APIClient, caddys []*fleetCaddy) er
 	}
 	done := make(chan error, 1)
 	go func() {
-		status, body, err := a.get(a.engine, host, "/drip?n=40&every=200ms")
-		if err == nil && (status != 200 || body != strings.Repeat("x", 40)) {
-			err = fmt.Errorf("the stream through a: %d, %d of 40 bytes", status, len(body))
+		status, body, err := a.get(a.engine, host, "/drip?n=25&every=200ms")
+		if err == nil && (status != 200 || body != strings.Repeat("x", 25)) {
+			err = fmt.Errorf("the stream through a: %d, %d of 25 bytes", status, len(body))
 		}
 		done <- err
 	}()
