@@ -162,6 +162,18 @@ func (p *fleetCaddy) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	proc.Start(t)
+	// The admin endpoint answers before the sites listen: wait for them
+	// too, so that no request of the soak meets a Caddy half started.
+	for _, port := range []int{p.http, p.engine, p.https} {
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		testkit.Eventually(t, 30*time.Second, "Caddy "+p.slot+" listens on "+addr, func() bool {
+			c, err := net.DialTimeout("tcp", addr, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+	}
 	p.proc, p.startedAt = proc, time.Now()
 }
 
