@@ -82,6 +82,11 @@ type plan struct {
 	// of its hosts (DNS records and certificates follow);
 	// engineEvery how often a heal cycle and a wake happen on the Engine.
 	relabelEvery, engineEvery time.Duration
+	// budget bounds the soak's time: past it the end is sampled where
+	// the deploys are, and the soak fails saying so (a test that runs
+	// into go test's -timeout panics, and leaves its processes, BIND's
+	// namespace and containers behind).
+	budget time.Duration
 }
 
 func planFromEnv(t *testing.T) plan {
@@ -102,6 +107,7 @@ func planFromEnv(t *testing.T) plan {
 		outage:       max(5*time.Second, time.Duration(float64(30*time.Second)*scale)),
 		relabelEvery: 3 * time.Second,
 		engineEvery:  max(8*time.Second, time.Duration(float64(20*time.Second)*scale)),
+		budget:       max(4*time.Minute, time.Duration(float64(12*time.Minute)*scale)),
 	}
 }
 

@@ -347,7 +347,15 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 	nextRestart, restarts, outageDone, sampled := restartEvery, 0, false, false
 	for {
 		n := deployed.Load()
+		over := time.Since(began) > pl.budget
 		switch {
+		case over && !sampled:
+			stop()
+			loops.Wait()
+			t.Fatalf("the soak's budget of %s is spent at %d of %d deploys, before the first tenth", pl.budget, n, pl.deploys)
+		case over:
+			end = take(storage, bind, caddys)
+			t.Errorf("the soak's budget of %s is spent: the end sampled at %d of %d deploys", pl.budget, n, pl.deploys)
 		case !sampled && n >= tenth:
 			first, sampled = take(storage, bind, caddys), true
 			t.Logf("first tenth sampled at %d deploys, %s in", n, time.Since(began).Round(time.Second))
