@@ -79,7 +79,13 @@ func startTestDaemon(t *testing.T, r *reaper, dir string) *testDaemon {
 // run creates and starts an instance named name with labels (its
 // control API's POST /instances) and returns its ID.
 func (d *testDaemon) run(name string, labels map[string]string) (string, error) {
-	body, _ := json.Marshal(map[string]any{"name": name, "labels": labels})
+	return d.runAt(name, "", labels)
+}
+
+// runAt is run on the address ip ("": the daemon's choice, the first
+// free from 127.0.0.100).
+func (d *testDaemon) runAt(name, ip string, labels map[string]string) (string, error) {
+	body, _ := json.Marshal(map[string]any{"name": name, "labels": labels, "ip": ip})
 	res, err := d.ctl.Post("http://dicer/instances", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return "", fmt.Errorf("run %s: %w", name, err)

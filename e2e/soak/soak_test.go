@@ -187,7 +187,8 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 	})
 	r := &reaper{}
 	root := t.TempDir()
-	r.add(func() { _ = os.RemoveAll(root) })
+	// t.TempDir's parent is this test's own (BIND's folder is in it too).
+	r.add(func() { _ = os.RemoveAll(filepath.Dir(root)) })
 	storage := filepath.Join(root, "storage")
 	if err := os.MkdirAll(storage, 0o755); err != nil {
 		t.Fatal(err)
@@ -217,6 +218,16 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 	// storage's lock, polled every second, would serialise one per
 	// instance), a lease on each written by the skewed Caddy; each
 	// removed pl.window deploys later.
+	// The deploys' addresses come from the soak, 127.0.0.150 to .254,
+	// each back once its instance is removed: the daemon's own choice
+	// (the first free from .100) is made per request, and runs at once
+	// got the same address (bind: address already in use). The tenants
+	// and the checks take the daemon's choice, below .150.
+	ips := make(chan string, 105)
+	for i := 150; i <= 254; i++ {
+		ips <- fmt.Sprintf("127.0.0.%d", i)
+	}
+	var ipOf sync.Map // instance name -> its address
 	live := make(chan string, pl.window)
 	for w := range pl.workers {
 		loop(func() {
@@ -224,20 +235,37 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 			for ctx.Err() == nil {
 				n := deployed.Add(deployBatch)
 				batch := fmt.Sprintf("b%d", n/deployBatch)
+				// The batch's instances are run at once: the daemon takes
+				// a fraction of a second to start each one's process.
 				var names []string
+				var namesMu sync.Mutex
+				var runs sync.WaitGroup
 				for i := range deployBatch {
 					name := fmt.Sprintf("d%d", n-deployBatch+1+int64(i))
-					id, err := d.run(name, map[string]string{"caddy.host": name + "." + deployDomain, "soak.batch": batch})
-					if err != nil {
-						c.fail(&c.deployErrs, err)
+					var ip string
+					select {
+					case ip = <-ips:
+					case <-ctx.Done():
 						continue
 					}
-					c.deploys.Add(1)
-					names = append(names, name)
-					if err := skewed.use(ctx, id, false); err == nil {
-						c.skewLeases.Add(1)
-					}
+					runs.Go(func() {
+						id, err := d.runAt(name, ip, map[string]string{"caddy.host": name + "." + deployDomain, "soak.batch": batch})
+						if err != nil {
+							ips <- ip
+							c.fail(&c.deployErrs, err)
+							return
+						}
+						ipOf.Store(name, ip)
+						c.deploys.Add(1)
+						namesMu.Lock()
+						names = append(names, name)
+						namesMu.Unlock()
+						if err := skewed.use(ctx, id, false); err == nil {
+							c.skewLeases.Add(1)
+						}
+					})
 				}
+				runs.Wait()
 				p := caddys[rng.IntN(len(caddys))]
 				p.mu.RLock()
 				// Each instance routed within 10 s; after one that is not,
@@ -263,20 +291,28 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 					}
 				}
 				p.mu.RUnlock()
+				var rms sync.WaitGroup
 				for _, name := range names {
 					for {
 						select {
 						case live <- name:
 						default:
 							old := <-live
-							if err := d.rm(old); err != nil {
-								c.fail(&c.deployErrs, err)
-							}
+							rms.Go(func() {
+								if err := d.rm(old); err != nil {
+									c.fail(&c.deployErrs, err)
+									return // its address stays taken
+								}
+								if ip, ok := ipOf.LoadAndDelete(old); ok {
+									ips <- ip.(string)
+								}
+							})
 							continue
 						}
 						break
 					}
 				}
+				rms.Wait()
 			}
 		})
 	}
