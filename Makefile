@@ -21,7 +21,7 @@ FUZZ_TARGETS := \
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: help test test-short lint fmt build bench load load-base example test-e2e test-cluster generate fuzz image test-compose test-podman test-acme test-dns
+.PHONY: help test test-short lint fmt build bench load load-base example test-e2e test-cluster generate fuzz image test-compose test-podman test-acme test-dns soak soak-short
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -153,3 +153,14 @@ test-dns: ## dns_records (R7e) against BIND 9 from Debian in a network namespace
 	go vet -tags e2e ./e2e/dns/
 	CADDY_DICER_DNS=1 go test -race -count=1 -v -p 1 -timeout 5m -run 'R7e|DNS' . ./dnsprovider/... ./internal/dnsrecords/
 	CADDY_DICER_DNS=1 go test -tags e2e -count=1 -v -timeout 5m -run 'R7e' ./e2e/dns/
+
+# The soak (issue 42): a month of a busy operator in ten minutes on 2
+# cores; SOAK_SCALE scales it (soak-short: 0.1, under 2 minutes).
+SOAK_SCALE ?= 1
+soak: build ## the soak, a month in ten minutes (root): three Caddys on one storage folder, the test daemon, the Engine and BIND; 10,000 deploys with runtime weights, 100 restarts, relabels with DNS records, heal cycles, a skewed clock, a 30 s storage outage, budgets; prints the table of what must stay flat (docs/benchmarks.md)
+	go vet -tags soak ./e2e/soak/
+	SOAK_SCALE=$(SOAK_SCALE) CADDY_DICER_SOAK_CADDY=$(CURDIR)/bin/caddy CADDY_DICER_SOAK_TESTD=$(CURDIR)/bin/dicer-testd \
+		go test -tags soak -count=1 -v -timeout 20m -run '^TestSoak_' ./e2e/soak/
+
+soak-short: ## the soak at a tenth (SOAK_SCALE=0.1), under 2 minutes, as .ci/run runs it (root)
+	$(MAKE) soak SOAK_SCALE=0.1
