@@ -13,6 +13,13 @@ import (
 // a key of Caddy's storage, or a record of a DNS zone.
 var stateWrite = regexp.MustCompile(`\.(Store|AppendRecords|SetRecords|DeleteRecords)\(ctx`)
 
+// inMemoryForTests are source files that call Store only on a storage
+// in this process's memory, for other packages' tests: nothing outlives
+// the process.
+var inMemoryForTests = map[string]bool{
+	"internal/fleet/statmemory.go": true,
+}
+
 // R15: every source file that writes state outside memory is named in the
 // state table of docs/state.md, so that no new kind of state arrives
 // without its owner, bound and end written down.
@@ -40,7 +47,7 @@ func TestState_R15_every_writer_has_a_row(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if stateWrite.Match(b) && !strings.Contains(page, "`"+filepath.ToSlash(p)+"`") {
+		if stateWrite.Match(b) && !inMemoryForTests[filepath.ToSlash(p)] && !strings.Contains(page, "`"+filepath.ToSlash(p)+"`") {
 			t.Errorf("%s writes state outside memory (storage keys or DNS records) but docs/state.md has no row naming `%s`", p, p)
 		}
 		return nil
