@@ -51,4 +51,3 @@ func TestRFC2136_R7e_unsigned_transfer_message_refused(t *testing.T) {
 		})
 	}
 }
-
