@@ -60,6 +60,12 @@ type issuanceBudget struct {
 	issuers *issuerDirs // the issuers' folders of storage, listed once a minute
 }
 
+// setStorage sets the storage the budget looks for certificates in
+// (Caddy's), with a fresh memory of its issuers' folders.
+func (b *issuanceBudget) setStorage(s certmagic.Storage) {
+	b.storage, b.issuers = s, &issuerDirs{}
+}
+
 // limits are the budgets, their defaults applied.
 func (b *issuanceBudget) limits() budget.Limits {
 	lim := budget.Limits{PerDomain: defaultOrdersPerDomain, PerInstance: defaultOrdersPerInstance}
@@ -74,9 +80,6 @@ func (b *issuanceBudget) limits() budget.Limits {
 
 // settleBudget checks the budget settings.
 func (b *issuanceBudget) settleBudget() error {
-	if b.issuers == nil {
-		b.issuers = &issuerDirs{}
-	}
 	for name, v := range map[string]*int{"max_orders_per_domain": b.MaxOrdersPerDomain, "max_orders_per_instance": b.MaxOrdersPerInstance} {
 		if v != nil && *v < 0 {
 			return setting.Errorf(name, "%d is negative", *v)

@@ -97,7 +97,7 @@ func TestPermission_R7d_stored_certificates_and_no_limit(t *testing.T) {
 	p := permissionFor(t, hostPermission{issuanceBudget: issuanceBudget{MaxOrdersPerDomain: &one, MaxOrdersPerInstance: &zero}},
 		claimant("a", "a.example.com,b.example.com,c.example.com"))
 	dir := t.TempDir()
-	p.storage = &certmagic.FileStorage{Path: dir}
+	p.setStorage(&certmagic.FileStorage{Path: dir})
 	crt := filepath.Join(dir, certmagic.StorageKeys.SiteCert("acme.example-directory", "c.example.com"))
 	if err := os.MkdirAll(filepath.Dir(crt), 0o700); err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestPermission_R7d_repeated_refusal_makes_no_storage_call(t *testing.T) {
 		t.Fatal(err)
 	}
 	storage := &countingStorage{Storage: &certmagic.FileStorage{Path: dir}}
-	p.storage = storage
+	p.setStorage(storage)
 	ctx := context.Background()
 	if err := p.CertificateAllowed(ctx, "a.example.com"); err != nil {
 		t.Fatalf("the domain's one order: %v", err)
@@ -188,7 +188,7 @@ func TestPermission_R7d_new_refused_names_list_issuers_once(t *testing.T) {
 		}
 	}
 	storage := &countingStorage{Storage: &certmagic.FileStorage{Path: dir}}
-	p.storage = storage
+	p.setStorage(storage)
 	ctx := context.Background()
 	if err := p.CertificateAllowed(ctx, "first.example.com"); err != nil {
 		t.Fatalf("the domain's one order: %v", err)
