@@ -100,7 +100,7 @@ func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) err
 	}
 	dicerapp.RegisterMetrics(ctx, instanceSeries)
 	p.decisions = p.conn.Decisions()
-	p.storage = ctx.Storage()
+	p.setStorage(ctx.Storage())
 	p.conn.AddPermission(p)
 	if err := await(ctx, p.conn); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -56,6 +57,13 @@ type issuanceBudget struct {
 	ObtainTimeout caddy.Duration `json:"obtain_timeout,omitempty"`
 
 	storage certmagic.Storage
+	issuers *issuerDirs // the issuers' folders of storage, listed once a minute
+}
+
+// setStorage sets the storage the budget looks for certificates in
+// (Caddy's), with a fresh memory of its issuers' folders.
+func (b *issuanceBudget) setStorage(s certmagic.Storage) {
+	b.storage, b.issuers = s, &issuerDirs{}
 }
 
 // limits are the budgets, their defaults applied.
@@ -162,22 +170,55 @@ func (p *hostPermission) charge(ctx context.Context, host string) error {
 }
 
 // stored reports whether Caddy's storage holds a certificate for host
-// from any issuer: loading it is no order, and is not charged. It lists
-// the issuers and asks for the certificate under each: a few storage
-// calls, made once per name allowed and once a minute per name refused
-// (budget.RefusalMemory).
+// from any issuer: loading it is no order, and is not charged. It asks
+// for the certificate under each issuer's folder (listed at most once a
+// minute, issuerDirs): one storage call per issuer, made once per name
+// allowed and once a minute per name refused (budget.RefusalMemory).
 func (p *hostPermission) stored(ctx context.Context, host string) bool {
 	if p.storage == nil {
 		return false
 	}
-	issuers, err := p.storage.List(ctx, certmagic.StorageKeys.CertsPrefix(""), false)
-	if err != nil {
-		return false
-	}
-	for _, dir := range issuers {
+	for _, dir := range p.issuers.list(ctx, p.storage, time.Now()) {
 		if p.storage.Exists(ctx, certmagic.StorageKeys.SiteCert(path.Base(dir), host)) {
 			return true
 		}
 	}
 	return false
+}
+
+// issuersMemory is how long the issuers' folders in storage, once listed,
+// are used without listing them again.
+const issuersMemory = time.Minute
+
+// issuerDirs remembers the issuers' folders of Caddy's storage
+// (certificates/<issuer>) for issuersMemory: a name not seen before (an
+// outsider's handshakes for ever new names under a claimed wildcard) costs
+// one Exists per issuer, not a listing too, which on a storage whose List
+// reads every key under the prefix (Consul's, some Redis ones) read every
+// certificate. A listing that failed or found none is not remembered. A
+// nil *issuerDirs remembers nothing.
+type issuerDirs struct {
+	mu   sync.Mutex // held while listing: concurrent handshakes list once
+	dirs []string
+	at   time.Time
+}
+
+// list is the issuers' folders of storage, listed at most once per
+// issuersMemory.
+func (d *issuerDirs) list(ctx context.Context, storage certmagic.Storage, now time.Time) []string {
+	if d == nil {
+		dirs, _ := storage.List(ctx, certmagic.StorageKeys.CertsPrefix(""), false)
+		return dirs
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.dirs) > 0 && now.Sub(d.at) >= 0 && now.Sub(d.at) < issuersMemory {
+		return d.dirs
+	}
+	dirs, err := storage.List(ctx, certmagic.StorageKeys.CertsPrefix(""), false)
+	if err != nil {
+		return nil
+	}
+	d.dirs, d.at = dirs, now
+	return dirs
 }

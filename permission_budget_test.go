@@ -97,7 +97,7 @@ func TestPermission_R7d_stored_certificates_and_no_limit(t *testing.T) {
 	p := permissionFor(t, hostPermission{issuanceBudget: issuanceBudget{MaxOrdersPerDomain: &one, MaxOrdersPerInstance: &zero}},
 		claimant("a", "a.example.com,b.example.com,c.example.com"))
 	dir := t.TempDir()
-	p.storage = &certmagic.FileStorage{Path: dir}
+	p.setStorage(&certmagic.FileStorage{Path: dir})
 	crt := filepath.Join(dir, certmagic.StorageKeys.SiteCert("acme.example-directory", "c.example.com"))
 	if err := os.MkdirAll(filepath.Dir(crt), 0o700); err != nil {
 		t.Fatal(err)
@@ -148,7 +148,7 @@ func TestPermission_R7d_repeated_refusal_makes_no_storage_call(t *testing.T) {
 		t.Fatal(err)
 	}
 	storage := &countingStorage{Storage: &certmagic.FileStorage{Path: dir}}
-	p.storage = storage
+	p.setStorage(storage)
 	ctx := context.Background()
 	if err := p.CertificateAllowed(ctx, "a.example.com"); err != nil {
 		t.Fatalf("the domain's one order: %v", err)
@@ -158,14 +158,53 @@ func TestPermission_R7d_repeated_refusal_makes_no_storage_call(t *testing.T) {
 			t.Fatalf("refusal %d: %v, want the domain budget's refusal", i+1, err)
 		}
 	}
-	// a.example.com's look, then b.example.com's first.
-	if l, e := storage.lists.Load(), storage.exists.Load(); l != 2 || e != 2 {
-		t.Errorf("an allowed name and 10 refusals of another made %d List and %d Exists calls, want 2 and 2", l, e)
+	// a.example.com's look, then b.example.com's first (the issuers
+	// listed once for both).
+	if l, e := storage.lists.Load(), storage.exists.Load(); l != 1 || e != 2 {
+		t.Errorf("an allowed name and 10 refusals of another made %d List and %d Exists calls, want 1 and 2", l, e)
 	}
 	if err := p.CertificateAllowed(ctx, "c.example.com"); err != errBudget[budget.Domain] {
 		t.Fatalf("another name: %v, want the domain budget's refusal", err)
 	}
-	if l := storage.lists.Load(); l != 3 {
-		t.Errorf("a new name refused made %d List calls in all, want 3 (it is looked for)", l)
+	if e := storage.exists.Load(); e != 3 {
+		t.Errorf("a new name refused made %d Exists calls in all, want 3 (it is looked for)", e)
+	}
+}
+
+// R7d: an outsider sending handshakes for ever new names under a claimed
+// wildcard, the domain's budget spent, costs one Exists per issuer per
+// name and no listing of the issuers each time: the issuers are listed
+// once a minute at most (issuersMemory), which on a storage whose List
+// reads every key under certificates/ (Consul's, some Redis ones) was a
+// read of every certificate per handshake.
+func TestPermission_R7d_new_refused_names_list_issuers_once(t *testing.T) {
+	zero, one := 0, 1
+	p := permissionFor(t, hostPermission{Wildcards: "allow", issuanceBudget: issuanceBudget{MaxOrdersPerDomain: &one, MaxOrdersPerInstance: &zero}},
+		claimant("w", "*.example.com"))
+	dir := t.TempDir()
+	for _, issuer := range []string{"acme.example-directory", "zerossl.example-directory"} {
+		if err := os.MkdirAll(filepath.Join(dir, certmagic.StorageKeys.CertsPrefix(issuer)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	storage := &countingStorage{Storage: &certmagic.FileStorage{Path: dir}}
+	p.setStorage(storage)
+	ctx := context.Background()
+	if err := p.CertificateAllowed(ctx, "first.example.com"); err != nil {
+		t.Fatalf("the domain's one order: %v", err)
+	}
+	const names = 100
+	for i := range names {
+		if err := p.CertificateAllowed(ctx, fmt.Sprintf("n%d.example.com", i)); err != errBudget[budget.Domain] {
+			t.Fatalf("new name %d: %v, want the domain budget's refusal", i, err)
+		}
+	}
+	l, e := storage.lists.Load(), storage.exists.Load()
+	t.Logf("%d new names refused after one allowed: %d List and %d Exists calls", names, l, e)
+	if l != 1 {
+		t.Errorf("%d List calls for %d new names, want 1 (the issuers listed once)", l, names+1)
+	}
+	if want := int32(2 * (names + 1)); e != want {
+		t.Errorf("%d Exists calls, want %d (each name under each of 2 issuers)", e, want)
 	}
 }

@@ -20,7 +20,8 @@ const maxHello = 8 << 10
 // kept but the record and field it is in and, once reached, the bytes of
 // the server_name extension. A client that trickles its hello a byte at
 // a time costs a byte's work per byte, and a waiting connection holds
-// this struct alone (about 120 bytes) until its server_name extension.
+// this struct alone (176 bytes on 64-bit machines) until its server_name
+// extension, then room for that extension's bytes, at most its length.
 type helloReader struct {
 	name string
 	done bool
@@ -141,7 +142,7 @@ func (r *helloReader) handshake(p []byte) {
 			r.skip -= k
 		case stepSNI:
 			k = min(len(p), r.sniLeft, r.msgLeft)
-			r.sni = append(r.sni, p[:k]...)
+			r.sni = appendAtMost(r.sni, p[:k], len(r.sni)+r.sniLeft)
 			r.sniLeft -= k
 		default: // a number
 			k = 1
@@ -233,6 +234,19 @@ func (r *helloReader) nextExtension() {
 	}
 	r.extsLeft -= 2
 	r.readNumber(stepExtType, 2)
+}
+
+// appendAtMost is append(b, p...) with the room it grows to at most
+// limit bytes (the server_name extension's length): growing as append
+// does, by a quarter or more, went past the extension's end and
+// maxHello.
+func appendAtMost(b, p []byte, limit int) []byte {
+	if need := len(b) + len(p); need > cap(b) {
+		grown := make([]byte, len(b), min(max(2*cap(b), need), max(limit, need)))
+		copy(grown, b)
+		b = grown
+	}
+	return append(b, p...)
 }
 
 func (r *helloReader) readNumber(step helloStep, size int) {

@@ -76,6 +76,30 @@ func TestHelloReader_R5n_bounded(t *testing.T) {
 	}
 }
 
+// R5n: the reader keeps no more of a server_name extension than its
+// length, nor more than maxHello, however it comes: a name of 7,000 bytes
+// (an outsider's largest) read a byte at a time or in reads of 512 grew
+// the copy past both (9,472 bytes of room for an extension of 7,005).
+func TestHelloReader_R5n_keeps_no_more_than_the_extension(t *testing.T) {
+	name := strings.Repeat("a", 7000)
+	hello := paddedHello(name, 10, true)
+	const ext = 2 + 1 + 2 + 7000 // the list's length, host_name, the name's length, the name
+	for _, step := range []int{1, 512, 3000} {
+		var r helloReader
+		most := 0
+		for i := 0; i < len(hello) && !r.done; i += step {
+			r.feed(hello[i:min(i+step, len(hello))])
+			most = max(most, cap(r.sni))
+		}
+		if !r.done || r.name != name {
+			t.Fatalf("reads of %d: done %v, a name of %d bytes", step, r.done, len(r.name))
+		}
+		if most > ext || most > maxHello {
+			t.Errorf("reads of %d: kept room for %d bytes of a server_name extension of %d (maxHello %d)", step, most, ext, maxHello)
+		}
+	}
+}
+
 // FuzzHelloReader: whatever the bytes and however cut, the reader neither
 // panics nor reads or keeps more than maxHello bytes, and it reads the
 // name the reader of cfa1203 read when fed a byte at a time (which sees
@@ -85,6 +109,7 @@ func FuzzHelloReader(f *testing.F) {
 	f.Add(paddedHello("app.example.test", 3000, true), uint8(200))
 	f.Add(paddedHello("app.example.test", 3000, false), uint8(7))
 	f.Add([]byte("GET / HTTP/1.1\r\n"), uint8(1))
+	f.Add(paddedHello(strings.Repeat("a", 7000), 10, true), uint8(0))
 	f.Fuzz(func(t *testing.T, b []byte, step uint8) {
 		s := int(step) + 1
 		var r helloReader

@@ -77,7 +77,8 @@ type Provider struct {
 	Algorithm string `json:"algorithm,omitempty"`
 
 	// Timeout bounds one exchange with the server (an update, a zone
-	// transfer). Default: 10s.
+	// transfer from its first byte to its last, however the server paces
+	// it): raise it for a large zone read over a slow link. Default: 10s.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
 	// MaxTransferRecords bounds the records one zone transfer (a read of
@@ -175,8 +176,9 @@ func (p *Provider) ready() error {
 // (`allow-transfer { key caddy; };` in BIND). The SOA and DNSSEC records
 // are left out. Every message of the answer must carry a valid TSIG of
 // the key. A transfer past max_transfer_records or max_transfer_bytes
-// fails (ErrTransferTooLarge) and keeps nothing; a canceled ctx closes
-// the connection at once.
+// fails (ErrTransferTooLarge) and keeps nothing, as does one that takes
+// longer than timeout as a whole; a canceled ctx closes the connection
+// at once.
 func (p *Provider) GetRecords(ctx context.Context, zone string) ([]libdns.Record, error) {
 	if err := p.ready(); err != nil {
 		return nil, err
@@ -184,6 +186,18 @@ func (p *Provider) GetRecords(ctx context.Context, zone string) ([]libdns.Record
 	zone = dns.Fqdn(zone)
 	fail := func(err error) ([]libdns.Record, error) {
 		return nil, fmt.Errorf("zone transfer of %s from %s: %w", zone, p.Server, err)
+	}
+	// The transfer as a whole within timeout: each read has its own
+	// deadline too, but a server sending one small message just within
+	// it would otherwise keep the transfer going for as long as it likes.
+	caller := ctx
+	ctx, cancel := context.WithTimeout(ctx, p.timeout())
+	defer cancel()
+	ctxErr := func() error {
+		if caller.Err() == nil && ctx.Err() != nil {
+			return fmt.Errorf("longer than the timeout of %v (timeout of the rfc2136 provider): %w", p.timeout(), ctx.Err())
+		}
+		return ctx.Err()
 	}
 	m := new(dns.Msg)
 	m.SetAxfr(zone)
@@ -218,7 +232,7 @@ func (p *Provider) GetRecords(ctx context.Context, zone string) ([]libdns.Record
 		if env.Error != nil {
 			switch {
 			case ctx.Err() != nil:
-				return fail(ctx.Err())
+				return fail(ctxErr())
 			case counted.over():
 				return fail(fmt.Errorf("%w: more than %d bytes (max_transfer_bytes of the rfc2136 provider)", ErrTransferTooLarge, maxBytes))
 			}
@@ -240,7 +254,7 @@ func (p *Provider) GetRecords(ctx context.Context, zone string) ([]libdns.Record
 		}
 	}
 	if ctx.Err() != nil {
-		return fail(ctx.Err())
+		return fail(ctxErr())
 	}
 	return out, nil
 }
