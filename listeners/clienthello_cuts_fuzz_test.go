@@ -2,7 +2,10 @@ package listeners
 
 import "testing"
 
-func FuzzOutsiderHelloAlone(f *testing.F) {
+// R5n: however the bytes of a hello are cut into reads, the reader reads
+// at most maxHello, keeps at most maxHello, ends once it has maxHello, and
+// comes to the same name as when fed one byte at a time.
+func FuzzHelloCuts(f *testing.F) {
 	f.Add(clientHello(f, "app.example.test"), uint8(3), uint8(5))
 	f.Add(paddedHello("app.example.test", 3000, true), uint8(200), uint8(1))
 	f.Add(paddedHello("app.example.test", 3000, false), uint8(7), uint8(0))
