@@ -33,6 +33,33 @@ func (s *Snapshot) EachClaimedHost(fn func(host, claimant string) bool) {
 	}
 }
 
+// EachHostClaimants is EachHost with the names of every instance that
+// claims each host, in the index's order (by name after a full listing),
+// for a reader that charges a host to whichever of its claimants has room
+// under a per-instance cap (dns_records' max_records_per_instance, R7e):
+// another instance listing a host beside its own hosts cannot spend the
+// host's place. claimants is valid only during the call.
+func (s *Snapshot) EachHostClaimants(fn func(host string, claimants []string) bool) {
+	var names []string
+	it := s.hosts.Iterator()
+	for !it.Done() {
+		host, entries, ok := it.Next()
+		if !ok {
+			return
+		}
+		if len(entries) == 0 {
+			continue
+		}
+		names = names[:0]
+		for _, e := range entries {
+			names = append(names, e.inst.Name)
+		}
+		if !fn(host, names) {
+			return
+		}
+	}
+}
+
 // ClaimantOf is the name of an instance that claims host (the first the
 // index holds for it by name, else for a wildcard matching it), for a
 // budget counted per claiming instance (R7d); "" when none does.
