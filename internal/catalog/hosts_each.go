@@ -60,17 +60,19 @@ func (s *Snapshot) EachHostClaimants(fn func(host string, claimants []string) bo
 	}
 }
 
-// ClaimantOf is the name of an instance that claims host (the first the
-// index holds for it by name, else for a wildcard matching it), for a
-// budget counted per claiming instance (R7d); "" when none does.
-func (s *Snapshot) ClaimantOf(host string) string {
-	if entries, ok := s.hosts.Get(host); ok && len(entries) > 0 {
-		return entries[0].inst.Name
+// ClaimantsOf appends to dst the names of every instance that claims host
+// by name (index order), else of every one whose wildcard matches it: the
+// instances a name's issuance budget may be charged to (R7d), so that one
+// listing another's name cannot spend the budget it is charged to.
+func (s *Snapshot) ClaimantsOf(dst []string, host string) []string {
+	entries, ok := s.hosts.Get(host)
+	if !ok || len(entries) == 0 {
+		entries = s.byWildcard(host)
 	}
-	if entries := s.byWildcard(host); len(entries) > 0 {
-		return entries[0].inst.Name
+	for _, e := range entries {
+		dst = append(dst, e.inst.Name)
 	}
-	return ""
+	return dst
 }
 
 // RoutedHosts are the hosts the catalog routes an instance with these
