@@ -156,7 +156,9 @@ func (p *hostPermission) charge(ctx context.Context, host string) error {
 	if !orders.Refused(host, now) && p.stored(ctx, host) {
 		return nil
 	}
-	r := orders.Charge(host, p.conn.Catalog().Snapshot().ClaimantOf(host), lim, now)
+	// Charged to a claimant with room: another instance listing the name
+	// cannot spend its owner's budget.
+	r := orders.ChargeAny(host, p.conn.Catalog().Snapshot().ClaimantsOf(nil, host), lim, now)
 	if r.Budget == "" {
 		return nil
 	}

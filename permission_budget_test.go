@@ -208,3 +208,24 @@ func TestPermission_R7d_new_refused_names_list_issuers_once(t *testing.T) {
 		t.Errorf("%d Exists calls, want %d (each name under each of 2 issuers)", e, want)
 	}
 }
+
+// R7d, a hostile tenant: an instance named to sort first ("0") spends its
+// max_orders_per_instance on names of its own, then lists another
+// tenant's new host too. The victim's host is charged to its own
+// instance, which has room: another instance listing a name cannot
+// spend the budget it is refused by.
+func TestPermission_R7d_shared_name_charged_to_a_claimant_with_room(t *testing.T) {
+	zero, two := 0, 2
+	p := permissionFor(t, hostPermission{issuanceBudget: issuanceBudget{MaxOrdersPerDomain: &zero, MaxOrdersPerInstance: &two}},
+		claimant("web", "www.victim.example"),
+		claimant("0", "a1.evil.example,a2.evil.example,www.victim.example"))
+	ctx := context.Background()
+	for _, name := range []string{"a1.evil.example", "a2.evil.example"} {
+		if err := p.CertificateAllowed(ctx, name); err != nil {
+			t.Fatalf("%s, within its instance's budget: %v", name, err)
+		}
+	}
+	if err := p.CertificateAllowed(ctx, "www.victim.example"); err != nil {
+		t.Fatalf("the victim's name, its own instance's budget unspent: %v", err)
+	}
+}

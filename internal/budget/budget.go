@@ -182,6 +182,15 @@ type Refusal struct {
 // refuses it (and name is Refused for RefusalMemory). A name charged
 // within the Window is allowed again at no cost.
 func (l *Ledger) Charge(name, instance string, lim Limits, now time.Time) Refusal {
+	return l.ChargeAny(name, []string{instance}, lim, now)
+}
+
+// ChargeAny is Charge of a name several instances claim: it is charged
+// to the first of instances whose budget has room, and refused by the
+// instance budget only when none has (Key: the first), so that an
+// instance listing another's name cannot spend the budget that name is
+// charged to. No instances: charged to the instance "".
+func (l *Ledger) ChargeAny(name string, instances []string, lim Limits, now time.Time) Refusal {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now = l.at(now)
@@ -189,11 +198,23 @@ func (l *Ledger) Charge(name, instance string, lim Limits, now time.Time) Refusa
 	if _, ok := l.names[name]; ok {
 		return Refusal{}
 	}
+	if len(instances) == 0 {
+		instances = []string{""}
+	}
+	instance, room := instances[0], lim.PerInstance == 0
+	for _, in := range instances {
+		if room {
+			break
+		}
+		if l.instances[in] < lim.PerInstance {
+			instance, room = in, true
+		}
+	}
 	domain := RegisteredDomain(name)
 	switch {
 	case lim.PerDomain > 0 && l.domains[domain] >= lim.PerDomain:
 		return l.refuse(name, Domain, domain, now)
-	case lim.PerInstance > 0 && l.instances[instance] >= lim.PerInstance:
+	case !room:
 		return l.refuse(name, Instance, instance, now)
 	case len(l.names) >= MaxNames:
 		return l.refuse(name, Names, "", now)

@@ -33,17 +33,46 @@ func (s *Snapshot) EachClaimedHost(fn func(host, claimant string) bool) {
 	}
 }
 
-// ClaimantOf is the name of an instance that claims host (the first the
-// index holds for it by name, else for a wildcard matching it), for a
-// budget counted per claiming instance (R7d); "" when none does.
-func (s *Snapshot) ClaimantOf(host string) string {
-	if entries, ok := s.hosts.Get(host); ok && len(entries) > 0 {
-		return entries[0].inst.Name
+// EachHostClaimants is EachHost with the names of every instance that
+// claims each host, in the index's order (by name after a full listing),
+// for a reader that charges a host to whichever of its claimants has room
+// under a per-instance cap (dns_records' max_records_per_instance, R7e):
+// another instance listing a host beside its own hosts cannot spend the
+// host's place. claimants is valid only during the call.
+func (s *Snapshot) EachHostClaimants(fn func(host string, claimants []string) bool) {
+	var names []string
+	it := s.hosts.Iterator()
+	for !it.Done() {
+		host, entries, ok := it.Next()
+		if !ok {
+			return
+		}
+		if len(entries) == 0 {
+			continue
+		}
+		names = names[:0]
+		for _, e := range entries {
+			names = append(names, e.inst.Name)
+		}
+		if !fn(host, names) {
+			return
+		}
 	}
-	if entries := s.byWildcard(host); len(entries) > 0 {
-		return entries[0].inst.Name
+}
+
+// ClaimantsOf appends to dst the names of every instance that claims host
+// by name (index order), else of every one whose wildcard matches it: the
+// instances a name's issuance budget may be charged to (R7d), so that one
+// listing another's name cannot spend the budget it is charged to.
+func (s *Snapshot) ClaimantsOf(dst []string, host string) []string {
+	entries, ok := s.hosts.Get(host)
+	if !ok || len(entries) == 0 {
+		entries = s.byWildcard(host)
 	}
-	return ""
+	for _, e := range entries {
+		dst = append(dst, e.inst.Name)
+	}
+	return dst
 }
 
 // RoutedHosts are the hosts the catalog routes an instance with these

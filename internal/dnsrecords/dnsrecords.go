@@ -227,7 +227,10 @@ func (p *Publisher) loop() {
 
 // claim is a host some instance claims, in a zone.
 type claim struct {
-	host, claimant, zone string
+	host, zone string
+	// claimants are the instances that claim it (index order); it is
+	// charged to one with room under max_records_per_instance.
+	claimants []string
 	// held: the host has records of ours (published, or in its grace
 	// period).
 	held bool
@@ -247,8 +250,10 @@ type graceHost struct {
 //
 // Every host with records of ours counts against both caps, max_records
 // per zone and max_records_per_instance, whether claimed or in its grace
-// period (a grace host against the instance that claimed it last), so
-// that relabelling cannot grow the zone past them (R7e): claimed hosts
+// period (a grace host against the instance that claimed it last; a host
+// several instances claim against one of them with room, the last it was
+// charged to first), so that relabelling cannot grow the zone past them
+// and another instance listing a host cannot spend its place (R7e): claimed hosts
 // first (those with records before new ones, then by name, so that a cap
 // does not flap), then the hosts in their grace period, the newest
 // first; the grace hosts left over are removed at once, the oldest first,
@@ -256,7 +261,7 @@ type graceHost struct {
 // caddy_dicer_dns_records_refused_total) until there is.
 func (p *Publisher) desired(snap *catalog.Snapshot, now time.Time) {
 	var claims []claim
-	snap.EachClaimedHost(func(host, claimant string) bool {
+	snap.EachHostClaimants(func(host string, claimants []string) bool {
 		if !validHost(host) || p.src.Decide(host) != nil {
 			return true
 		}
@@ -266,7 +271,7 @@ func (p *Publisher) desired(snap *catalog.Snapshot, now time.Time) {
 		}
 		z := p.zones[zone]
 		_, inGrace := z.gone[host]
-		claims = append(claims, claim{host: host, claimant: claimant, zone: zone, held: z.published[host] || inGrace})
+		claims = append(claims, claim{host: host, claimants: slices.Clone(claimants), zone: zone, held: z.published[host] || inGrace})
 		return true
 	})
 	slices.SortFunc(claims, func(a, b claim) int {
@@ -286,16 +291,32 @@ func (p *Publisher) desired(snap *catalog.Snapshot, now time.Time) {
 		want[name], refused[name] = map[string]string{}, map[string]string{}
 	}
 	for _, c := range claims {
-		switch {
-		case perZone[c.zone] >= p.cfg.MaxPerZone:
+		if perZone[c.zone] >= p.cfg.MaxPerZone {
 			refused[c.zone][c.host] = "max_records"
-		case perInstance[c.claimant] >= p.cfg.MaxPerInstance:
-			refused[c.zone][c.host] = "max_records_per_instance"
-		default:
-			perZone[c.zone]++
-			perInstance[c.claimant]++
-			want[c.zone][c.host] = c.claimant
+			continue
 		}
+		// A host claimed by several instances is charged to one with room,
+		// the one it was charged to last first: another instance listing
+		// it beside hosts of its own cannot spend its place.
+		claimant, ok := "", false
+		if last, had := p.zones[c.zone].want[c.host]; had && slices.Contains(c.claimants, last) && perInstance[last] < p.cfg.MaxPerInstance {
+			claimant, ok = last, true
+		}
+		for _, name := range c.claimants {
+			if ok {
+				break
+			}
+			if perInstance[name] < p.cfg.MaxPerInstance {
+				claimant, ok = name, true
+			}
+		}
+		if !ok {
+			refused[c.zone][c.host] = "max_records_per_instance"
+			continue
+		}
+		perZone[c.zone]++
+		perInstance[claimant]++
+		want[c.zone][c.host] = claimant
 	}
 	type graceEntry struct {
 		zone, host string
