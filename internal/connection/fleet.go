@@ -35,6 +35,23 @@ const switchesEvery = time.Second
 // that leased them ran.
 const sweepEvery = 10 * time.Minute
 
+// sweepPace is when the sweep after one that removed removed leases and
+// folders comes: at once (a second) while most of what it looked at was
+// garbage, soon (10 s) while some was, else after sweepEvery. So the
+// storage calls a sweep makes follow the garbage there is, and garbage
+// made faster than 64 folders in 10 minutes (a busy deploy pipeline, a
+// Caddy that died holding many leases) is gone within a cycle of the
+// tree, not hours later.
+func sweepPace(removed int) time.Duration {
+	switch {
+	case removed >= fleet.SweepFolders/2:
+		return time.Second
+	case removed > 0:
+		return 10 * time.Second
+	}
+	return sweepEvery
+}
+
 // goneAfter is how long an instance with a runtime weight must have been
 // missing from this Caddy's catalog, while the catalog is synced with its
 // daemon (listed, and its events followed), before this Caddy removes the
@@ -130,7 +147,7 @@ func (c *Conn) shared() *fleet.Fleet {
 }
 
 // sweepLeases sweeps the lease folders once soon after the start and
-// then every sweepEvery, until the connection closes.
+// then at sweepPace, until the connection closes.
 func (c *Conn) sweepLeases() {
 	defer c.fleetLoops.Done()
 	wait := time.NewTimer(switchesEvery)
@@ -141,14 +158,15 @@ func (c *Conn) sweepLeases() {
 			return
 		case <-wait.C:
 		}
-		wait.Reset(sweepEvery)
 		f := c.shared()
 		if f == nil {
+			wait.Reset(sweepEvery)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(c.runCtx, time.Minute)
 		n, err := f.Sweep(ctx, time.Now())
 		cancel()
+		wait.Reset(sweepPace(n))
 		if err != nil {
 			c.logger.Debug("sweeping the fleet's lease folders", zap.Error(err))
 		} else if n > 0 {

@@ -293,11 +293,11 @@ func (f *Fleet) judge(key string, b []byte, after time.Duration, now time.Time) 
 		r.LastUse = minTime(r.LastUse, first)
 		r.Expires = minTime(r.Expires, r.cap)
 		r.Until = time.Time{}
-		if now.After(r.cap.Add(RemoveGrace)) {
-			return r, dead
-		}
 		if !now.Before(r.cap) {
-			return r, refused
+			// Refused from here on whatever its writer's clock says:
+			// removing it loses nothing, and a writer still using the
+			// instance writes it again.
+			return r, dead
 		}
 		return r, honoured
 	}
@@ -597,6 +597,13 @@ func (f *Fleet) Sweep(ctx context.Context, now time.Time) (removed int, err erro
 			}
 		}
 		removed += n
+		if n == len(keys) {
+			// Emptied now: the folder goes in this pass, not the next.
+			if err := s.Delete(ctx, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return removed, fmt.Errorf("removing the emptied lease folder %s: %w", dir, err)
+			}
+			removed++
+		}
 	}
 	f.mu.Lock()
 	f.sweepFrom = last

@@ -140,3 +140,30 @@ func TestFleet_R5m_two_processes_with_one_ID_see_each_other(t *testing.T) {
 		t.Errorf("its own lease held it until %v", until)
 	}
 }
+
+// R5m, R15: a lease from the future is removed once it holds nothing (one
+// lease time after its first read), and a sweep that removes a folder's
+// last lease removes the folder in the same pass: leases of a Caddy with
+// a clock ahead, on instances that come and go, do not pile up for the
+// writer's whole skew.
+func TestFleet_R5m_a_refused_lease_from_the_future_goes_within_a_lease_time(t *testing.T) {
+	ctx := context.Background()
+	s := &Memory{}
+	ahead, sweeper := New(Self{ID: "ahead"}), New(Self{ID: "sweeper"})
+	ahead.SetStorage(s)
+	sweeper.SetStorage(s)
+	for i := range 10 {
+		id := fmt.Sprintf("gone-%d", i)
+		_ = ahead.Publish(ctx, id, Lease{LastUse: t0.Add(5 * time.Minute), Expires: t0.Add(5*time.Minute + 4*time.Second)})
+	}
+	if _, err := sweeper.Sweep(ctx, t0); err != nil { // the first look: each is seen, and holds for a lease time
+		t.Fatal(err)
+	}
+	ttl := LeaseTTL(LeaseEvery(0))
+	if _, err := sweeper.Sweep(ctx, t0.Add(ttl)); err != nil {
+		t.Fatal(err)
+	}
+	if dirs, err := s.List(ctx, leasesRoot, false); err == nil && len(dirs) != 0 {
+		t.Errorf("%d lease folders one lease time (%v) after the first sweep saw them from the future, want 0: %v", len(dirs), ttl, dirs)
+	}
+}
