@@ -82,6 +82,15 @@ type plan struct {
 	// of its hosts (DNS records and certificates follow);
 	// engineEvery how often a heal cycle and a wake happen on the Engine.
 	relabelEvery, engineEvery time.Duration
+	// least is the shortest the deploys may take: they are paced to
+	// last that long (0: as fast as they go). warmup is the earliest the
+	// first sample is taken, at the first tenth of the deploys or then,
+	// whichever is later: the state's own time constants (a gone
+	// instance's weight pruned after 10 s, a lease from the future gone a
+	// lease time after a sweep first saw it, sweeps a second apart while
+	// they find garbage) are fixed, so a soak shorter than a few of them
+	// samples its first tenth before anything could have been removed.
+	least, warmup time.Duration
 	// budget bounds the soak's time: past it the end is sampled where
 	// the deploys are, and the soak fails saying so (a test that runs
 	// into go test's -timeout panics, and leaves its processes, BIND's
@@ -108,6 +117,8 @@ func planFromEnv(t *testing.T) plan {
 		relabelEvery: 3 * time.Second,
 		engineEvery:  max(8*time.Second, time.Duration(float64(20*time.Second)*scale)),
 		budget:       max(4*time.Minute, time.Duration(float64(12*time.Minute)*scale)),
+		least:        max(75*time.Second, time.Duration(float64(8*time.Minute)*scale)),
+		warmup:       30 * time.Second,
 	}
 }
 

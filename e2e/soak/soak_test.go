@@ -175,8 +175,8 @@ func (c *counts) errors() string {
 func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 	began := time.Now()
 	pl := planFromEnv(t)
-	t.Logf("plan: scale %.2f: %d deploys (%d at once, %d workers), %d Caddy restarts, storage away %s halfway, tenants relabelled every %s, an Engine heal cycle and wake every %s",
-		pl.scale, pl.deploys, pl.window, pl.workers, pl.restarts, pl.outage, pl.relabelEvery, pl.engineEvery)
+	t.Logf("plan: scale %.2f: %d deploys (%d at once, %d workers), %d Caddy restarts, storage away %s halfway, tenants relabelled every %s, an Engine heal cycle and wake every %s; deploys paced over %s at least, the first sample %s in at the earliest",
+		pl.scale, pl.deploys, pl.window, pl.workers, pl.restarts, pl.outage, pl.relabelEvery, pl.engineEvery, pl.least, pl.warmup)
 	// The table again once every log is printed (this cleanup, the first
 	// registered, runs last), so that it ends the output.
 	var report string
@@ -234,6 +234,14 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 			for ctx.Err() == nil {
 				n := deployed.Add(deployBatch)
+				// Paced: batch n is not begun before its share of pl.least.
+				if due := began.Add(time.Duration(float64(pl.least) * float64(n-deployBatch) / float64(pl.deploys))); time.Until(due) > 0 {
+					select {
+					case <-time.After(time.Until(due)):
+					case <-ctx.Done():
+						return
+					}
+				}
 				batch := fmt.Sprintf("b%d", n/deployBatch)
 				// The batch's instances are run at once: the daemon takes
 				// a fraction of a second to start each one's process.
@@ -392,7 +400,7 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 		case over:
 			end = take(storage, bind, caddys)
 			t.Errorf("the soak's budget of %s is spent: the end sampled at %d of %d deploys", pl.budget, n, pl.deploys)
-		case !sampled && n >= tenth:
+		case !sampled && n >= tenth && time.Since(began) >= pl.warmup:
 			first, sampled = take(storage, bind, caddys), true
 			t.Logf("first tenth sampled at %d deploys, %s in", n, time.Since(began).Round(time.Second))
 		case n >= int64(pl.deploys):

@@ -35,19 +35,16 @@ const switchesEvery = time.Second
 // that leased them ran.
 const sweepEvery = 10 * time.Minute
 
-// sweepPace is when the sweep after one that removed removed leases and
-// folders comes: at once (a second) while most of what it looked at was
-// garbage, soon (10 s) while some was, else after sweepEvery. So the
-// storage calls a sweep makes follow the garbage there is, and garbage
-// made faster than 64 folders in 10 minutes (a busy deploy pipeline, a
-// Caddy that died holding many leases) is gone within a cycle of the
-// tree, not hours later.
-func sweepPace(removed int) time.Duration {
-	switch {
-	case removed >= fleet.SweepFolders/2:
+// sweepPace is when the sweep after one that found garbage (leases and
+// folders it removed, leases it refused) comes: in a second while it
+// finds some, else after sweepEvery. So the storage calls a sweep makes
+// follow the garbage there is (one more sweep per sweep that found some),
+// and garbage made faster than 64 folders in 10 minutes (a busy deploy
+// pipeline, a Caddy that died holding many leases) is gone within two
+// passes over the tree, not hours later.
+func sweepPace(garbage int) time.Duration {
+	if garbage > 0 {
 		return time.Second
-	case removed > 0:
-		return 10 * time.Second
 	}
 	return sweepEvery
 }
@@ -170,7 +167,7 @@ func (c *Conn) sweepLeases() {
 		if err != nil {
 			c.logger.Debug("sweeping the fleet's lease folders", zap.Error(err))
 		} else if n > 0 {
-			c.logger.Debug("swept the fleet's lease folders", zap.Int("removed", n))
+			c.logger.Debug("swept the fleet's lease folders", zap.Int("garbage", n))
 		}
 	}
 }

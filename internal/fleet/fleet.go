@@ -534,8 +534,12 @@ const SweepFolders = 64
 // Sweep looked at (the whole tree over several sweeps), removes their
 // dead leases (as a reader does, with the leases' own Until) and the
 // folders found empty: the folders of instances gone while no Caddy that
-// leased them ran. It returns how many leases and folders it removed.
-func (f *Fleet) Sweep(ctx context.Context, now time.Time) (removed int, err error) {
+// leased them ran. It returns the garbage it found: the leases and folders
+// it removed, and the leases it refused (from the future, corrupt), which
+// a sweep removes once they are dead.
+func (f *Fleet) Sweep(ctx context.Context, now time.Time) (garbage int, err error) {
+	removed, pending := 0, 0
+	defer func() { garbage = removed + pending }()
 	s := f.store()
 	if s == nil {
 		return 0, nil
@@ -588,12 +592,15 @@ func (f *Fleet) Sweep(ctx context.Context, now time.Time) (removed int, err erro
 			if err != nil {
 				return removed, fmt.Errorf("reading the lease %s: %w", key, err)
 			}
-			if _, v := f.judge(key, b, 0, now); v == dead {
+			switch _, v := f.judge(key, b, 0, now); v {
+			case dead:
 				if err := s.Delete(ctx, key); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					return removed, fmt.Errorf("removing the dead lease %s: %w", key, err)
 				}
 				f.forget(key)
 				n++
+			case refused:
+				pending++
 			}
 		}
 		removed += n
