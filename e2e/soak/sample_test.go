@@ -46,8 +46,13 @@ const (
 	slackBytes      = 64 << 10 // storage bytes
 	slackRecords    = 20       // zone records
 	slackHeap       = 8 << 20  // a Caddy's heap in use
-	slackGoroutines = 50       // a Caddy's goroutines
-	slackFDs        = 20       // a Caddy's open files
+	// A Caddy keeps a connection open to each upstream it proxied to
+	// lately (reverse_proxy's keep-alive: a file and two goroutines
+	// each), up to the window of 40 instances live at once, and which
+	// Caddy served the deploys' latest checks is chance: a sample can
+	// find one Caddy with none and the next with all 40.
+	slackGoroutines = 50 + 2*40 // a Caddy's goroutines
+	slackFDs        = 20 + 40   // a Caddy's open files
 	slackCalls      = 10       // storage calls per second, the fleet's
 )
 

@@ -228,6 +228,7 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 		ips <- fmt.Sprintf("127.0.0.%d", i)
 	}
 	var ipOf sync.Map // instance name -> its address
+	var idOf sync.Map // instance name -> its ID
 	live := make(chan string, pl.window)
 	for w := range pl.workers {
 		loop(func() {
@@ -264,6 +265,7 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 							return
 						}
 						ipOf.Store(name, ip)
+						idOf.Store(name, id)
 						c.deploys.Add(1)
 						namesMu.Lock()
 						names = append(names, name)
@@ -313,6 +315,9 @@ func TestSoak_a_month_in_ten_minutes(t *testing.T) {
 								}
 								if ip, ok := ipOf.LoadAndDelete(old); ok {
 									ips <- ip.(string)
+								}
+								if id, ok := idOf.LoadAndDelete(old); ok {
+									_ = skewed.gone(ctx, id.(string))
 								}
 							})
 							continue
@@ -508,6 +513,12 @@ func (s *skewedCaddy) use(ctx context.Context, instance string, inFlight bool) e
 		l.InFlight = 1
 	}
 	return s.f.Publish(ctx, instance, l)
+}
+
+// gone is what a live Caddy does when the daemon removed an instance it
+// leased: its publisher removes the instance's lease folder (R5m).
+func (s *skewedCaddy) gone(ctx context.Context, instance string) error {
+	return s.f.Forget(ctx, instance)
 }
 
 // healCycle starts a container with a health check and caddy.heal=1s,
