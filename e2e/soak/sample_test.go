@@ -42,10 +42,10 @@ const flatRatio = 1.2
 // trend. Each is far below what 9/10 of the soak adds when something
 // grows with the work (thousands of keys, instances, records).
 const (
-	slackKeys       = 50       // storage files or folders
-	slackBytes      = 64 << 10 // storage bytes
-	slackRecords    = 20       // zone records
-	slackHeap       = 8 << 20  // a Caddy's heap in use
+	slackKeys    = 50       // storage files or folders
+	slackBytes   = 64 << 10 // storage bytes
+	slackRecords = 20       // zone records
+	slackHeap    = 8 << 20  // a Caddy's heap in use
 	// A Caddy keeps a connection open to each upstream it proxied to
 	// lately (reverse_proxy's keep-alive: a file and two goroutines
 	// each), up to the window of 40 instances live at once, and which
@@ -53,7 +53,7 @@ const (
 	// find one Caddy with none and the next with all 40.
 	slackGoroutines = 50 + 2*40 // a Caddy's goroutines
 	slackFDs        = 20 + 40   // a Caddy's open files
-	slackCalls      = 10       // storage calls per second, the fleet's
+	slackCalls      = 10        // storage calls per second, the fleet's
 )
 
 // grew reports whether the end figure is past flatRatio times the first
