@@ -92,7 +92,7 @@ bin/image/caddy/caddy: $(GO_SOURCES) go.mod go.sum $(VERSIONS_STAMP)
 	mkdir -p $(@D)
 	CGO_ENABLED=0 go run github.com/caddyserver/xcaddy/cmd/xcaddy@$(XCADDY_VERSION) build $(CADDY_VERSION) \
 		--with $(LOCAL_MODULE) --with github.com/mholt/caddy-l4@v0.1.2 \
-		--replace $(MODULE)=$(CURDIR) --with $(MODULE)/layer4 --output $@
+		--replace $(MODULE)=$(CURDIR) --with $(MODULE)/modules/l4dicer --output $@
 
 bin/image/demo/hello: $(GO_SOURCES) go.mod go.sum
 	mkdir -p $(@D)
@@ -140,7 +140,7 @@ generate: ## regenerate the protobuf code (needs protoc, protoc-gen-go, protoc-g
 .PHONY: test-realapps
 test-realapps: ## the zero-downtime and scale-to-zero tests against real apps (nginx, websocketd, a slow-to-answer app) in an image built here from Debian packages with debootstrap (root; docs/realapps.md)
 	go vet ./...
-	CADDY_DICER_REALAPPS=1 go test -race -count=1 -v -run '^TestRealApps_' -timeout 30m ./integration
+	CADDY_DICER_REALAPPS=1 go test -race -count=1 -v -run '^TestRealApps_' -timeout 30m ./e2e/engine
 
 test-podman: ## the Docker backend's Engine tests against Podman from Debian (root): rootful on a socket of its own and rootless as an unprivileged user (MODES=rootful or MODES=rootless for one); starts Podman's API service itself and removes all it made (docs/podman.md)
 	MODES="$(or $(MODES),rootful rootless)" ./e2e/podman/run.sh
@@ -149,9 +149,9 @@ test-acme: bin/caddy ## on-demand TLS through Pebble, a real ACME CA (Debian's p
 	CADDY_DICER_ACME=1 CADDY_DICER_E2E_CADDY=$(CURDIR)/bin/caddy CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 15m ./e2e/acme/
 
 test-dns: ## dns_records (R7e) against BIND 9 from Debian in a network namespace (root; bind9, bind9-dnsutils), with containers on the Engine through a Caddy in the test process: records of claimed hosts written by TSIG-signed RFC 2136 updates, removed after the grace period, hand-made ones and tenants' claims outside allow_suffix untouched (docs/dns-records.md)
-	go vet ./dnsprovider/... ./internal/dnsrecords/
+	go vet ./modules/rfc2136/... ./internal/dnsrecords/
 	go vet -tags e2e ./e2e/dns/
-	CADDY_DICER_DNS=1 go test -race -count=1 -v -p 1 -timeout 5m -run 'R7e|DNS' . ./dnsprovider/... ./internal/dnsrecords/
+	CADDY_DICER_DNS=1 go test -race -count=1 -v -p 1 -timeout 5m -run 'R7e|DNS' . ./modules/rfc2136/... ./internal/dnsrecords/
 	CADDY_DICER_DNS=1 go test -tags e2e -count=1 -v -timeout 5m -run 'R7e' ./e2e/dns/
 
 # The soak (issue 42): a month of a busy operator in ten minutes on 2

@@ -15,7 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddytest"
 
-	"github.com/caddy-dicer/caddy-dicer/adminapi"
+	"github.com/caddy-dicer/caddy-dicer/modules/diceradmin"
 )
 
 // Syntactically valid Dicer tokens (dicer-api.md §3): a generated secret is
@@ -93,9 +93,9 @@ func cfCheckModulesDecode(t *testing.T, adapted []byte) {
 					found++
 					cfStrictDecode(t, obj, "module", new(DaemonsPermission))
 				case isObj && k == "dynamic_upstreams":
-					found += cfDecodeBackend(t, obj, "source", adminapi.UpstreamsNamespace)
+					found += cfDecodeBackend(t, obj, "source", diceradmin.UpstreamsNamespace)
 				case isObj && k == "permission":
-					found += cfDecodeBackend(t, obj, "module", adminapi.PermissionNamespace)
+					found += cfDecodeBackend(t, obj, "module", diceradmin.PermissionNamespace)
 				}
 				walk(child)
 			}
@@ -116,7 +116,7 @@ func cfCheckModulesDecode(t *testing.T, adapted []byte) {
 func cfDecodeBackend(t *testing.T, obj map[string]any, inlineKey, namespace string) int {
 	t.Helper()
 	name, _ := obj[inlineKey].(string)
-	if !slices.Contains(adminapi.Kinds(namespace), name) {
+	if !slices.Contains(diceradmin.Kinds(namespace), name) {
 		return 0
 	}
 	info, err := caddy.GetModule(namespace + "." + name)

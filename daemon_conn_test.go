@@ -9,9 +9,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/modules/dicerapp"
 )
 
 // R4e: a Caddy that restarts serves its first request with the weights

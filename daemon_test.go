@@ -8,8 +8,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/modules/dicerapp"
 )
 
 // TestSharedConnection_R9_reload_counts checks the life of a shared

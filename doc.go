@@ -20,14 +20,15 @@
 //     shared, reference-counted connection to it (daemon_conn.go; the
 //     connection itself is internal/connection, its pool package
 //     dicerapp);
-//   - in packages of their own namespace: the dicer app and the pool of
-//     connections (package dicerapp), the admin API admin.api.dicer
-//     (package adminapi), the caddy dicer command (package command), the
-//     selection policies (package policy), the HTTP handler
-//     dicer_path_prefix (package handler), the layer-4 handler (package
-//     layer4, brought in by its own import), the pre-obtainer of
-//     obtain_on_claim (package obtain), the DNS provider
-//     dns.providers.rfc2136 (package dnsprovider/rfc2136).
+//   - in packages of their own namespace, under modules/: the dicer app
+//     and the pool of connections (modules/dicerapp), the admin API
+//     admin.api.dicer (modules/diceradmin), the caddy dicer command
+//     (modules/dicercmd), the selection policies (modules/lbpolicy), the
+//     HTTP handler dicer_path_prefix (modules/pathprefix), the listener
+//     wrapper dicer_prewake (modules/prewake), the layer-4 handler
+//     (modules/l4dicer, brought in by its own import), the pre-obtainer
+//     of obtain_on_claim (modules/preobtain), the DNS provider
+//     dns.providers.rfc2136 (modules/rfc2136).
 //
 // The user documentation is docs/index.md; the behaviour contract,
 // docs/rules.md.

@@ -12,11 +12,11 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
-	"github.com/caddy-dicer/caddy-dicer/obtain"
+	"github.com/caddy-dicer/caddy-dicer/modules/dicerapp"
+	"github.com/caddy-dicer/caddy-dicer/modules/preobtain"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -74,7 +74,7 @@ type hostPermission struct {
 	suffixes       []string
 	sel            *selector.Selector
 	allowWildcards bool
-	obtainer       *obtain.Obtainer
+	obtainer       *preobtain.Obtainer
 }
 
 // The refusals, made once: a scanner's flood of handshakes for names
@@ -106,7 +106,7 @@ func (p *hostPermission) provision(ctx caddy.Context, daemon daemonSettings) err
 		return err
 	}
 	if p.ObtainOnClaim {
-		p.obtainer = obtain.New(ctx, obtainPerm{p}, p.logger)
+		p.obtainer = preobtain.New(ctx, obtainPerm{p}, p.logger)
 		p.obtainer.Start()
 	}
 	return p.provisionDNS(ctx)
@@ -312,7 +312,7 @@ func (o obtainPerm) Snapshot() *catalog.Snapshot  { return o.p.conn.Catalog().Sn
 func (o obtainPerm) Decide(host string) error     { return o.p.Decide(host) }
 func (o obtainPerm) ObtainTimeout() time.Duration { return o.p.obtainTimeout() }
 
-var _ obtain.Permission = obtainPerm{}
+var _ preobtain.Permission = obtainPerm{}
 
 // FollowsDaemon marks a permission that follows one daemon: every list of
 // backends the plugin shows reads them by it from Caddy's module registry

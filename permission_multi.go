@@ -12,7 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddytls"
 
-	"github.com/caddy-dicer/caddy-dicer/adminapi"
+	"github.com/caddy-dicer/caddy-dicer/modules/diceradmin"
 )
 
 func init() {
@@ -55,12 +55,12 @@ func (p *hostPermission) daemonPermission() *hostPermission { return p }
 // daemonKinds lists the kinds of the registered backends that have a
 // permission, for errors: "dicer, docker, swarm".
 func daemonKinds() string {
-	return strings.Join(adminapi.Kinds(adminapi.PermissionNamespace), ", ")
+	return strings.Join(diceradmin.Kinds(diceradmin.PermissionNamespace), ", ")
 }
 
 // isDaemonKind reports whether kind names a daemon permission.
 func isDaemonKind(kind string) bool {
-	info, err := caddy.GetModule(adminapi.PermissionNamespace + "." + kind)
+	info, err := caddy.GetModule(diceradmin.PermissionNamespace + "." + kind)
 	if err != nil {
 		return false
 	}

@@ -12,11 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/caddy-dicer/caddy-dicer/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
+	"github.com/caddy-dicer/caddy-dicer/internal/pick"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
-	"github.com/caddy-dicer/caddy-dicer/pick"
+	"github.com/caddy-dicer/caddy-dicer/modules/dicerapp"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 

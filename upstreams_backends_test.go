@@ -9,7 +9,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/caddy-dicer/caddy-dicer/adminapi"
+	"github.com/caddy-dicer/caddy-dicer/modules/diceradmin"
 )
 
 // TestBackends_registry: the registry holds every backend with its two
@@ -21,7 +21,7 @@ func TestBackends_registry(t *testing.T) {
 		"swarm":            {"http.reverse_proxy.upstreams.swarm", "tls.permission.swarm"},
 		"zz_later_backend": {"", "tls.permission.zz_later_backend"}, // permission_multi_test.go
 	}
-	got := adminapi.Backends()
+	got := diceradmin.Backends()
 	if len(got) != len(want) {
 		t.Errorf("backends %v, want the kinds of %v", got, want)
 	}
@@ -50,12 +50,12 @@ func TestBackends_every_list_shows_every_backend(t *testing.T) {
 		namespace string // the backends it lists: those with a module there ("": all)
 	}{
 		"caddy dicer help":                    {cmd.Short, ""},
-		"permission daemons, none (JSON)":     {emptyDaemons.Error(), adminapi.PermissionNamespace},
-		"permission daemons, unknown daemon":  {unknownDaemon.Error(), adminapi.PermissionNamespace},
-		"permission daemons, no daemon block": {emptyBlock.Error(), adminapi.PermissionNamespace},
+		"permission daemons, none (JSON)":     {emptyDaemons.Error(), diceradmin.PermissionNamespace},
+		"permission daemons, unknown daemon":  {unknownDaemon.Error(), diceradmin.PermissionNamespace},
+		"permission daemons, no daemon block": {emptyBlock.Error(), diceradmin.PermissionNamespace},
 	}
 	for where, list := range lists {
-		kinds := adminapi.Kinds(list.namespace)
+		kinds := diceradmin.Kinds(list.namespace)
 		if len(kinds) < 3 {
 			t.Fatalf("%s: backends %v, want dicer, docker and swarm at least", where, kinds)
 		}
@@ -72,7 +72,7 @@ func TestBackends_every_list_shows_every_backend(t *testing.T) {
 // kind. (Its permission embeds the same daemon settings.)
 func TestBackends_kind_names_the_connection(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "")
-	for _, b := range adminapi.Backends() {
+	for _, b := range diceradmin.Backends() {
 		for _, id := range []caddy.ModuleID{b.Upstreams} {
 			if id == "" {
 				continue

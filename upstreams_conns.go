@@ -9,7 +9,7 @@ import (
 )
 
 // The upstream sources also route whole connections, for a proxy of
-// another Caddy app (the layer-4 handler in ./layer4, R14): the same
+// another Caddy app (the layer-4 handler in ./modules/l4dicer, R14): the same
 // settings, catalog, readiness, rotation and scale to zero as for HTTP
 // requests, answered per connection instead of per request.
 

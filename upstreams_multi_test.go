@@ -14,10 +14,10 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
-	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/modules/diceradmin"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
@@ -390,7 +390,7 @@ func TestMultiGroupThroughCaddysMulti(t *testing.T) {
 		t.Errorf("upstreams %q, want the a source's 127.0.0.1:1, then b-web's (in the multi's order), and not a-asleep's", dials)
 	}
 	// The admin API says the same: no target on a, which defers to b.
-	var ex adminapi.Explanation
+	var ex diceradmin.Explanation
 	if err := json.Unmarshal([]byte(adminServe(t, "/dicer/explain?host=x.example.net")), &ex); err != nil {
 		t.Fatal(err)
 	}

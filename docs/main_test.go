@@ -8,7 +8,7 @@ import (
 	// Every module of the plugin, registered, for the snippets and the
 	// README's modules table.
 	_ "github.com/caddy-dicer/caddy-dicer"
-	_ "github.com/caddy-dicer/caddy-dicer/layer4"
+	_ "github.com/caddy-dicer/caddy-dicer/modules/l4dicer"
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 )
 

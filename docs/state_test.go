@@ -35,7 +35,7 @@ func TestState_R15_every_writer_has_a_row(t *testing.T) {
 		}
 		if d.IsDir() {
 			switch d.Name() {
-			case ".git", "bin", "testdata", "e2e", "bench", "integration":
+			case ".git", "bin", "testdata", "e2e", "bench":
 				return filepath.SkipDir
 			}
 			return nil

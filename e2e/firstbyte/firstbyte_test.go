@@ -16,9 +16,9 @@ import (
 
 	"github.com/docker/docker/api/types/container"
 
-	"github.com/caddy-dicer/caddy-dicer/adminapi"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
+	"github.com/caddy-dicer/caddy-dicer/modules/diceradmin"
 )
 
 // rounds is how many wakes each side measures per way to sleep: a
@@ -100,7 +100,7 @@ func get(host string, port int) (fetch, error) {
 func notRoutable(t *testing.T, admin int, name string) {
 	t.Helper()
 	testkit.Eventually(t, 15*time.Second, "Caddy has "+name+" on standby", func() bool {
-		var list []adminapi.InstanceStatus
+		var list []diceradmin.InstanceStatus
 		if err := json.Unmarshal([]byte(testkit.AdminGet(t, fmt.Sprintf("127.0.0.1:%d", admin), "/dicer/instances")), &list); err != nil {
 			t.Fatal(err)
 		}

@@ -90,7 +90,7 @@ run_tests() { # mode socket
 	CADDY_DICER_PODMAN_HOST=unix://$sock CADDY_DICER_PODMAN=$mode go test -race -count=1 -p 1 -v -timeout 20m -run "$ADAPTER_TESTS" ./internal/docker/ 2>&1 | tee "$T/$mode-adapter.log" | grep -E '^(--- |ok|FAIL|PASS|panic)|measured|catalog writes' || true
 	grep -q '^ok' "$T/$mode-adapter.log" || { failures "$T/$mode-adapter.log"; echo "FAIL: $mode: internal/docker" >&2; return 1; }
 	[ -n "$ROOT_TESTS" ] || return 0
-	DOCKER_HOST=unix://$sock CADDY_DICER_PODMAN=$mode CADDY_DICER_P5=1 go test -race -count=1 -p 1 -v -timeout 25m -run "$ROOT_TESTS" ./integration 2>&1 | tee "$T/$mode-root.log" | grep -E '^(--- |ok|FAIL|PASS|panic)|P5|measured|podman' || true
+	DOCKER_HOST=unix://$sock CADDY_DICER_PODMAN=$mode CADDY_DICER_P5=1 go test -race -count=1 -p 1 -v -timeout 25m -run "$ROOT_TESTS" ./e2e/engine 2>&1 | tee "$T/$mode-root.log" | grep -E '^(--- |ok|FAIL|PASS|panic)|P5|measured|podman' || true
 	grep -q '^ok' "$T/$mode-root.log" || { failures "$T/$mode-root.log"; echo "FAIL: $mode: the integration package" >&2; return 1; }
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 )
 
-// What the tests of the plugin and of its integration package do with a
+// What the tests of the plugin and of its Engine suite (e2e/engine) do with a
 // test daemon, each cleaned up when its test ends.
 
 // OnSocket is a test daemon serving on a unix socket, and the socket's
