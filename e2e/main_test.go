@@ -298,7 +298,7 @@ func caddyBinary() (string, func(), error) {
 		// package from the checkout rather than look it up.
 		"--with", "github.com/mholt/caddy-l4@v0.1.2",
 		"--replace", module+"="+root,
-		"--with", module+"/layer4",
+		"--with", module+"/modules/l4dicer",
 		"--output", bin)
 	cmd.Dir = root
 	fmt.Fprintf(os.Stderr, "e2e: building Caddy %s with xcaddy %s and %s\n", caddyVersion, xcaddyVersion, root)

@@ -112,7 +112,7 @@ func buildCaddy(dir string) (string, error) {
 		// Unversioned, so that xcaddy takes the layer4 package from the
 		// checkout rather than look it up in the module proxy.
 		"--replace", module+"="+root,
-		"--with", module+"/layer4",
+		"--with", module+"/modules/l4dicer",
 		"--output", bin)
 	cmd.Dir = root
 	start := time.Now()
