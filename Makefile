@@ -37,7 +37,7 @@ test-short: ## the hermetic unit tests only (go test -short): no Docker Engine, 
 test-e2e: bin/caddy bin/image/caddy/caddy ## end-to-end: build Caddy with xcaddy, run it against a simulated Dicer host in a network namespace (root), and in a container on a single-node Docker swarm the test makes and leaves; several Caddys as one fleet (e2e/fleet, on bin/caddy)
 	go vet -tags e2e ./e2e/...
 	CADDY_DICER_E2E_PLAIN_CADDY=$(CURDIR)/bin/caddy CADDY_DICER_E2E_CADDY=$(CURDIR)/bin/image/caddy/caddy \
-		CADDY_DICER_E2E_L4_CADDY=$(CURDIR)/bin/image/caddy/caddy CADDY_DICER_E2E_STATIC_CADDY=$(CURDIR)/bin/image/caddy/caddy CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 20m ./e2e/...
+		CADDY_DICER_E2E_L4_CADDY=$(CURDIR)/bin/image/caddy/caddy CADDY_DICER_E2E_STATIC_CADDY=$(CURDIR)/bin/image/caddy/caddy CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 20m $$(go list -tags e2e ./e2e/... | grep -v /e2e/engine$$)
 
 test-cluster: ## a real three-node swarm on this machine (root): this Engine as manager, two dockerd's in network namespaces as workers; crash, cut, drain, rolling update under load through Caddy; leaves nothing behind (docs/cluster.md)
 	./e2e/cluster/run.sh
