@@ -9,6 +9,9 @@
 //	CADDY_DICER_P5=1 go test -count=1 -timeout 60m -v ./bench/scale/
 //
 // CADDY_DICER_SCALE_LOGS, if set, is a folder to keep Caddy's logs in.
+// CADDY_DICER_SCALE_HEAP, if set, is a folder to keep Caddy's heap
+// profiles in (heap-LABEL-N.pb.gz, after a collection, once every verdict
+// is in): `go tool pprof -top -sample_index=inuse_space` reads them.
 // CADDY_DICER_SCALE_CADDY names the Caddy binaries to compare in one run,
 // as label=path pairs separated by commas (default: this=bin/caddy), e.g.
 // base=/tmp/base/bin/caddy,this=bin/caddy; CADDY_DICER_SCALE_N the
@@ -225,6 +228,9 @@ http://:%d {
 		r.rssKB, r.hwmKB = max(r.rssKB, rss), hwm
 	}
 	r.cpu = cpuTime(t, pid)
+	if keep := os.Getenv("CADDY_DICER_SCALE_HEAP"); keep != "" {
+		saveHeap(t, client, adminPort, filepath.Join(keep, fmt.Sprintf("heap-%s-%d.pb.gz", b.label, n)))
+	}
 	r.warnings = count(logFile, warningText)
 	if keep := os.Getenv("CADDY_DICER_SCALE_LOGS"); keep != "" {
 		data, _ := os.ReadFile(logFile)
@@ -317,6 +323,29 @@ func goroutines(client *http.Client, adminPort int) int {
 		return -1
 	}
 	return n
+}
+
+// saveHeap writes Caddy's heap profile (its admin API's pprof endpoint,
+// after a collection) to path.
+func saveHeap(t *testing.T, client *http.Client, adminPort int, path string) {
+	t.Helper()
+	res, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", adminPort))
+	if err != nil {
+		t.Errorf("heap profile: %v", err)
+		return
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Errorf("heap profile: %v (status %d)", err, res.StatusCode)
+		return
+	}
+	writeFile(t, path, string(data))
+	if res, err = client.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?debug=1", adminPort)); err == nil {
+		data, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+		writeFile(t, strings.TrimSuffix(path, ".pb.gz")+".txt", string(data)) // with the runtime's MemStats
+	}
 }
 
 // memory is the process's resident memory now and at its peak, in KB.

@@ -171,16 +171,16 @@ func (c *Catalog) probeDials(e *entry) []string {
 	case e.port < 0:
 		return nil
 	case e.port > 0:
-		ports = []int{e.port}
+		ports = []int{int(e.port)}
 	default:
 		for p := range c.routePorts {
-			if p != e.onlyPort {
+			if p != int(e.onlyPort) {
 				ports = append(ports, p)
 			}
 		}
 		slices.Sort(ports)
 		if e.onlyPort > 0 {
-			ports = slices.Insert(ports, 0, e.onlyPort)
+			ports = slices.Insert(ports, 0, int(e.onlyPort))
 		}
 	}
 	var dials []string

@@ -267,14 +267,19 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 			return follow.Listing{}, err
 		}
 	}
-	resp, err := c.client.ListInstances(ctx, &dicerpb.ListInstancesRequest{})
+	var all []catalog.Instance
+	err := listInstances(ctx, c.cc, func(n int) { all = make([]catalog.Instance, 0, n) }, func(in *dicerpb.Instance) {
+		c.warnHostIPs(in)
+		labels := in.Labels // taken over: the reply's message is decoded into anew for the next
+		in.Labels = nil
+		inst := translate(in, c.gateways)
+		if len(labels) > 0 {
+			inst.Labels = labels
+		}
+		all = append(all, inst)
+	})
 	if err != nil {
 		return follow.Listing{}, follow.WrapCall("ListInstances", err)
-	}
-	all := make([]catalog.Instance, 0, len(resp.GetInstances()))
-	for _, in := range resp.GetInstances() {
-		c.warnHostIPs(in)
-		all = append(all, translate(in, c.gateways))
 	}
 	listing := follow.Listing{Instances: all, Fields: []zap.Field{zap.Bool("networks_listed", c.listNets)}}
 	if !c.versioned {

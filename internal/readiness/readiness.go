@@ -311,11 +311,20 @@ func (p *Prober) launch(pr *probe) {
 }
 
 // stopScheduling ends the scheduling: its workers end once they have
-// finished the attempts handed to them. p.mu is held.
+// finished the attempts handed to them. p.mu is held, and no probe is
+// pending: the map and queues that held them are let go, since a Go map
+// keeps the room of the most it ever held (50,000 probes at the start of
+// a catalog that size, issue 43), and the next probe starts small ones.
 func (p *Prober) stopScheduling() {
 	p.scheduling = false
 	close(p.work)
 	p.work = nil
+	if len(p.pending) == 0 {
+		p.pending = make(map[string]*probe)
+		for _, q := range []*queue{&p.fresh, &p.waiting, &p.due, &p.deadlines} {
+			q.items = nil
+		}
+	}
 }
 
 // worker makes the attempts handed to it until the scheduling ends.
