@@ -64,7 +64,7 @@ type entry struct {
 	// in (see spelling): 0, the address itself, unless another instance
 	// had one of its places before (R1d), so that Caddy's health state of
 	// that one is not this one's.
-	apart uint32
+	apart      uint32
 	restricted bool
 	overCap    bool
 	pathed     bool

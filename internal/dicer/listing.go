@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 )
 
@@ -112,6 +113,19 @@ func instanceCount(b []byte) (int, error) {
 		}
 	}
 	return count, nil
+}
+
+// translateListed is translate for an instance of a listingReply: it
+// takes the message's labels over instead of copying them (the message is
+// decoded into anew, with a map of its own, for the next instance).
+func translateListed(in *dicerpb.Instance, gateways map[string]string) catalog.Instance {
+	labels := in.Labels
+	in.Labels = nil
+	out := translate(in, gateways)
+	if len(labels) > 0 {
+		out.Labels = labels
+	}
+	return out
 }
 
 // listInstances calls ListInstances on cc, tells count the number of

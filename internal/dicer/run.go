@@ -270,13 +270,7 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	var all []catalog.Instance
 	err := listInstances(ctx, c.cc, func(n int) { all = make([]catalog.Instance, 0, n) }, func(in *dicerpb.Instance) {
 		c.warnHostIPs(in)
-		labels := in.Labels // taken over: the reply's message is decoded into anew for the next
-		in.Labels = nil
-		inst := translate(in, c.gateways)
-		if len(labels) > 0 {
-			inst.Labels = labels
-		}
-		all = append(all, inst)
+		all = append(all, translateListed(in, c.gateways))
 	})
 	if err != nil {
 		return follow.Listing{}, follow.WrapCall("ListInstances", err)
