@@ -78,6 +78,9 @@ func heapPerInstance(t *testing.T, n int) float64 {
 	cat := conn.Catalog()
 	cat.AddRoutePort(port)
 	conn.Await(context.Background(), time.Now().Add(5*time.Minute))
+	if keep := os.Getenv("CADDY_DICER_SCALE_HEAP"); keep != "" { // the first attempts made, the verdicts to come
+		writeHeap(t, filepath.Join(keep, "heap-inprocess-"+strconv.Itoa(n)+"-probing.pb.gz"))
+	}
 	deadline := time.Now().Add(5 * time.Minute)
 	for cat.Counts().Routable < n && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond) // poll the condition
@@ -87,14 +90,21 @@ func heapPerInstance(t *testing.T, n int) float64 {
 	}
 	after := liveHeap()
 	if keep := os.Getenv("CADDY_DICER_SCALE_HEAP"); keep != "" {
-		f, err := os.Create(filepath.Join(keep, "heap-inprocess-"+strconv.Itoa(n)+".pb.gz"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
+		writeHeap(t, filepath.Join(keep, "heap-inprocess-"+strconv.Itoa(n)+".pb.gz"))
 	}
 	return (float64(after) - float64(before)) / float64(n)
+}
+
+// writeHeap writes the heap profile, after a collection, to path.
+func writeHeap(t *testing.T, path string) {
+	t.Helper()
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -8,7 +8,9 @@
 //	make build
 //	CADDY_DICER_P5=1 go test -count=1 -timeout 60m -v ./bench/scale/
 //
-// CADDY_DICER_SCALE_LOGS, if set, is a folder to keep Caddy's logs in.
+// CADDY_DICER_SCALE_LOGS, if set, is a folder to keep Caddy's logs in
+// (its standard error too: GODEBUG=gctrace=1 shows the heap at each
+// collection).
 // CADDY_DICER_SCALE_HEAP, if set, is a folder to keep Caddy's heap
 // profiles in (heap-LABEL-N.pb.gz, after a collection, once every verdict
 // is in): `go tool pprof -top -sample_index=inuse_space` reads them.
@@ -235,6 +237,8 @@ http://:%d {
 	if keep := os.Getenv("CADDY_DICER_SCALE_LOGS"); keep != "" {
 		data, _ := os.ReadFile(logFile)
 		writeFile(t, filepath.Join(keep, fmt.Sprintf("caddy-%s-%d.log", b.label, n)), string(data))
+		data, _ = os.ReadFile(filepath.Join(dir, "stderr"))
+		writeFile(t, filepath.Join(keep, fmt.Sprintf("caddy-%s-%d.stderr", b.label, n)), string(data))
 	}
 	t.Logf("%s n=%d: events %v", b.label, n, r.early)
 	t.Logf("%s n=%d: first routing %s; events p50 %s p99 %s; steady p50 %s p99 %s; %d routable; RSS %d KB, peak %d KB; CPU %s; %d warnings",
@@ -425,6 +429,10 @@ func startCaddy(t *testing.T, binary, config, dir string) (start time.Time, pid 
 	t.Helper()
 	cmd := exec.Command(binary, "run", "--config", config, "--adapter", "caddyfile")
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir)
+	if stderr, err := os.Create(filepath.Join(dir, "stderr")); err == nil { // GODEBUG=gctrace=1 writes there
+		defer stderr.Close()
+		cmd.Stderr = stderr
+	}
 	start = time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
