@@ -539,7 +539,7 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 		switch {
 		case e.inst.Health == HealthHealthy:
 			why = "running and healthy"
-		case e.unverified:
+		case e.unverified():
 			why = "running, though its port did not accept a connection in time"
 		case e.probeGen != 0:
 			why = "running and accepting connections"

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -42,8 +43,10 @@ type entry struct {
 	activity *Activity
 	// dials remembers the dial address last resolved (dialmemo.go).
 	dials *dialMemory
-	// probeGen names the ProbeRequest that decides listening.
+	// probeGen names the ProbeRequest that decides listening, and verdict
+	// holds its answer (nil: none asked).
 	probeGen uint64
+	verdict  *probeVerdict
 	// seq is the catalog's Seq when the daemon last described the instance;
 	// startEvent and stopEvent when an event last said it started, and
 	// stopped or is stopping (Sink.Started, Sink.Stopping), in the order
@@ -75,16 +78,46 @@ type entry struct {
 	// caddy.network label.
 	ambiguous bool
 	// listening is false while a running instance without a health check
-	// has not yet accepted a connection where requests would go (R1a).
+	// has not yet accepted a connection where requests would go (R1a),
+	// unless its verdict is in (see isListening).
 	listening bool
-	// unverified is set when the prober gave up and let it join anyway.
-	unverified bool
 	// stopping is set from Sink.Stopping until Started or a Put that shows
 	// the instance no longer running.
 	stopping bool
 	// maint is set while the instance is in maintenance (R5i, its label
 	// or an operator's switch), with notes.maintMsg its message.
 	maint bool
+}
+
+// probeVerdict is the answer to an entry's readiness probe (R1a). It is
+// shared by the entry and its copies, and MarkReady sets it in place
+// instead of publishing a copy of the entry re-indexed under its hosts:
+// the verdicts of a catalog's first listing come all at once, 50,000 of
+// them for a catalog that size, and a copy each, with the paths of the
+// indexes copied for it, was most of what Caddy allocated then, and the
+// garbage the collector found live while they came (issue 43). An
+// instance goes from held out to in, never back, on the same entry:
+// another probe is another entry, with another verdict (startProbe).
+type probeVerdict struct {
+	state atomic.Uint32 // verdictPending, verdictAccepted or verdictGaveUp
+}
+
+// The states of a probeVerdict.
+const (
+	verdictPending uint32 = iota
+	verdictAccepted
+	verdictGaveUp
+)
+
+// isListening reports whether requests may go to e as far as its
+// readiness goes (R1a): it needed no probe, or its verdict is in.
+func (e *entry) isListening() bool {
+	return e.listening || e.verdict != nil && e.verdict.state.Load() != verdictPending
+}
+
+// unverified reports that the prober gave up on e and let it join anyway.
+func (e *entry) unverified() bool {
+	return e.verdict != nil && e.verdict.state.Load() == verdictGaveUp
 }
 
 // entryNotes are the words of an entry that few entries have. They are
@@ -255,7 +288,7 @@ func (e *entry) notRoutable(routeNetwork string) string {
 		return e.inst.State.String()
 	case net == nil || net.Address == "":
 		return e.noAddress(routeNetwork) // R11, R11h
-	case !e.listening:
+	case !e.isListening():
 		return e.notReady()
 	case e.inst.Health == HealthStarting:
 		return "health check has no verdict yet"
@@ -269,7 +302,7 @@ func (e *entry) notRoutable(routeNetwork string) string {
 // building a reason: it runs per candidate on every request.
 func (e *entry) routable(routeNetwork string) bool {
 	net := e.network(routeNetwork)
-	return !e.maint && e.inst.State == StateRunning && net != nil && net.Address != "" && e.listening &&
+	return !e.maint && e.inst.State == StateRunning && net != nil && net.Address != "" && e.isListening() &&
 		e.inst.Health != HealthStarting && e.inst.Health != HealthUnhealthy
 }
 
@@ -355,7 +388,7 @@ func (e *entry) awaitingVerdict() bool {
 	if !e.inst.WakeOnConnect {
 		return false
 	}
-	return e.inst.State == StateStarting || e.inst.State == StateRunning && (e.inst.Health == HealthStarting || !e.listening)
+	return e.inst.State == StateStarting || e.inst.State == StateRunning && (e.inst.Health == HealthStarting || !e.isListening())
 }
 
 // servesHost reports whether the instance may take requests for host (R2):

@@ -75,7 +75,7 @@ func (e *entry) wakeable() bool { return e.activity != nil && e.standby.After > 
 // ready: running, accepting connections (R1a) and not unhealthy or
 // awaiting its health verdict, whatever the network (R1).
 func (e *entry) ready() bool {
-	return e.inst.State == StateRunning && e.listening &&
+	return e.inst.State == StateRunning && e.isListening() &&
 		(e.inst.Health == HealthNone || e.inst.Health == HealthHealthy)
 }
 
