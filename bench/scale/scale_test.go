@@ -8,7 +8,12 @@
 //	make build
 //	CADDY_DICER_P5=1 go test -count=1 -timeout 60m -v ./bench/scale/
 //
-// CADDY_DICER_SCALE_LOGS, if set, is a folder to keep Caddy's logs in.
+// CADDY_DICER_SCALE_LOGS, if set, is a folder to keep Caddy's logs in
+// (its standard error too: GODEBUG=gctrace=1 shows the heap at each
+// collection).
+// CADDY_DICER_SCALE_HEAP, if set, is a folder to keep Caddy's heap
+// profiles in (heap-LABEL-N.pb.gz, after a collection, once every verdict
+// is in): `go tool pprof -top -sample_index=inuse_space` reads them.
 // CADDY_DICER_SCALE_CADDY names the Caddy binaries to compare in one run,
 // as label=path pairs separated by commas (default: this=bin/caddy), e.g.
 // base=/tmp/base/bin/caddy,this=bin/caddy; CADDY_DICER_SCALE_N the
@@ -225,10 +230,15 @@ http://:%d {
 		r.rssKB, r.hwmKB = max(r.rssKB, rss), hwm
 	}
 	r.cpu = cpuTime(t, pid)
+	if keep := os.Getenv("CADDY_DICER_SCALE_HEAP"); keep != "" {
+		saveHeap(t, client, adminPort, filepath.Join(keep, fmt.Sprintf("heap-%s-%d.pb.gz", b.label, n)))
+	}
 	r.warnings = count(logFile, warningText)
 	if keep := os.Getenv("CADDY_DICER_SCALE_LOGS"); keep != "" {
 		data, _ := os.ReadFile(logFile)
 		writeFile(t, filepath.Join(keep, fmt.Sprintf("caddy-%s-%d.log", b.label, n)), string(data))
+		data, _ = os.ReadFile(filepath.Join(dir, "stderr"))
+		writeFile(t, filepath.Join(keep, fmt.Sprintf("caddy-%s-%d.stderr", b.label, n)), string(data))
 	}
 	t.Logf("%s n=%d: events %v", b.label, n, r.early)
 	t.Logf("%s n=%d: first routing %s; events p50 %s p99 %s; steady p50 %s p99 %s; %d routable; RSS %d KB, peak %d KB; CPU %s; %d warnings",
@@ -319,6 +329,29 @@ func goroutines(client *http.Client, adminPort int) int {
 	return n
 }
 
+// saveHeap writes Caddy's heap profile (its admin API's pprof endpoint,
+// after a collection) to path.
+func saveHeap(t *testing.T, client *http.Client, adminPort int, path string) {
+	t.Helper()
+	res, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?gc=1", adminPort))
+	if err != nil {
+		t.Errorf("heap profile: %v", err)
+		return
+	}
+	defer res.Body.Close()
+	data, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Errorf("heap profile: %v (status %d)", err, res.StatusCode)
+		return
+	}
+	writeFile(t, path, string(data))
+	if res, err = client.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?debug=1", adminPort)); err == nil {
+		data, _ = io.ReadAll(res.Body)
+		res.Body.Close()
+		writeFile(t, strings.TrimSuffix(path, ".pb.gz")+".txt", string(data)) // with the runtime's MemStats
+	}
+}
+
 // memory is the process's resident memory now and at its peak, in KB.
 func memory(t *testing.T, pid int) (rss, hwm int64) {
 	t.Helper()
@@ -396,6 +429,10 @@ func startCaddy(t *testing.T, binary, config, dir string) (start time.Time, pid 
 	t.Helper()
 	cmd := exec.Command(binary, "run", "--config", config, "--adapter", "caddyfile")
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir)
+	if stderr, err := os.Create(filepath.Join(dir, "stderr")); err == nil { // GODEBUG=gctrace=1 writes there
+		defer stderr.Close()
+		cmd.Stderr = stderr
+	}
 	start = time.Now()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

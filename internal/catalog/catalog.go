@@ -239,7 +239,7 @@ func (c *Catalog) Put(inst Instance) {
 	defer c.mu.Unlock()
 	old := c.byID[inst.ID]
 	if e.stopping = holdStopping(old, &e.inst); e.stopping {
-		e.stopWhy = old.stopWhy
+		e.setNotes(func(n *entryNotes) { n.stopWhy = old.note().stopWhy })
 	}
 	c.markMaintenance(e) // R5i
 	e.keepApart(old)
@@ -539,7 +539,7 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 		switch {
 		case e.inst.Health == HealthHealthy:
 			why = "running and healthy"
-		case e.unverified:
+		case e.unverified():
 			why = "running, though its port did not accept a connection in time"
 		case e.probeGen != 0:
 			why = "running and accepting connections"
@@ -548,8 +548,8 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 	case wasIn && !isIn:
 		why := gone
 		if e != nil {
-			if e.inst.State == StateStopping && e.stopWhy != "" {
-				why = e.stopWhy // what the event said (R6b)
+			if e.inst.State == StateStopping && e.note().stopWhy != "" {
+				why = e.note().stopWhy // what the event said (R6b)
 			} else if why = e.notRoutable(""); why == "" {
 				why = c.verdict(e) // R3: no port
 			}
@@ -568,10 +568,10 @@ func (c *Catalog) warnNoRequests(old, e *entry) {
 	name := zap.String("instance", e.inst.Name)
 	c.warnWeighting(old, e) // R4c, R4d
 	c.warnPool(old, e)      // R5j, R5k
-	if e.badStandby != "" && (old == nil || old.inst.Labels[e.badStandby] != e.inst.Labels[e.badStandby]) {
-		c.logger.Warn("instance is never put on standby nor woken by Caddy: label "+e.badStandby+
+	if bad := e.note().badStandby; bad != "" && (old == nil || old.inst.Labels[bad] != e.inst.Labels[bad]) {
+		c.logger.Warn("instance is never put on standby nor woken by Caddy: label "+bad+
 			" is not valid (caddy.standby_after: a positive duration such as 15m; caddy.standby: stop or pause)",
-			name, zap.String(e.badStandby, e.inst.Labels[e.badStandby]))
+			name, zap.String(bad, e.inst.Labels[bad]))
 	}
 	if e.overCap && (old == nil || old.inst.Labels[LabelHost] != e.inst.Labels[LabelHost]) {
 		label := e.inst.Labels[LabelHost]
@@ -579,8 +579,8 @@ func (c *Catalog) warnNoRequests(old, e *entry) {
 			strconv.Itoa(MaxHostNames)+" names and "+strconv.Itoa(MaxHostLabelBytes)+" bytes (R2c); it gets no requests",
 			name, zap.Int("bytes", len(label)), zap.String("caddy.host", ClipLabel(label)))
 	}
-	if e.badPath != "" && (old == nil || old.inst.Labels[LabelPath] != e.inst.Labels[LabelPath]) {
-		c.logger.Warn("instance serves no path: its caddy.path label is not valid (R2d): "+e.badPath+"; it gets no requests",
+	if bad := e.note().badPath; bad != "" && (old == nil || old.inst.Labels[LabelPath] != e.inst.Labels[LabelPath]) {
+		c.logger.Warn("instance serves no path: its caddy.path label is not valid (R2d): "+bad+"; it gets no requests",
 			name, zap.String("caddy.path", ClipLabel(e.inst.Labels[LabelPath])))
 	}
 	if e.port < 0 && (old == nil || old.inst.Labels[LabelPort] != e.inst.Labels[LabelPort]) {
@@ -665,7 +665,8 @@ func (c *Catalog) StoppingBecause(id, why string) {
 		switch {
 		case e.stopping:
 		case e.inst.State == StateRunning, e.inst.State == StateStarting, e.inst.State == StateRestarting:
-			e.inst.State, e.stopping, e.stopWhy = StateStopping, true, why
+			e.inst.State, e.stopping = StateStopping, true
+			e.setNotes(func(n *entryNotes) { n.stopWhy = why })
 		}
 		return true
 	})

@@ -5,12 +5,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 )
 
 // entry is an Instance with what routing needs worked out once, when the
 // instance changes, instead of on every request. Entries are immutable once
-// published in a Snapshot.
+// published in a Snapshot. A catalog keeps one per instance, so its fields
+// are packed (the words first, the flags together at the end) and what
+// is rarely set is behind one pointer (notes): 50,000 instances cost what
+// their entries weigh 50,000 times (issue 43).
 type entry struct {
 	inst Instance
 	// hosts are the normalized exact names of the caddy.host label, and
@@ -19,72 +23,144 @@ type entry struct {
 	// all, so the instance serves only what it lists (R2); overCap when
 	// the label is over the caps (R2c): it then claims nothing, and still
 	// restricts.
-	hosts      []string
-	wildcards  []string
-	restricted bool
-	overCap    bool
+	hosts     []string
+	wildcards []string
 	// paths are the normalized prefixes of the caddy.path label (R2d);
 	// pathed is set when the label is there at all, so the instance serves
-	// only under them; badPath says why the label is not valid: it then
-	// claims no prefix, and still restricts.
-	paths   []string
-	pathed  bool
-	badPath string
-	// labelled is set when the instance has a caddy.* label: meant for a
-	// route or the permission.
-	labelled bool
-	// port is the parsed caddy.port label: 0 when absent, -1 when invalid.
-	port int
-	// onlyPort is the guest port of the only TCP port the instance publishes,
-	// 0 when it publishes none or several (R3).
-	onlyPort int
+	// only under them; notes.badPath says why the label is not valid: it
+	// then claims no prefix, and still restricts.
+	paths []string
+	// probeDials are where the probe that decides listening tries.
+	probeDials []string
+	// notes are the reasons and messages few entries have (nil: none).
+	notes *entryNotes
 	// net is the network a route without a network setting reaches the
 	// instance on (R11): the caddy.network label's, else the only one; nil
 	// when there is none or the choice is ambiguous.
 	net *Attachment
-	// ambiguous is set when the instance is on several networks and has no
-	// caddy.network label.
-	ambiguous bool
-	// apart is the number of the spelling its dial addresses are written
-	// in (see spelling): 0, the address itself, unless another instance
-	// had one of its places before (R1d), so that Caddy's health state of
-	// that one is not this one's.
-	apart uint32
-	// listening is false while a running instance without a health check
-	// has not yet accepted a connection where requests would go (R1a);
-	// probeGen names the ProbeRequest that decides it.
-	listening bool
-	probeGen  uint64
-	// probeDials are where the probe that decides listening tries.
-	probeDials []string
-	// unverified is set when the prober gave up and let it join anyway.
-	unverified bool
-	// stopping is set from Sink.Stopping until Started or a Put that shows
-	// the instance no longer running.
-	stopping bool
-	// stopWhy is what the event that made it stopping said, if anything.
-	stopWhy string
-	// standby is the caddy.standby_after policy; activity is set when it
-	// is valid (kept from the entry this one replaces), and badStandby
-	// names a label with a bad value.
-	standby    Standby
-	activity   *Activity
-	badStandby string
-	// pool is the caddy.soft_limit and caddy.depends_on labels (poollabels.go).
-	pool poolLabels
+	// activity is set when the standby policy is valid (kept from the
+	// entry this one replaces).
+	activity *Activity
+	// dials remembers the dial address last resolved (dialmemo.go).
+	dials *dialMemory
+	// probeGen names the ProbeRequest that decides listening, and verdict
+	// holds its answer (nil: none asked).
+	probeGen uint64
+	verdict  *probeVerdict
 	// seq is the catalog's Seq when the daemon last described the instance;
 	// startEvent and stopEvent when an event last said it started, and
 	// stopped or is stopping (Sink.Started, Sink.Stopping), in the order
 	// the daemon sent them.
 	seq, startEvent, stopEvent uint64
+	// standby is the caddy.standby_after policy.
+	standby Standby
+	// pool is the caddy.soft_limit and caddy.depends_on labels (poollabels.go).
+	pool poolLabels
 	// weighting is its weight and session identity (R4c, R4d, weight.go).
 	weighting
+	// port is the parsed caddy.port label: 0 when absent, -1 when invalid.
+	port int32
+	// onlyPort is the guest port of the only TCP port the instance publishes,
+	// 0 when it publishes none or several (R3).
+	onlyPort int32
+	// apart is the number of the spelling its dial addresses are written
+	// in (see spelling): 0, the address itself, unless another instance
+	// had one of its places before (R1d), so that Caddy's health state of
+	// that one is not this one's.
+	apart      uint32
+	restricted bool
+	overCap    bool
+	pathed     bool
+	// labelled is set when the instance has a caddy.* label: meant for a
+	// route or the permission.
+	labelled bool
+	// ambiguous is set when the instance is on several networks and has no
+	// caddy.network label.
+	ambiguous bool
+	// listening is false while a running instance without a health check
+	// has not yet accepted a connection where requests would go (R1a),
+	// unless its verdict is in (see isListening).
+	listening bool
+	// stopping is set from Sink.Stopping until Started or a Put that shows
+	// the instance no longer running.
+	stopping bool
 	// maint is set while the instance is in maintenance (R5i, its label
-	// or an operator's switch), with maintMsg its message.
-	maint    bool
+	// or an operator's switch), with notes.maintMsg its message.
+	maint bool
+}
+
+// probeVerdict is the answer to an entry's readiness probe (R1a). It is
+// shared by the entry and its copies, and MarkReady sets it in place
+// instead of publishing a copy of the entry re-indexed under its hosts:
+// the verdicts of a catalog's first listing come all at once, 50,000 of
+// them for a catalog that size, and a copy each, with the paths of the
+// indexes copied for it, was most of what Caddy allocated then, and the
+// garbage the collector found live while they came (issue 43). An
+// instance goes from held out to in, never back, on the same entry:
+// another probe is another entry, with another verdict (startProbe).
+type probeVerdict struct {
+	state atomic.Uint32 // verdictPending, verdictAccepted or verdictGaveUp
+}
+
+// The states of a probeVerdict.
+const (
+	verdictPending uint32 = iota
+	verdictAccepted
+	verdictGaveUp
+)
+
+// isListening reports whether requests may go to e as far as its
+// readiness goes (R1a): it needed no probe, or its verdict is in.
+func (e *entry) isListening() bool {
+	return e.listening || e.verdict != nil && e.verdict.state.Load() != verdictPending
+}
+
+// unverified reports that the prober gave up on e and let it join anyway.
+func (e *entry) unverified() bool {
+	return e.verdict != nil && e.verdict.state.Load() == verdictGaveUp
+}
+
+// entryNotes are the words of an entry that few entries have. They are
+// shared by an entry and its copies, so they are never changed once set:
+// setNotes gives the entry a changed copy.
+type entryNotes struct {
+	// badPath says why the caddy.path label is not valid.
+	badPath string
+	// stopWhy is what the event that made the entry stopping said, if
+	// anything.
+	stopWhy string
+	// badStandby names a standby label with a bad value (R5).
+	badStandby string
+	// badPool names the pool label whose value is not valid (R5j, R5k).
+	badPool string
+	// maintMsg is the maintenance message (R5i).
 	maintMsg string
-	// dials remembers the dial address last resolved (dialmemo.go).
-	dials *dialMemory
+}
+
+// noNotes are the notes of an entry that has none.
+var noNotes entryNotes
+
+// note returns e's notes, never nil.
+func (e *entry) note() *entryNotes {
+	if e.notes == nil {
+		return &noNotes
+	}
+	return e.notes
+}
+
+// setNotes changes a copy of e's notes with change, and keeps it, or
+// none if nothing is left in it.
+func (e *entry) setNotes(change func(n *entryNotes)) {
+	n := *e.note()
+	change(&n)
+	if n == noNotes {
+		e.notes = nil
+		return
+	}
+	if e.notes != nil && *e.notes == n {
+		return
+	}
+	e.notes = &n
 }
 
 // keepEvents carries the event counts of old (nil: none) over to e.
@@ -97,18 +173,22 @@ func (e *entry) keepEvents(old *entry) {
 func newEntry(inst Instance) *entry {
 	e := &entry{inst: inst, listening: true, dials: &dialMemory{}}
 	e.hosts, e.wildcards, e.restricted, e.overCap = parseHosts(inst.Labels[LabelHost])
-	e.paths, e.pathed, e.badPath = parsePaths(inst.Labels[LabelPath])
+	var notes entryNotes
+	e.paths, e.pathed, notes.badPath = parsePaths(inst.Labels[LabelPath])
 	for k := range inst.Labels {
 		if strings.HasPrefix(k, "caddy.") {
 			e.labelled = true
 			break
 		}
 	}
-	e.standby, e.badStandby = parseStandby(inst.Labels)
+	e.standby, notes.badStandby = parseStandby(inst.Labels)
 	e.weighting = newWeighting(&inst)
-	e.pool = parsePool(inst.Labels)
+	e.pool, notes.badPool = parsePool(inst.Labels)
+	if notes != noNotes {
+		e.notes = &notes
+	}
 	if raw, ok := inst.Labels[LabelPort]; ok {
-		e.port = parsePort(raw)
+		e.port = int32(parsePort(raw))
 	}
 	for _, p := range inst.Ports {
 		if p.Protocol != TCP {
@@ -116,8 +196,8 @@ func newEntry(inst Instance) *entry {
 		}
 		switch e.onlyPort {
 		case 0:
-			e.onlyPort = int(p.GuestPort)
-		case int(p.GuestPort):
+			e.onlyPort = int32(p.GuestPort)
+		case int32(p.GuestPort):
 		default:
 			e.onlyPort = -1
 		}
@@ -201,14 +281,14 @@ func (e *entry) network(routeNetwork string) *Attachment {
 func (e *entry) notRoutable(routeNetwork string) string {
 	switch net := e.network(routeNetwork); {
 	case e.maint:
-		return "in maintenance: " + ClipLabel(e.maintMsg) // R5i
+		return "in maintenance: " + ClipLabel(e.note().maintMsg) // R5i
 	case e.inst.State == StateStandby:
 		return "on standby"
 	case e.inst.State != StateRunning:
 		return e.inst.State.String()
 	case net == nil || net.Address == "":
 		return e.noAddress(routeNetwork) // R11, R11h
-	case !e.listening:
+	case !e.isListening():
 		return e.notReady()
 	case e.inst.Health == HealthStarting:
 		return "health check has no verdict yet"
@@ -222,7 +302,7 @@ func (e *entry) notRoutable(routeNetwork string) string {
 // building a reason: it runs per candidate on every request.
 func (e *entry) routable(routeNetwork string) bool {
 	net := e.network(routeNetwork)
-	return !e.maint && e.inst.State == StateRunning && net != nil && net.Address != "" && e.listening &&
+	return !e.maint && e.inst.State == StateRunning && net != nil && net.Address != "" && e.isListening() &&
 		e.inst.Health != HealthStarting && e.inst.Health != HealthUnhealthy
 }
 
@@ -308,7 +388,7 @@ func (e *entry) awaitingVerdict() bool {
 	if !e.inst.WakeOnConnect {
 		return false
 	}
-	return e.inst.State == StateStarting || e.inst.State == StateRunning && (e.inst.Health == HealthStarting || !e.listening)
+	return e.inst.State == StateStarting || e.inst.State == StateRunning && (e.inst.Health == HealthStarting || !e.isListening())
 }
 
 // servesHost reports whether the instance may take requests for host (R2):
@@ -336,11 +416,11 @@ func (e *entry) guestPort(routePort int) int {
 	case e.port < 0:
 		return 0
 	case e.port > 0:
-		return e.port
+		return int(e.port)
 	case routePort > 0:
 		return routePort
 	}
-	return e.onlyPort
+	return int(e.onlyPort)
 }
 
 // endpoint is where requests for this instance go (R4), and whether that is

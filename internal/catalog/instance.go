@@ -149,8 +149,6 @@ type Instance struct {
 	// Name is unique on the daemon; upstreams are returned in name order.
 	Name   string
 	Labels map[string]string
-	State  State
-	Health Health
 	// Image identifies what the instance runs (Docker: its image's ID;
 	// Dicer: its image's digest; "" unknown): the readiness probe learns
 	// how long instances of one image take to listen (R1a).
@@ -158,6 +156,17 @@ type Instance struct {
 	// Networks are the networks the instance is attached to.
 	Networks []Attachment
 	Ports    []PublishedPort
+	// Identity is what the daemon calls the instance's place, which a
+	// replacement takes over (a Swarm task: its service and slot); ""
+	// means its Name. Sticky sessions key on it unless the instance has a
+	// caddy.session_key label (R4d).
+	Identity string
+	// State and Health are what the daemon last said of the instance.
+	// (The small fields are kept together, after the others: a catalog
+	// keeps an Instance per instance twice, in its entry and the
+	// follower's, issue 43.)
+	State  State
+	Health Health
 	// WakeOnConnect is true when a connection to a published port makes the
 	// daemon wake the instance from standby (Dicer: standby_after is set).
 	WakeOnConnect bool
@@ -167,11 +176,6 @@ type Instance struct {
 	// R7). Its State is StateStopped; the admin API and metrics show it
 	// in the state "group", never "stopped".
 	Group bool
-	// Identity is what the daemon calls the instance's place, which a
-	// replacement takes over (a Swarm task: its service and slot); ""
-	// means its Name. Sticky sessions key on it unless the instance has a
-	// caddy.session_key label (R4d).
-	Identity string
 }
 
 // Attachment is an instance's place on one network.

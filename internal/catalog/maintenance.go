@@ -60,16 +60,18 @@ func MaintenanceMessage(raw string) string {
 // markMaintenance sets e's maintenance from its label, else from the
 // first rule (by selector text) that matches it. c.mu is held.
 func (c *Catalog) markMaintenance(e *entry) {
-	e.maint, e.maintMsg = false, ""
-	if msg, ok := maintenanceOf(e.inst.Labels); ok {
-		e.maint, e.maintMsg = true, msg
-		return
-	}
+	msg, maint := maintenanceOf(e.inst.Labels)
 	for _, k := range c.maintenanceKeys {
-		if r := c.maintenance[k]; r.sel.Matches(e.inst.Labels) {
-			e.maint, e.maintMsg = true, r.message
-			return
+		if maint {
+			break
 		}
+		if r := c.maintenance[k]; r.sel.Matches(e.inst.Labels) {
+			maint, msg = true, r.message
+		}
+	}
+	e.maint = maint
+	if e.note().maintMsg != msg {
+		e.setNotes(func(n *entryNotes) { n.maintMsg = msg })
 	}
 }
 
@@ -100,7 +102,7 @@ func (c *Catalog) SetMaintenance(sel selector.Selector, message string, on bool)
 	for _, old := range c.byID {
 		e := *old
 		c.markMaintenance(&e)
-		if e.maint == old.maint && e.maintMsg == old.maintMsg {
+		if e.maint == old.maint && e.note().maintMsg == old.note().maintMsg {
 			continue
 		}
 		changed++
@@ -136,7 +138,7 @@ func (s *Snapshot) Maintenance(route Route, host string) (message string, ok boo
 	candidates, exact := s.candidates(route, host, false)
 	for _, e := range candidates {
 		if e.maint && e.servesHost(host, exact) {
-			return e.maintMsg, true
+			return e.note().maintMsg, true
 		}
 	}
 	return "", false

@@ -400,8 +400,8 @@ func emptyPaths() *immutable.Map[string, *pathNode] {
 // prefix (R2d); for explain.
 func (e *entry) pathVerdict(prefix string) string {
 	switch {
-	case e.badPath != "":
-		return "caddy.path is not valid (R2d): " + e.badPath + "; it serves no path"
+	case e.note().badPath != "":
+		return "caddy.path is not valid (R2d): " + e.note().badPath + "; it serves no path"
 	case !e.pathed:
 		return "has no caddy.path, and the request's path is under " + prefix + ", which another instance claims"
 	case prefix == "/":

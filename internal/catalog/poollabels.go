@@ -28,18 +28,17 @@ type poolLabels struct {
 	softLimit int32
 	// dependsOn is caddy.depends_on; nil when absent or bad.
 	dependsOn *selector.Selector
-	// bad names the label whose value is not valid, "" if none.
-	bad string
 }
 
 // parsePool reads caddy.soft_limit (a whole number from 1 to
 // MaxSoftLimit) and caddy.depends_on (a non-empty selector of at most
-// MaxDependsOnBytes).
-func parsePool(labels map[string]string) (p poolLabels) {
+// MaxDependsOnBytes); bad names the label whose value is not valid, ""
+// if none.
+func parsePool(labels map[string]string) (p poolLabels, bad string) {
 	if raw, ok := labels[LabelSoftLimit]; ok {
 		n, err := strconv.Atoi(strings.TrimSpace(raw))
 		if err != nil || n < 1 || n > MaxSoftLimit {
-			p.bad = LabelSoftLimit
+			bad = LabelSoftLimit
 		} else {
 			p.softLimit = int32(n)
 		}
@@ -47,18 +46,18 @@ func parsePool(labels map[string]string) (p poolLabels) {
 	if raw, ok := labels[LabelDependsOn]; ok {
 		sel, err := selector.Parse(raw)
 		if len(raw) > MaxDependsOnBytes || err != nil || sel.Empty() {
-			p.bad = LabelDependsOn
+			bad = LabelDependsOn
 		} else {
 			p.dependsOn = &sel
 		}
 	}
-	return p
+	return p, bad
 }
 
 // warnPool warns once per change of the label that e's caddy.soft_limit or
 // caddy.depends_on is not valid (old: the entry e replaces, nil: none).
 func (c *Catalog) warnPool(old, e *entry) {
-	bad := e.pool.bad
+	bad := e.note().badPool
 	if bad == "" || old != nil && old.inst.Labels[bad] == e.inst.Labels[bad] {
 		return
 	}
@@ -76,7 +75,7 @@ func (e *entry) wakeable() bool { return e.activity != nil && e.standby.After > 
 // ready: running, accepting connections (R1a) and not unhealthy or
 // awaiting its health verdict, whatever the network (R1).
 func (e *entry) ready() bool {
-	return e.inst.State == StateRunning && e.listening &&
+	return e.inst.State == StateRunning && e.isListening() &&
 		(e.inst.Health == HealthNone || e.inst.Health == HealthHealthy)
 }
 

@@ -25,9 +25,9 @@ func TestPool_labels(t *testing.T) {
 		{map[string]string{LabelDependsOn: "role=("}, 0, false, LabelDependsOn},
 		{map[string]string{LabelDependsOn: "a=" + strings.Repeat("b", MaxDependsOnBytes)}, 0, false, LabelDependsOn},
 	} {
-		p := parsePool(c.labels)
-		if p.softLimit != c.limit || (p.dependsOn != nil) != c.deps || p.bad != c.bad {
-			t.Errorf("%v: %d %v %q; want %d %v %q", c.labels, p.softLimit, p.dependsOn != nil, p.bad, c.limit, c.deps, c.bad)
+		p, bad := parsePool(c.labels)
+		if p.softLimit != c.limit || (p.dependsOn != nil) != c.deps || bad != c.bad {
+			t.Errorf("%v: %d %v %q; want %d %v %q", c.labels, p.softLimit, p.dependsOn != nil, bad, c.limit, c.deps, c.bad)
 		}
 	}
 }

@@ -82,15 +82,21 @@ func (c *Catalog) RemoveRoutePort(port int) {
 func (c *Catalog) MarkReady(id string, gen uint64, accepted bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	old := c.byID[id]
-	if old == nil || old.probeGen != gen || old.listening {
+	e := c.byID[id]
+	if e == nil || e.probeGen != gen || e.verdict == nil || e.isListening() {
 		return
 	}
-	e := *old
-	e.listening, e.unverified = true, !accepted
-	c.byID[id] = &e
-	c.publish(c.current.Load(), old, &e)
-	c.logChange(old, &e, "")
+	before := *e
+	before.verdict = nil // as it was: held out, waiting
+	state := verdictAccepted
+	if !accepted {
+		state = verdictGaveUp
+	}
+	e.verdict.state.Store(state) // in place: see probeVerdict
+	c.noteSleeper(&before, e)    // R5l
+	snap := *c.current.Load()    // the same indexes: a new snapshot wakes who waits for a change
+	c.store(&snap)
+	c.logChange(&before, e, "")
 }
 
 // admit decides whether e, which replaces old (nil: none), must be probed
@@ -108,7 +114,7 @@ func (c *Catalog) admit(old, e *entry) ProbeRequest {
 	relevant := c.relevant(e)
 	if old != nil && old.inst.State == StateRunning && old.inst.Health == HealthNone && samePlace(old, e) &&
 		!(relevant && unprobed(old) && !c.relevant(old)) {
-		e.listening, e.probeGen, e.unverified, e.probeDials = old.listening, old.probeGen, old.unverified, old.probeDials
+		e.listening, e.probeGen, e.verdict, e.probeDials = old.listening, old.probeGen, old.verdict, old.probeDials
 		return ProbeRequest{}
 	}
 	if !relevant {
@@ -125,7 +131,7 @@ func (c *Catalog) startProbe(e *entry) ProbeRequest {
 		return ProbeRequest{} // no port or address: R3 and R1 keep it out anyway
 	}
 	c.probeGen++
-	e.listening, e.probeGen, e.probeDials = false, c.probeGen, dials
+	e.listening, e.probeGen, e.verdict, e.probeDials = false, c.probeGen, new(probeVerdict), dials
 	image := e.inst.Image
 	if image == "" {
 		image = e.inst.Name
@@ -171,16 +177,16 @@ func (c *Catalog) probeDials(e *entry) []string {
 	case e.port < 0:
 		return nil
 	case e.port > 0:
-		ports = []int{e.port}
+		ports = []int{int(e.port)}
 	default:
 		for p := range c.routePorts {
-			if p != e.onlyPort {
+			if p != int(e.onlyPort) {
 				ports = append(ports, p)
 			}
 		}
 		slices.Sort(ports)
 		if e.onlyPort > 0 {
-			ports = slices.Insert(ports, 0, e.onlyPort)
+			ports = slices.Insert(ports, 0, int(e.onlyPort))
 		}
 	}
 	var dials []string

@@ -50,7 +50,8 @@ func ParseReplicas(labels map[string]string) (r Replicas, bad string) {
 			bad = LabelMinReplicas
 		}
 	}
-	r.SoftLimit = int(parsePool(labels).softLimit)
+	pool, _ := parsePool(labels)
+	r.SoftLimit = int(pool.softLimit)
 	std, _ := parseStandby(labels)
 	r.After = std.After
 	return r, bad

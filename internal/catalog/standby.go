@@ -463,7 +463,7 @@ func (s *Snapshot) WakeCandidates(dst []WakeCandidate, route Route, host string)
 // its way up: starting, or running and not ready yet.
 func (e *entry) wakingUp() bool {
 	return e.wakeable() && (e.inst.State == StateStarting ||
-		e.inst.State == StateRunning && (!e.listening || e.inst.Health == HealthStarting))
+		e.inst.State == StateRunning && (!e.isListening() || e.inst.Health == HealthStarting))
 }
 
 // sleeping reports an instance Caddy wakes (one with a standby policy) on

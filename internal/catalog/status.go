@@ -107,9 +107,9 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 			st.Verdict = "on standby (" + st.DaemonState + "): a request wakes it (scale to zero)"
 		}
 		st.Paths = slices.Clone(e.paths)
-		if e.badPath != "" && st.Routable {
+		if e.note().badPath != "" && st.Routable {
 			st.Routable = false
-			st.Verdict = "caddy.path is not valid (R2d): " + e.badPath + "; it serves no path"
+			st.Verdict = "caddy.path is not valid (R2d): " + e.note().badPath + "; it serves no path"
 		}
 		if e.inst.Group {
 			st.State, st.Routable = groupState, false

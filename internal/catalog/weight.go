@@ -37,18 +37,18 @@ func ParseWeight(raw string) (int, bool) {
 // weighting is what an entry holds for R4c and R4d, worked out in
 // newEntry (runtime carried over by keepRuntimeWeight).
 type weighting struct {
-	// weight is the caddy.weight label's, DefaultWeight when it is absent
-	// or bad (badWeight).
-	weight    int
-	badWeight bool
-	// runtime is a weight set through the admin API, -1 when none; it
-	// outranks the label and lasts while the instance (its ID) does.
-	runtime int
 	// identity is what sticky sessions key on: caddy.session_key, else
 	// the daemon's Identity, else the name; badKey names a session key
 	// label ignored for its size.
 	identity string
-	badKey   bool
+	// weight is the caddy.weight label's, DefaultWeight when it is absent
+	// or bad (badWeight); at most MaxWeight.
+	weight int32
+	// runtime is a weight set through the admin API, -1 when none; it
+	// outranks the label and lasts while the instance (its ID) does.
+	runtime   int32
+	badWeight bool
+	badKey    bool
 }
 
 // newWeighting parses inst's caddy.weight and caddy.session_key.
@@ -59,7 +59,7 @@ func newWeighting(inst *Instance) weighting {
 	}
 	if raw, ok := inst.Labels[LabelWeight]; ok {
 		if n, valid := ParseWeight(raw); valid {
-			w.weight = n
+			w.weight = int32(n)
 		} else {
 			w.badWeight = true
 		}
@@ -77,9 +77,9 @@ func newWeighting(inst *Instance) weighting {
 // effectiveWeight is the runtime weight if one is set, else the label's.
 func (w *weighting) effectiveWeight() int {
 	if w.runtime >= 0 {
-		return w.runtime
+		return int(w.runtime)
 	}
-	return w.weight
+	return int(w.weight)
 }
 
 // keepRuntimeWeight carries the runtime weight of old, the entry e
@@ -141,11 +141,11 @@ func (c *Catalog) SetWeight(match func(labels map[string]string, name string) bo
 	var out []WeightChange
 	for _, id := range ids {
 		c.amend(id, false, func(e *entry) bool {
-			if e.runtime != weight {
+			if int(e.runtime) != weight {
 				c.logger.Info("instance weight set at runtime (R4c)", zap.String("instance", e.inst.Name),
-					zap.Int("weight", weight), zap.Int("label_weight", e.weight))
+					zap.Int("weight", weight), zap.Int("label_weight", int(e.weight)))
 			}
-			e.runtime = weight
+			e.runtime = int32(weight)
 			out = append(out, WeightChange{ID: e.inst.ID, Name: e.inst.Name, Weight: e.effectiveWeight(), Runtime: e.runtime >= 0})
 			return true
 		})
@@ -172,7 +172,7 @@ func (c *Catalog) SetRuntimeWeights(want map[string]int) []WeightChange {
 		if !ok {
 			w = -1
 		}
-		if !e.inst.Group && e.runtime != min(w, MaxWeight) {
+		if !e.inst.Group && int(e.runtime) != min(w, MaxWeight) {
 			ids = append(ids, id)
 		}
 	}
@@ -185,12 +185,12 @@ func (c *Catalog) SetRuntimeWeights(want map[string]int) []WeightChange {
 		}
 		w = min(w, MaxWeight)
 		c.amend(id, false, func(e *entry) bool {
-			if e.runtime == w {
+			if int(e.runtime) == w {
 				return false
 			}
 			c.logger.Info("instance weight set at runtime by the fleet (R4c, R4e)", zap.String("instance", e.inst.Name),
-				zap.Int("weight", w), zap.Int("label_weight", e.weight))
-			e.runtime = w
+				zap.Int("weight", w), zap.Int("label_weight", int(e.weight)))
+			e.runtime = int32(w)
 			out = append(out, WeightChange{ID: e.inst.ID, Name: e.inst.Name, Weight: e.effectiveWeight(), Runtime: e.runtime >= 0})
 			return true
 		})

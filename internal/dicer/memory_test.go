@@ -71,3 +71,65 @@ func TestSleepers_dicer_memory_per_instance(t *testing.T) {
 	}
 	runtime.KeepAlive(c)
 }
+
+// R1b: what the catalog keeps per instance that never accepts, as this
+// adapter translates it and once its readiness verdict is in (the
+// never-accepting catalog of bench/scale, in process): 10,000 running
+// instances with a caddy.host label each, an address, no port of their
+// own (the route's), each probed and timed out. The heap after two
+// collections, the translated instances included, the strings they share
+// with the daemon's messages not. It measures 1,150 B (Go 1.26, amd64;
+// 1,342 B before issue 43 packed the entries, which took them from 576
+// to 384 B): the bound, 1,250 B, fails an entry back in a larger size
+// class, or a new map or allocation per instance.
+//
+//	go test -count=1 -run TestReadiness_R1b_memory_per_never_ready_instance -v ./internal/dicer/
+func TestReadiness_R1b_memory_per_never_ready_instance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a measurement: 10,000 instances and forced collections")
+	}
+	const n = 10000
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	msgs := make([]*dicerpb.Instance, n)
+	for i := range msgs {
+		name := fmt.Sprintf("never-%05d", i)
+		msgs[i] = &dicerpb.Instance{
+			Id: fmt.Sprintf("%032x", i*7919+1), Name: name, Hostname: name,
+			Labels: map[string]string{"caddy.host": name + ".scale.test"},
+			Ip:     fmt.Sprintf("127.80.%d.%d", i>>8, i&0xff), State: dicerpb.InstanceState_INSTANCE_STATE_RUNNING,
+		}
+	}
+	var probes []catalog.ProbeRequest
+	before := heap()
+	insts := make([]catalog.Instance, n)
+	for i, m := range msgs {
+		insts[i] = translate(m, nil)
+	}
+	c := catalog.New(catalog.Options{Probe: func(r catalog.ProbeRequest) { probes = append(probes, r) }})
+	c.AddRoutePort(8080)
+	c.Replace(insts)
+	if len(probes) != n {
+		t.Fatalf("%d probes, want %d", len(probes), n)
+	}
+	for _, r := range probes {
+		c.MarkReady(r.ID, r.Gen, false)
+	}
+	if got := c.Counts().Routable; got != n {
+		t.Fatalf("%d routable, want %d", got, n)
+	}
+	insts, probes = nil, nil // the catalog's own copies remain: what it keeps
+	after := heap()
+	runtime.KeepAlive(msgs) // the daemon's messages, counted in neither
+	per := (float64(after) - float64(before)) / n
+	t.Logf("catalog heap per never-accepting Dicer instance, verdict in, %d instances: %.0f B", n, per)
+	if per > 1250 {
+		t.Errorf("%.0f B per instance, want at most 1,250 B", per)
+	}
+	runtime.KeepAlive(c)
+}

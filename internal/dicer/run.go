@@ -267,14 +267,13 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 			return follow.Listing{}, err
 		}
 	}
-	resp, err := c.client.ListInstances(ctx, &dicerpb.ListInstancesRequest{})
+	var all []catalog.Instance
+	err := listInstances(ctx, c.cc, func(n int) { all = make([]catalog.Instance, 0, n) }, func(in *dicerpb.Instance) {
+		c.warnHostIPs(in)
+		all = append(all, translateListed(in, c.gateways))
+	})
 	if err != nil {
 		return follow.Listing{}, follow.WrapCall("ListInstances", err)
-	}
-	all := make([]catalog.Instance, 0, len(resp.GetInstances()))
-	for _, in := range resp.GetInstances() {
-		c.warnHostIPs(in)
-		all = append(all, translate(in, c.gateways))
 	}
 	listing := follow.Listing{Instances: all, Fields: []zap.Field{zap.Bool("networks_listed", c.listNets)}}
 	if !c.versioned {

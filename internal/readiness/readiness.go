@@ -104,15 +104,17 @@ type Prober struct {
 	wg           sync.WaitGroup
 }
 
-// probe is one ProbeRequest being decided.
+// probe is one ProbeRequest being decided. A catalog's first listing
+// starts one per instance at once, so it is kept small (160 B, issue 43):
+// its deadline is start plus the prober's timeout (deadlineOf).
 type probe struct {
-	req                   catalog.ProbeRequest
-	seq                   uint64
-	start, deadline, next time.Time
-	attempts              int
+	req         catalog.ProbeRequest
+	seq         uint64
+	start, next time.Time
 	// index is the probe's place in fresh, waiting, due and deadlines
 	// (-1: not there).
-	index [4]int
+	index    [4]int32
+	attempts int32
 	// inFlight: an attempt runs; gone: replaced by a newer request, or the
 	// prober closed (its attempt's end is ignored); expired: past its
 	// deadline while an attempt ran (that attempt's end decides); settled:
@@ -148,7 +150,7 @@ func New(ctx context.Context, timeout, interval time.Duration, ready func(id str
 		fresh:     queue{slot: 0, less: youngest},
 		waiting:   queue{slot: 1, less: func(a, b *probe) bool { return a.next.Before(b.next) }},
 		due:       queue{slot: 2, less: youngest},
-		deadlines: queue{slot: 3, less: func(a, b *probe) bool { return a.deadline.Before(b.deadline) }},
+		deadlines: queue{slot: 3, less: func(a, b *probe) bool { return a.start.Before(b.start) }}, // by deadline: one timeout for all
 		idle:      idle,
 		kick:      make(chan struct{}, 1),
 	}
@@ -189,7 +191,7 @@ func (p *Prober) Probe(r catalog.ProbeRequest) {
 	}
 	now := time.Now()
 	p.seq++
-	pr := &probe{req: r, seq: p.seq, start: now, deadline: now.Add(p.timeout), index: [4]int{-1, -1, -1, -1}}
+	pr := &probe{req: r, seq: p.seq, start: now, index: [4]int32{-1, -1, -1, -1}}
 	p.pending[r.ID] = pr
 	heap.Push(&p.fresh, pr)
 	heap.Push(&p.deadlines, pr)
@@ -205,6 +207,9 @@ func (p *Prober) Probe(r catalog.ProbeRequest) {
 	}
 	p.nudge()
 }
+
+// deadlineOf is when pr times out.
+func (p *Prober) deadlineOf(pr *probe) time.Time { return pr.start.Add(p.timeout) }
 
 // Wait returns once every probe has ended (after ctx is done, soon).
 func (p *Prober) Wait() { p.wg.Wait() }
@@ -253,7 +258,7 @@ func (p *Prober) schedule() {
 // p.mu is held.
 func (p *Prober) step(now time.Time) (verdicts []verdict, wake time.Time, more bool) {
 	// Timeouts need no socket: never held back by the attempts.
-	for d := p.deadlines.peek(); d != nil && !now.Before(d.deadline); d = p.deadlines.peek() {
+	for d := p.deadlines.peek(); d != nil && !now.Before(p.deadlineOf(d)); d = p.deadlines.peek() {
 		heap.Pop(&p.deadlines)
 		if d.inFlight {
 			d.expired = true // the attempt's end decides
@@ -286,7 +291,7 @@ func (p *Prober) step(now time.Time) (verdicts []verdict, wake time.Time, more b
 		wake = soonest(wake, w.next)
 	}
 	if d := p.deadlines.peek(); d != nil {
-		wake = soonest(wake, d.deadline)
+		wake = soonest(wake, p.deadlineOf(d))
 	}
 	if len(p.pending) == 0 {
 		p.stopScheduling()
@@ -311,11 +316,20 @@ func (p *Prober) launch(pr *probe) {
 }
 
 // stopScheduling ends the scheduling: its workers end once they have
-// finished the attempts handed to them. p.mu is held.
+// finished the attempts handed to them. p.mu is held, and no probe is
+// pending: the map and queues that held them are let go, since a Go map
+// keeps the room of the most it ever held (50,000 probes at the start of
+// a catalog that size, issue 43), and the next probe starts small ones.
 func (p *Prober) stopScheduling() {
 	p.scheduling = false
 	close(p.work)
 	p.work = nil
+	if len(p.pending) == 0 {
+		p.pending = make(map[string]*probe)
+		for _, q := range []*queue{&p.fresh, &p.waiting, &p.due, &p.deadlines} {
+			q.items = nil
+		}
+	}
 }
 
 // worker makes the attempts handed to it until the scheduling ends.
@@ -349,7 +363,7 @@ func (p *Prober) attempt(pr *probe) {
 	case accepted != "":
 		p.finish(pr)
 		verdicts = append(verdicts, verdict{probe: pr, accepted: accepted, after: now.Sub(pr.start)})
-	case pr.expired || !now.Before(pr.deadline):
+	case pr.expired || !now.Before(p.deadlineOf(pr)):
 		p.finish(pr)
 		verdicts = append(verdicts, verdict{probe: pr, after: now.Sub(pr.start)})
 	default:
@@ -456,12 +470,12 @@ func (p *Prober) report(verdicts []verdict) {
 		if v.accepted != "" {
 			p.starts.learn(r.Image, v.after)
 			p.log.Debug("instance accepts connections", zap.String("instance", r.Name), zap.String("dial", v.accepted),
-				zap.Int("attempts", v.probe.attempts), zap.Duration("after", v.after))
+				zap.Int("attempts", int(v.probe.attempts)), zap.Duration("after", v.after))
 		} else {
 			p.log.Warn("instance did not accept a connection in time: it joins its rotations anyway; "+
 				"give it a health check, or a longer readiness_timeout, if it starts slowly",
 				zap.String("instance", r.Name), zap.Strings("tried", r.Dials), zap.Duration("waited", p.timeout),
-				zap.Int("attempts", v.probe.attempts))
+				zap.Int("attempts", int(v.probe.attempts)))
 		}
 		p.ready(r.ID, r.Gen, v.accepted != "")
 	}
@@ -491,13 +505,13 @@ func (q *queue) Less(i, j int) bool { return q.less(q.items[i], q.items[j]) }
 
 func (q *queue) Swap(i, j int) {
 	q.items[i], q.items[j] = q.items[j], q.items[i]
-	q.items[i].index[q.slot] = i
-	q.items[j].index[q.slot] = j
+	q.items[i].index[q.slot] = int32(i)
+	q.items[j].index[q.slot] = int32(j)
 }
 
 func (q *queue) Push(x any) {
 	pr := x.(*probe)
-	pr.index[q.slot] = len(q.items)
+	pr.index[q.slot] = int32(len(q.items))
 	q.items = append(q.items, pr)
 }
 
@@ -555,6 +569,6 @@ func (q *queue) peek() *probe {
 // remove takes pr out if it is in.
 func (q *queue) remove(pr *probe) {
 	if i := pr.index[q.slot]; i >= 0 {
-		heap.Remove(q, i)
+		heap.Remove(q, int(i))
 	}
 }
