@@ -98,6 +98,10 @@ func newEntry(inst Instance) *entry {
 	e := &entry{inst: inst, listening: true, dials: &dialMemory{}}
 	e.hosts, e.wildcards, e.restricted, e.overCap = parseHosts(inst.Labels[LabelHost])
 	e.paths, e.pathed, e.badPath = parsePaths(inst.Labels[LabelPath])
+	if _, refused := inst.Labels[LabelRefused]; refused { // R2f: no host, no path, on any route
+		e.hosts, e.wildcards, e.restricted = nil, nil, true
+		e.paths, e.pathed, e.badPath = nil, true, ""
+	}
 	for k := range inst.Labels {
 		if strings.HasPrefix(k, "caddy.") {
 			e.labelled = true
