@@ -173,7 +173,7 @@ var traefikCases = []labelCase{
 	{"doc_two_routers_two_ports", map[string]string{
 		"traefik.http.routers.www-router.rule": "Host(`example-a.com`)", "traefik.http.routers.www-router.service": "www-service",
 		"traefik.http.services.www-service.loadbalancer.server.port": "8000",
-		"traefik.http.routers.admin-router.rule": "Host(`example-b.com`)", "traefik.http.routers.admin-router.service": "admin-service",
+		"traefik.http.routers.admin-router.rule":                     "Host(`example-b.com`)", "traefik.http.routers.admin-router.service": "admin-service",
 		"traefik.http.services.admin-service.loadbalancer.server.port": "9000"},
 		want{refused: "traefik.http.routers.www-router.service"}},
 	{"doc_enable_network", map[string]string{"traefik.enable": "true", "traefik.docker.network": "proxy",

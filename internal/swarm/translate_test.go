@@ -9,8 +9,8 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
-	"github.com/caddy-dicer/caddy-dicer/internal/foreignlabels"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/foreignlabels"
 )
 
 const (
