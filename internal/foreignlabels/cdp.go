@@ -127,7 +127,7 @@ func CaddyDockerProxy(labels map[string]string) (Translated, *Refusal) {
 			if !rt.hasProxy {
 				return Translated{}, &Refusal{From: from, Label: rt.matcher, Why: "handles a path with no reverse_proxy {{upstreams}} in it"}
 			}
-			if rt.matcher == "" && strings.HasPrefix(name, "handle") {
+			if rt.matcher == "" && strings.HasPrefix(directiveName(name), "handle") {
 				return Translated{}, &Refusal{From: from, Label: rt.key, Why: "is in a handle with no path matcher"}
 			}
 			rs = append(rs, *rt)
@@ -279,10 +279,10 @@ func isDigits(s string) bool {
 // the Caddyfile line that would do it.
 func refuseDirective(key string, segs []string, v string) *Refusal {
 	name := directiveName(segs[0])
-	why := "asks for " + name + ", which a dynamic source cannot do"
+	why := "asks for " + quote(name) + ", which a dynamic source cannot do"
 	switch {
 	case strings.HasPrefix(name, "@"):
-		why = "defines the matcher " + name + "; matchers are not read"
+		why = "defines the matcher " + quote(name) + "; matchers are not read"
 	case name == "basic_auth" || name == "basicauth" || name == "forward_auth":
 		why = "protects the site with " + name + ", which a dynamic source cannot do: the site is not routed rather than routed unprotected"
 		v = "..." // no credentials in logs

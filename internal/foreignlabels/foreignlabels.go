@@ -241,27 +241,35 @@ func mixed(found []Translated, labels map[string]string) *Refusal {
 }
 
 // keysOf returns the keys of labels for which keep is true, sorted, or a
-// refusal when they are over the bounds.
+// refusal when they are over the bounds. The refusal is the same
+// whatever the map's iteration order (the first offending key in key
+// order), so that a re-listing that finds the same labels finds the same
+// refusal and warns no more.
 func keysOf(labels map[string]string, from string, keep func(string) bool) ([]string, *Refusal) {
 	var keys []string
-	for k, v := range labels {
-		if !keep(k) {
-			continue
+	for k := range labels {
+		if keep(k) {
+			keys = append(keys, k)
 		}
-		if len(keys) == MaxLabels {
-			return nil, &Refusal{From: from, Label: k, Why: "the instance carries more than " + strconv.Itoa(MaxLabels) + " of its labels"}
-		}
+	}
+	if len(keys) > MaxLabels {
+		return nil, &Refusal{From: from, Label: from, Why: "the instance carries " + strconv.Itoa(len(keys)) + " of its labels, more than " + strconv.Itoa(MaxLabels)}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		v := labels[k]
 		if len(k) > MaxKeyBytes || len(v) > MaxValueBytes {
 			return nil, &Refusal{From: from, Label: k, Why: "the label is over " + strconv.Itoa(MaxKeyBytes) + " bytes of key or " + strconv.Itoa(MaxValueBytes) + " of value"}
 		}
 		if !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return nil, &Refusal{From: from, Label: k, Why: "the label is not valid UTF-8"}
 		}
-		keys = append(keys, k)
 	}
-	slices.Sort(keys)
 	return keys, nil
 }
+
+// quote is tenant text in a refusal's words: quoted, escaped, clipped.
+func quote(s string) string { return strconv.QuoteToASCII(clip(s)) }
 
 // hostsOf reads a list of host names separated by commas or spaces:
 // names of letters, digits, `-`, `_` and `.`, or a wildcard `*.` and such a

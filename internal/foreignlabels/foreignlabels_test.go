@@ -329,11 +329,26 @@ func TestApply_R2f_hostile_labels(t *testing.T) {
 	}
 	manyHosts["caddy"] = strings.Join(hs, " ")
 	badUTF8 := map[string]string{"caddy": "a.com\xff", "caddy.reverse_proxy": "{{upstreams}}"}
+	manyOversized := map[string]string{"caddy": "a.com", "caddy.reverse_proxy": "{{upstreams}}"}
+	for i := range 50 {
+		manyOversized["caddy.header.x"+strconv.Itoa(i)] = strings.Repeat("v", fl.MaxValueBytes+1)
+	}
+	injected := map[string]string{"traefik.http.routers.r.rule": "Host(`a.com`)", "traefik.http.routers.r.\x1b[2J\nlevel=error": "x"}
 	for name, labels := range map[string]map[string]string{"many_sites": many, "nested": nested, "blowup": blowup,
-		"big_value": bigValue, "many_hosts": manyHosts, "bad_utf8": badUTF8} {
+		"big_value": bigValue, "many_hosts": manyHosts, "bad_utf8": badUTF8, "many_oversized": manyOversized, "injected": injected} {
 		out := fl.Apply(sets, labels)
 		if out[catalog.LabelRefused] == "" || out[catalog.LabelHost] != "" {
 			t.Errorf("%s: not refused: host %q", name, catalog.ClipLabel(out[catalog.LabelHost]))
+		}
+		if strings.ContainsAny(out[catalog.LabelRefused], "\n\x1b") {
+			t.Errorf("%s: refusal not escaped: %q", name, out[catalog.LabelRefused])
+		}
+		// The same labels, the same refusal, whatever the map's order: a
+		// re-listing warns no more (the catalog warns on a change).
+		for range 20 {
+			if again := fl.Apply(sets, labels); again[catalog.LabelRefused] != out[catalog.LabelRefused] {
+				t.Fatalf("%s: refusal changed: %q then %q", name, out[catalog.LabelRefused], again[catalog.LabelRefused])
+			}
 		}
 	}
 }

@@ -108,7 +108,7 @@ func Traefik(labels map[string]string) (Translated, *Refusal) {
 			case "middlewares":
 				return refuse(k, "applies middlewares, which a dynamic source cannot do: the router is not routed rather than routed without them", "the middlewares' directives (basic_auth, header, redir...) in the site")
 			default:
-				return refuse(k, "sets the router's "+attr+", which a dynamic source cannot do", "")
+				return refuse(k, "sets the router's "+quote(attr)+", which a dynamic source cannot do", "")
 			}
 			continue
 		}
@@ -135,7 +135,7 @@ func Traefik(labels map[string]string) (Translated, *Refusal) {
 					return refuse(k, "asks for the scheme "+strconv.QuoteToASCII(clip(v))+", which the route's transport decides", "reverse_proxy { transport http { tls } }")
 				}
 			default:
-				return refuse(k, "sets the service's "+attr+", which a dynamic source cannot do", "")
+				return refuse(k, "sets the service's "+quote(attr)+", which a dynamic source cannot do", "")
 			}
 			continue
 		}
