@@ -16,7 +16,7 @@ var benchLabels = map[string]map[string]string{
 		"caddy.handle_path.0_reverse_proxy": "{{upstreams 8080}}"},
 	"traefik": {"com.docker.compose.project": "shop", "com.docker.compose.service": "web", "com.docker.compose.version": "2.29.1",
 		"com.docker.compose.config-hash": "5f1c", "traefik.enable": "true",
-		"traefik.http.routers.web.rule": "Host(`shop.example.com`) && PathPrefix(`/api`)",
+		"traefik.http.routers.web.rule":                      "Host(`shop.example.com`) && PathPrefix(`/api`)",
 		"traefik.http.services.web.loadbalancer.server.port": "8080"},
 }
 
