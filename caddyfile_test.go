@@ -251,6 +251,23 @@ func TestCaddyfileErrors(t *testing.T) {
 	badFP := "dicer_" + cfSecret + "_" + strings.Repeat("g", 64)
 	shortFP := "dicer_" + cfSecret + "_" + cfFingerprint[:40]
 	tests := []caddyfileErrorCase{
+		// The label sets (R2f).
+		{
+			name: "labels_unknown_set", module: "adapt", input: ":80 {\n reverse_proxy {\n  dynamic docker {\n   labels caddy-dicer nginx-proxy\n  }\n }\n}",
+			want: []string{"labels", `"nginx-proxy"`, "is not a label set", "Caddyfile:4"},
+		},
+		{
+			name: "labels_without_value", module: "adapt", input: "{\n on_demand_tls {\n  permission docker {\n   labels\n  }\n }\n}",
+			want: []string{"labels", "names no label set"},
+		},
+		{
+			name: "labels_set_twice", module: "adapt", input: ":80 {\n reverse_proxy {\n  dynamic swarm {\n   labels traefik traefik\n  }\n }\n}",
+			want: []string{"labels", "traefik is named twice"},
+		},
+		{
+			name: "labels_setting_twice", module: "adapt", input: ":80 {\n reverse_proxy {\n  dynamic docker {\n   labels traefik\n   labels caddy-docker-proxy\n  }\n }\n}",
+			want: []string{"labels has already been specified"},
+		},
 		// A setting given twice.
 		{
 			name: "address_twice", module: "upstreams", input: "dicer {\n address unix:///a.sock\n address unix:///b.sock\n}",

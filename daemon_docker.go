@@ -62,6 +62,17 @@ type DockerEngine struct {
 	// after the oldest of those restarts. Example: `3`. Default: `6`.
 	HealMaxRestarts int `json:"heal_max_restarts,omitempty"`
 
+	// Labels are the label sets containers are routed by (R2f):
+	// `caddy-dicer` (caddy.host and the rest, always read),
+	// `caddy-docker-proxy` (`caddy`, `caddy.reverse_proxy: {{upstreams
+	// 8080}}`, handle_path...) and `traefik` (`traefik.http.routers.<r>.rule`
+	// and the rest), each read as those proxies' own documentation writes
+	// them. A container whose labels ask for what a dynamic source cannot
+	// do (basic_auth, headers, middlewares, matchers...) is not routed at
+	// all, with one warning naming the label. Example: `labels caddy-dicer
+	// caddy-docker-proxy traefik`. Default: `caddy-dicer`.
+	Labels []string `json:"labels,omitempty"`
+
 	// Readiness holds readiness_timeout, the readiness probe's bound.
 	Readiness
 }
@@ -69,7 +80,9 @@ type DockerEngine struct {
 // config is the adapter configuration and the published port host,
 // placeholders replaced.
 func (e *DockerEngine) config() (docker.Config, string) {
-	return e.EngineConnection.config(), strings.TrimSpace(caddy.NewReplacer().ReplaceAll(e.PublishedPortHost, ""))
+	cfg := e.EngineConnection.config()
+	cfg.Labels, _ = labelSets(e.Labels) // checked by validateLimits
+	return cfg, strings.TrimSpace(caddy.NewReplacer().ReplaceAll(e.PublishedPortHost, ""))
 }
 
 // spec resolves the settings (placeholders, TLS files) into what the
@@ -116,6 +129,9 @@ func (e *DockerEngine) validateLimits() error {
 	if e.HealMaxRestarts < 0 {
 		return setting.Errorf("heal_max_restarts", "%d is negative", e.HealMaxRestarts)
 	}
+	if _, err := labelSets(e.Labels); err != nil {
+		return err
+	}
 	switch e.DependsOnScope {
 	case "", dependsOnProject, dependsOnAny:
 	default:
@@ -150,11 +166,13 @@ func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[stri
 	if ok, err := e.EngineConnection.unmarshalSetting(disp, seen); ok || err != nil {
 		return ok, err
 	}
-	name, ok, err := settingAt(disp, seen, "published_port_host", "max_wakes", "max_held", "depends_on_scope", "heal_max_restarts")
+	name, ok, err := settingAt(disp, seen, "published_port_host", "max_wakes", "max_held", "depends_on_scope", "heal_max_restarts", "labels")
 	if !ok || err != nil {
 		return ok, err
 	}
 	switch name {
+	case "labels":
+		return true, unmarshalLabels(disp, &e.Labels)
 	case "depends_on_scope":
 		if err := oneValue(disp, &e.DependsOnScope); err != nil {
 			return true, err

@@ -36,17 +36,28 @@ type SwarmManager struct {
 	// Swarm takes it out of the VIP). Default: `tasks`.
 	Endpoint string `json:"endpoint,omitempty"`
 
+	// Labels are the label sets services are routed by (R2f), as for
+	// the Docker modules: `caddy-dicer` (always read),
+	// `caddy-docker-proxy`, `traefik`, read in each service's
+	// deploy.labels. Default: `caddy-dicer`.
+	Labels []string `json:"labels,omitempty"`
+
 	// Readiness holds readiness_timeout, the readiness probe's bound.
 	Readiness
 }
 
 // config is the adapter configuration, placeholders replaced.
 func (m *SwarmManager) config() swarm.Config {
-	return swarm.Config{Docker: m.EngineConnection.config(), Endpoint: m.Endpoint}
+	cfg := swarm.Config{Docker: m.EngineConnection.config(), Endpoint: m.Endpoint}
+	cfg.Docker.Labels, _ = labelSets(m.Labels) // checked by validateStatic and spec
+	return cfg
 }
 
 // spec resolves the settings into what the Swarm adapter runs with.
 func (m *SwarmManager) spec() (connSpec, error) {
+	if _, err := labelSets(m.Labels); err != nil {
+		return connSpec{}, err
+	}
 	a, err := swarm.New(m.config())
 	if err != nil {
 		return connSpec{}, err
@@ -65,6 +76,9 @@ func (m *SwarmManager) validateStatic() error {
 	if err := (swarm.Config{Endpoint: m.Endpoint, Docker: docker.Config{Host: docker.DefaultHost}}).Check(); err != nil {
 		return err
 	}
+	if _, err := labelSets(m.Labels); err != nil {
+		return err
+	}
 	return m.EngineConnection.validateStatic()
 }
 
@@ -74,8 +88,12 @@ func (m *SwarmManager) unmarshalSetting(disp *caddyfile.Dispenser, seen map[stri
 	if ok, err := m.EngineConnection.unmarshalSetting(disp, seen); ok || err != nil {
 		return ok, err
 	}
-	if _, ok, err := settingAt(disp, seen, "endpoint"); !ok || err != nil {
+	name, ok, err := settingAt(disp, seen, "endpoint", "labels")
+	if !ok || err != nil {
 		return ok, err
+	}
+	if name == "labels" {
+		return true, unmarshalLabels(disp, &m.Labels)
 	}
 	if err := oneValue(disp, &m.Endpoint); err != nil {
 		return true, err

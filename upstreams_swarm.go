@@ -70,6 +70,7 @@ func (u *SwarmUpstreams) Provision(ctx caddy.Context) error {
 //		network <network>
 //		endpoint tasks|vip
 //		readiness_timeout <duration>
+//		labels caddy-dicer|caddy-docker-proxy|traefik...
 //		tls {
 //			ca <file>
 //			cert <file>

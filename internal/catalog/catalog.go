@@ -521,7 +521,8 @@ func byName(a, b *entry) int {
 // about; the others, at debug level.
 func (c *Catalog) logChange(old, e *entry, gone string) {
 	if e != nil {
-		c.warnTypos(old, e) // R13c: whether or not a route could use it
+		c.warnTypos(old, e)   // R13c: whether or not a route could use it
+		c.warnRefused(old, e) // R2f
 	}
 	if e != nil && c.relevant(e) {
 		c.warnNoRequests(old, e)

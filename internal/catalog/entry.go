@@ -175,6 +175,10 @@ func newEntry(inst Instance) *entry {
 	e.hosts, e.wildcards, e.restricted, e.overCap = parseHosts(inst.Labels[LabelHost])
 	var notes entryNotes
 	e.paths, e.pathed, notes.badPath = parsePaths(inst.Labels[LabelPath])
+	if _, refused := inst.Labels[LabelRefused]; refused { // R2f: no host, no path, on any route
+		e.hosts, e.wildcards, e.restricted = nil, nil, true
+		e.paths, e.pathed, notes.badPath = nil, true, ""
+	}
 	for k := range inst.Labels {
 		if strings.HasPrefix(k, "caddy.") {
 			e.labelled = true

@@ -192,3 +192,11 @@ type Attachment struct {
 	// R4 uses for published ports, never localhost (R11h).
 	Host bool
 }
+
+// LabelRefused is set by the Docker and Swarm adapters, never by a
+// tenant (they drop one the instance carries), on an instance whose
+// caddy-docker-proxy or Traefik labels ask for what a dynamic source
+// cannot do (R2f): its value says why. Such an instance serves no host
+// and no path on any route, and the permission allows none of its
+// hosts; the catalog warns once per change of the value.
+const LabelRefused = "dicer.refused"

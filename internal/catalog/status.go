@@ -111,6 +111,10 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 			st.Routable = false
 			st.Verdict = "caddy.path is not valid (R2d): " + e.note().badPath + "; it serves no path"
 		}
+		if why, refused := e.inst.Labels[LabelRefused]; refused && st.Routable {
+			st.Routable = false
+			st.Verdict = "not routed (R2f): " + ClipLabel(why)
+		}
 		if e.inst.Group {
 			st.State, st.Routable = groupState, false
 			st.Verdict = "stands for its members (a Swarm service's tasks, endpoint tasks), which are routed to; never routed to itself"

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/foreignlabels"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
@@ -44,6 +45,12 @@ type Config struct {
 	// (zero: follow.DefaultResyncTimeout) and StallGrace is
 	// follow.Loop.StallGrace. Not Caddyfile settings.
 	Resync, ResyncTimeout, StallGrace time.Duration
+	// Labels are the label sets containers are routed by (R2f): always
+	// caddy-dicer's own; with foreignlabels.SetCaddyDockerProxy and
+	// foreignlabels.SetTraefik, those proxies' labels too, read as they
+	// are and refused when they ask for what a dynamic source cannot do.
+	// Zero: caddy-dicer's only.
+	Labels foreignlabels.Set
 }
 
 // DefaultResync is how often a Docker session re-lists every container:

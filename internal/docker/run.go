@@ -28,6 +28,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/daemonver"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/foreignlabels"
 )
 
 // engine is the part of the Engine API the adapter uses; *client.Client
@@ -106,6 +107,8 @@ type Adapter struct {
 	// resync, resyncTimeout and stallGrace are the Loop's (see Config).
 	resync, resyncTimeout, stallGrace time.Duration
 	key                               string
+	// labels are the label sets read (Config.Labels).
+	labels foreignlabels.Set
 	// wrap, if set, wraps each session's Engine client (tests count calls).
 	wrap func(engine) engine
 }
@@ -122,7 +125,7 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Adapter{host: cfg.Host, tls: tlsCfg, pace: cfg.Pace, resyncTimeout: cfg.ResyncTimeout, stallGrace: cfg.StallGrace}
+	a := &Adapter{host: cfg.Host, tls: tlsCfg, pace: cfg.Pace, resyncTimeout: cfg.ResyncTimeout, stallGrace: cfg.StallGrace, labels: cfg.Labels}
 	switch {
 	case cfg.Resync == 0:
 		a.resync = DefaultResync
@@ -134,6 +137,9 @@ func New(cfg Config) (*Adapter, error) {
 		a.pace.ConnectMax = follow.LocalConnectMax
 	}
 	a.key = follow.Key(cfg.Host, cfg.CAFile, cfg.CertFile, cfg.KeyFile, string(material))
+	if words := cfg.Labels.Words(); len(words) > 0 {
+		a.key = follow.Key(a.key, "labels "+strings.Join(words, " "))
+	}
 	return a, nil
 }
 
@@ -178,7 +184,7 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 	if margin <= 0 {
 		margin = DefaultStopMargin
 	}
-	return &conn{eng: eng, log: log, stopMargin: margin, stopTimeouts: map[string]time.Duration{}, recheck: newRechecks()}, nil
+	return &conn{eng: eng, log: log, stopMargin: margin, stopTimeouts: map[string]time.Duration{}, recheck: newRechecks(), labels: a.labels}, nil
 }
 
 // Stop-signal hold bounds (follow.StopBound).
@@ -322,6 +328,8 @@ type conn struct {
 	// containers' addresses are inside the user's network namespace, and
 	// only published ports reach them.
 	rootless bool
+	// labels are the label sets read (R2f, Config.Labels).
+	labels foreignlabels.Set
 }
 
 // StopBound implements follow.StopBound: the container's stop timeout
@@ -489,7 +497,7 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 				return follow.Listing{}, err
 			}
 		}
-		all = append(all, c.reachable(in))
+		all = append(all, c.translated(in))
 	}
 	fields := []zap.Field{zap.String("api_version", c.eng.ClientVersion())}
 	if c.podman {
@@ -525,7 +533,7 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 			c.recheck.after(id, d)
 		}
 	}
-	return c.reachable(fromInspect(in)), nil
+	return c.translated(fromInspect(in)), nil
 }
 
 // Refresh has nothing to do: the Engine's stream reports no daemon-wide

@@ -13,6 +13,7 @@ import (
 	"github.com/docker/go-connections/nat"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/foreignlabels"
 )
 
 // The translation of a container is the same whether it comes from the
@@ -41,6 +42,15 @@ import (
 //     only exposed is not one. A binding on 0.0.0.0, :: or "" is on every
 //     host address (HostIP ""), and the same port published on both 0.0.0.0
 //     and :: is one entry.
+
+// translated is a container as the session hands it on: its labels read
+// under the connection's label sets (R2f: caddy-docker-proxy's and
+// Traefik's translated or refused), its addresses as the daemon lets
+// them be reached.
+func (c *conn) translated(in catalog.Instance) catalog.Instance {
+	in.Labels = foreignlabels.Apply(c.labels, in.Labels)
+	return c.reachable(in)
+}
 
 // imageID is an image ID as the listing and the inspection both give it,
 // without the "sha256:" that one daemon may give and the other not: an

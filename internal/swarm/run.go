@@ -30,6 +30,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/daemonver"
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/foreignlabels"
 )
 
 // engine is the part of the Engine API the adapter uses; *client.Client
@@ -54,6 +55,7 @@ type Adapter struct {
 	resync     time.Duration
 	nodeProbe  time.Duration // negative: no node watch
 	key        string
+	labels     foreignlabels.Set // the label sets read (R2f)
 	// index is what the sessions tell the Scaler of the services (R5j).
 	index *scaleIndex
 	// wrap, if set, wraps each session's client (tests).
@@ -73,7 +75,7 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, err
 	}
 	a := &Adapter{docker: d, endpoint: cfg.Endpoint, converging: cfg.Converging, resync: cfg.Resync,
-		nodeProbe: cfg.NodeProbe, dial: (&net.Dialer{}).DialContext, index: newScaleIndex()}
+		nodeProbe: cfg.NodeProbe, dial: (&net.Dialer{}).DialContext, index: newScaleIndex(), labels: cfg.Docker.Labels}
 	if a.endpoint == "" {
 		a.endpoint = EndpointTasks
 	}
@@ -129,7 +131,7 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 		eng: eng, log: log, endpoint: a.endpoint, converging: a.converging, resync: a.resync,
 		services: map[string]*service{}, members: map[string]map[string]struct{}{},
 		taskService: map[string]string{}, taskNode: map[string]string{},
-		due: newSchedule(), index: a.index,
+		due: newSchedule(), index: a.index, labels: a.labels,
 	}
 	if a.endpoint == EndpointTasks && a.nodeProbe > 0 {
 		c.watch = newNodeWatch(a.nodeProbe, a.dial)
@@ -152,6 +154,7 @@ func (a *Adapter) Explain(err error) follow.End {
 type conn struct {
 	eng        engine
 	log        *zap.Logger
+	labels     foreignlabels.Set // the label sets read (R2f)
 	endpoint   string
 	converging time.Duration
 	resync     time.Duration
@@ -302,7 +305,7 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	var all []catalog.Instance
 	now := time.Now()
 	for _, s := range svcs {
-		svc := fromService(s)
+		svc := c.service(s)
 		insts, converging := c.keep(svc, byService[s.ID], locals)
 		all = append(all, insts...)
 		// Settled services' re-listings are spread over Resync.
@@ -422,7 +425,7 @@ func (c *conn) syncService(ctx context.Context, id string) ([]catalog.Instance, 
 		return nil, nil, err
 	}
 	old := c.members[id]
-	insts, converging := c.keep(fromService(s), tasks, locals)
+	insts, converging := c.keep(c.service(s), tasks, locals)
 	var gone []string
 	for task := range old {
 		if _, ok := c.members[id][task]; !ok {

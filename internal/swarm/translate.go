@@ -10,6 +10,7 @@ import (
 	"github.com/docker/docker/api/types/swarm"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/foreignlabels"
 )
 
 // The translation of a Swarm service and its tasks:
@@ -85,6 +86,16 @@ func fromService(s swarm.Service) *service {
 			sv.vips[v.NetworkID] = addr
 		}
 	}
+	return sv
+}
+
+// service keeps what the session needs of a service: its labels read
+// under the connection's label sets (R2f: caddy-docker-proxy's and
+// Traefik's deploy.labels translated or refused), for it and each of its
+// tasks.
+func (c *conn) service(s swarm.Service) *service {
+	sv := fromService(s)
+	sv.labels = foreignlabels.Apply(c.labels, sv.labels)
 	return sv
 }
 

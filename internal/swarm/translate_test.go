@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/internal/foreignlabels"
 )
 
 const (
@@ -246,5 +247,21 @@ func TestExplainNotManager(t *testing.T) {
 	e := a.Explain(follow.WrapCall("ServiceList", errors.New("Error response from daemon: This node is not a swarm manager. Use \"docker swarm init\" or \"docker swarm join\" to connect this node to swarm and try again.")))
 	if e.Call != "ServiceList" || !strings.HasPrefix(e.Reason, "the Engine is not a swarm manager") || e.Auth {
 		t.Errorf("Explain = %+v", e)
+	}
+}
+
+// A service's caddy-docker-proxy or Traefik deploy.labels become its and
+// its tasks' caddy.host and the rest under the `labels` setting (R2f).
+func TestService_R2f_label_sets(t *testing.T) {
+	s := swarm.Service{ID: "s1", Spec: swarm.ServiceSpec{Annotations: swarm.Annotations{Name: "web",
+		Labels: map[string]string{"traefik.http.routers.web.rule": "Host(`a.example.com`) && PathPrefix(`/api`)",
+			"traefik.http.services.web.loadbalancer.server.port": "8080"}}}}
+	c := &conn{endpoint: EndpointTasks, labels: foreignlabels.SetTraefik}
+	sv := c.service(s)
+	if sv.labels[catalog.LabelHost] != "a.example.com" || sv.labels[catalog.LabelPath] != "/api" || sv.labels[catalog.LabelPort] != "8080" {
+		t.Errorf("traefik read: %v", sv.labels)
+	}
+	if sv := (&conn{endpoint: EndpointTasks}).service(s); sv.labels[catalog.LabelHost] != "" {
+		t.Errorf("default read traefik's labels: %v", sv.labels)
 	}
 }
