@@ -445,9 +445,17 @@ func newMarks() *marks {
 	return &marks{pending: make(map[string]mark), notify: make(chan struct{}, 1)}
 }
 
-// set records the latest mark of id.
+// set records the latest mark of id. A stopping mark after a stopping mark
+// not applied yet keeps the first one's why: the events of one stop come
+// in order (a kill with SIGKILL, then the die with code 137) and the first
+// says what happened, as the catalog logs it when the marks are applied
+// one by one; a busy runner must not turn "killed with SIGKILL" into
+// "exited with code 137".
 func (m *marks) set(id string, stopping bool, why string) {
 	m.mu.Lock()
+	if prev, ok := m.pending[id]; ok && stopping && prev.stopping && prev.why != "" {
+		why = prev.why
+	}
 	m.pending[id] = mark{stopping: stopping, why: why}
 	m.mu.Unlock()
 	select {
