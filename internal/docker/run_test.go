@@ -433,12 +433,23 @@ func TestHealth(t *testing.T) {
 			t.Fatalf("POST %s = %d %v", path, code, err)
 		}
 	}
-	post("/health/good")
-	sink.WaitFor(t, eventTimeout, "healthy", health(catalog.HealthHealthy))
-	post("/health/bad")
-	sink.WaitFor(t, eventTimeout, "unhealthy", health(catalog.HealthUnhealthy))
-	post("/health/good")
-	sink.WaitFor(t, eventTimeout, "healthy again", health(catalog.HealthHealthy))
+	// The Engine's verdict comes at its own pace: a check is an exec in
+	// the container every 200 ms, which can take seconds on a loaded
+	// machine. What the adapter owes is the verdict in the sink within
+	// eventTimeout of the Engine's event, so the test waits for the
+	// Engine's verdict first (as the Engine reports it), then for the sink.
+	verdict := func(path string, want container.HealthStatus, what string, in catalog.Health) {
+		t.Helper()
+		post(path)
+		waitUntil(t, waitTimeout, "the Engine's health check to say "+string(want), func() bool {
+			st := inspect(t, cli, c.ID).State
+			return st.Health != nil && st.Health.Status == want
+		})
+		sink.WaitFor(t, eventTimeout, what, health(in))
+	}
+	verdict("/health/good", container.Healthy, "healthy", catalog.HealthHealthy)
+	verdict("/health/bad", container.Unhealthy, "unhealthy", catalog.HealthUnhealthy)
+	verdict("/health/good", container.Healthy, "healthy again", catalog.HealthHealthy)
 }
 
 // With 20 containers existing, an event costs one inspection of the
