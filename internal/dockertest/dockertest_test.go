@@ -170,7 +170,7 @@ func TestSocketProxy(t *testing.T) {
 	}
 	defer events2.Close()
 	before := p.Accepted()
-	_, errs := events2.Events(sctx, events.ListOptions{})
+	msgs, errs := events2.Events(sctx, events.ListOptions{})
 	for deadline := time.Now().Add(10 * time.Second); p.Accepted() == before; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the event stream never reached the proxy")
@@ -179,14 +179,23 @@ func TestSocketProxy(t *testing.T) {
 	if n := p.Cut(); n == 0 {
 		t.Fatal("nothing to cut")
 	}
-	select {
-	case err := <-errs:
-		if strings.Contains(err.Error(), "Error response from daemon") {
-			t.Fatalf("the Engine refused the stream, it was not cut: %v", err)
+	// The stream's reader hands each event on before it reads further,
+	// and the Engine's events are every test's on this machine: they are
+	// read (and dropped) until the reader gets to the cut, or it would
+	// wait on the first one for ever.
+	timeout := time.After(10 * time.Second)
+	for cut := false; !cut; {
+		select {
+		case <-msgs:
+		case err := <-errs:
+			if strings.Contains(err.Error(), "Error response from daemon") {
+				t.Fatalf("the Engine refused the stream, it was not cut: %v", err)
+			}
+			t.Logf("event stream after the cut: %v", err)
+			cut = true
+		case <-timeout:
+			t.Fatal("the event stream survived the cut")
 		}
-		t.Logf("event stream after the cut: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the event stream survived the cut")
 	}
 	p.SetDown(true)
 	if _, err := cli.Ping(ctx(t)); err == nil {
