@@ -54,6 +54,11 @@ type ScaleOptions struct {
 	Sample time.Duration
 	// Clock is the clock; nil: time.Now. Tests step it.
 	Clock func() time.Time
+
+	// afterLook and afterSample, if set, hear the end of each look at a
+	// service and of each sample (tests). They are options, not fields
+	// set on the Scaler, because its loop reads them from its start.
+	afterLook, afterSample func()
 }
 
 // Scaler scales the services of one connection's catalog (R5j). Grow is
@@ -75,8 +80,8 @@ type Scaler struct {
 	states map[string]*scaleState // by service ID
 	closed bool                   // Close was called: no more looks
 
-	// afterLook and afterSample, if set, hear the end of each look at a
-	// service and of each sample (tests).
+	// afterLook and afterSample: ScaleOptions', fixed before any
+	// goroutine of the Scaler starts.
 	afterLook, afterSample func()
 
 	// fleet, if set, is the fleet the load is shared with (fleet.go).
@@ -107,7 +112,7 @@ func (a *Adapter) Scaler(cat *catalog.Catalog, log *zap.Logger, opts ScaleOption
 		eng = a.wrap(cli).(scaleEngine)
 	}
 	s := &Scaler{eng: eng, cat: cat, index: a.index, log: log, grew: opts.Grew, now: time.Now,
-		sample: opts.Sample, states: map[string]*scaleState{}}
+		sample: opts.Sample, states: map[string]*scaleState{}, afterLook: opts.afterLook, afterSample: opts.afterSample}
 	if opts.Clock != nil {
 		s.now = opts.Clock
 	}

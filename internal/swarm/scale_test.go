@@ -55,12 +55,11 @@ func startScaled(t *testing.T, f *fakeSwarm) *scaled {
 	log := zap.New(core)
 	sc := &scaled{f: f, cat: catalog.New(catalog.Options{Logger: log}), clock: &testClock{now: time.Now()}, logs: logs}
 	a := f.adapter(Config{Resync: time.Hour, NodeProbe: -1})
-	s, err := a.Scaler(sc.cat, log, ScaleOptions{Grew: func() { sc.grew.Add(1) }, Sample: 5 * time.Millisecond, Clock: sc.clock.Now})
+	s, err := a.Scaler(sc.cat, log, ScaleOptions{Grew: func() { sc.grew.Add(1) }, Sample: 5 * time.Millisecond, Clock: sc.clock.Now,
+		afterLook: func() { sc.looks.Add(1) }, afterSample: func() { sc.samples.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.afterLook = func() { sc.looks.Add(1) }
-	s.afterSample = func() { sc.samples.Add(1) }
 	sc.s = s
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
