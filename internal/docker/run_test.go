@@ -61,7 +61,7 @@ type counter struct {
 	inspects map[string]int
 	lists    int
 	// rewrite, if set, changes each listing before the adapter sees it.
-	rewrite func([]container.Summary)
+	rewrite func([]Listed)
 }
 
 func newCounter() *counter { return &counter{inspects: map[string]int{}} }
@@ -97,6 +97,21 @@ func (e *countingEngine) ContainerList(ctx context.Context, o container.ListOpti
 	e.c.lists++
 	e.c.mu.Unlock()
 	list, err := e.engine.ContainerList(ctx, o)
+	if e.c.rewrite != nil {
+		l := listed(list)
+		e.c.rewrite(l)
+		for i := range l {
+			list[i] = l[i].Summary
+		}
+	}
+	return list, err
+}
+
+func (e *countingEngine) ContainerListHealth(ctx context.Context, o container.ListOptions) ([]Listed, error) {
+	e.c.mu.Lock()
+	e.c.lists++
+	e.c.mu.Unlock()
+	list, err := e.engine.ContainerListHealth(ctx, o)
 	if e.c.rewrite != nil {
 		e.c.rewrite(list)
 	}
@@ -314,10 +329,13 @@ func TestListingInspectsUnknownHealth(t *testing.T) {
 		return st.Health != nil && st.Health.Status == container.Healthy
 	})
 	c := newCounter()
-	c.rewrite = func(list []container.Summary) {
+	c.rewrite = func(list []Listed) {
 		for i := range list {
 			if list[i].ID == odd.ID {
 				list[i].Status = "Up 3 seconds (looking good)"
+				if list[i].Health != nil { // Docker 29 (HealthInList)
+					list[i].Health.Status = "looking good"
+				}
 			}
 		}
 	}

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# make test-engine29: the Docker backend's Engine tests against Docker
+# Engine 29 beside the machine's own Engine (20.10). It builds dockerd from
+# the Moby module (github.com/moby/moby/v2, a Docker 29 daemon) and runc
+# from its module (Debian's runc 1.1.5 cannot start a Docker 29 container),
+# once per version, under bin/engine29/; starts that dockerd in a network
+# namespace of its own (and its own mount and PID namespaces: killing it
+# ends its containerd and containers, and its mounts go with it), on
+# Debian's containerd, with its own configuration file, data root, exec
+# root, pid file and socket, and vfs storage (the machine's
+# /etc/docker/daemon.json is not read); loads the test images from the
+# machine's Engine (docker save | docker load: nothing is pulled); runs the
+# chosen tests inside that namespace with DOCKER_HOST pointing at its
+# socket, so that every request stays on its loopback and bridge; and
+# removes everything it made, also on failure and on SIGINT/SIGTERM. It
+# touches nothing it did not make. Needs root, containerd, libseccomp-dev.
+#
+# Settings (environment):
+#   MOBY_VERSION    the github.com/moby/moby/v2 module version (v2.0.0-beta.18: Docker 29, API 1.55)
+#   ENGINE_VERSION  the version string the daemon reports (29.0.0-beta.18)
+#   RUNC_VERSION    the github.com/opencontainers/runc module version (v1.4.4)
+#   ENGINE_PKG      the Engine suite's package (./integration)
+#   ENGINE_TESTS    its tests to run (-run pattern; "" for none)
+#   ADAPTER_TESTS   internal/docker's tests to run ("" for none)
+#   L4_CADDY        a Caddy with caddy-l4 and the layer4 package (bin/image/caddy/caddy): e2e/layer4 runs when it exists
+#   KEEP=1          leave the logs in bin/engine29/logs (always copied there)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+
+MOBY_VERSION=${MOBY_VERSION:-v2.0.0-beta.18}
+ENGINE_VERSION=${ENGINE_VERSION:-29.0.0-beta.18}
+RUNC_VERSION=${RUNC_VERSION:-v1.4.4}
+ENGINE_PKG=${ENGINE_PKG:-./integration}
+# The Engine suite's lean subset (the whole package is over 20 minutes on
+# 2 cores): routing, health gating, readiness, lifecycle events, the leave
+# reasons, network modes, scale to zero (stop and pause, wake, prewake),
+# heal, churn, the version check (R9a).
+ENGINE_TESTS=${ENGINE_TESTS-'^TestDocker_(R2_three_containers_share_a_site_evenly|R2_host_label_routing_without_selector|R3_caddy_port_overrides_the_route_port|R1_health_gating|R1a_no_request_before_the_port_accepts|R6_lifecycle_events_within_a_second|R6b_leave_says_what_happened|R11h_network_modes|churn_start_stop_cycles_lose_no_request|churn_rolling_replacement_loses_no_request|R1e_heal_restarts_unhealthy_instance_and_none_fails|R1c_paused_container_with_health_check_wakes_at_once|Standby_idle_stop_and_in_flight|Standby_pause_mode_resumes|Standby_burst_wakes_once|R5k_database_woken_first_and_kept_while_used|R5n_client_hello_wakes_and_is_not_use|R9a_engine_version|Readiness_P5_start_event_to_first_200)$'}
+# The adapter's own Engine tests: every event, health, the per-event cost
+# (Engine calls per container join), a cut stream, the listing.
+ADAPTER_TESTS=${ADAPTER_TESTS-'^(TestEvents|TestHealth|TestPerEventCost|TestJoinCost|TestStreamCut|TestListing.*|TestStopHold.*|TestResumed.*)$'}
+L4_CADDY=${L4_CADDY:-$ROOT/bin/image/caddy/caddy}
+
+BIN=$ROOT/bin/engine29
+DOCKERD=$BIN/dockerd-$MOBY_VERSION
+RUNC_DIR=$BIN/runc-$RUNC_VERSION # holds "runc", first on dockerd's PATH
+LOGS=$BIN/logs
+
+[ "$(id -u)" = 0 ] || { echo "FATAL: make test-engine29 runs as root (network namespace, dockerd)" >&2; exit 1; }
+command -v containerd >/dev/null || { echo "FATAL: no containerd (apt-get install containerd)" >&2; exit 1; }
+
+# ---- build, once per version --------------------------------------------------
+build() {
+	mkdir -p "$BIN"
+	if [ ! -x "$DOCKERD" ]; then
+		echo "== building dockerd $ENGINE_VERSION (github.com/moby/moby/v2 $MOBY_VERSION)"
+		local tmp; tmp=$(mktemp -d "$BIN/.build.XXXXXX")
+		# The version string is dockerversion.Version, "library-import"
+		# otherwise.
+		GOBIN=$tmp GOFLAGS=-buildvcs=false go install \
+			-ldflags "-X github.com/moby/moby/v2/dockerversion.Version=$ENGINE_VERSION -X github.com/moby/moby/v2/dockerversion.GitCommit=$MOBY_VERSION" \
+			"github.com/moby/moby/v2/cmd/dockerd@$MOBY_VERSION"
+		mv "$tmp/dockerd" "$DOCKERD" && rmdir "$tmp"
+	fi
+	if [ ! -x "$RUNC_DIR/runc" ]; then
+		echo "== building runc $RUNC_VERSION"
+		[ -e /usr/include/seccomp.h ] || { echo "FATAL: runc needs libseccomp-dev (apt-get install libseccomp-dev)" >&2; exit 1; }
+		local tmp; tmp=$(mktemp -d "$BIN/.build.XXXXXX")
+		CGO_ENABLED=1 GOBIN=$tmp GOFLAGS=-buildvcs=false go install -tags "seccomp urfave_cli_no_docs" \
+			"github.com/opencontainers/runc@$RUNC_VERSION"
+		mkdir -p "$RUNC_DIR" && mv "$tmp/runc" "$RUNC_DIR/runc" && rmdir "$tmp"
+	fi
+}
+build
+
+# ---- the Engine ---------------------------------------------------------------
+NS=cdt-e29-$$
+T=$(mktemp -d /var/tmp/cdt-e29.XXXXXX) # vfs wants a real disk: /var/tmp, not a tmpfs
+SOCK=$T/docker.sock
+ENGINE_PID=
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ -n "$ENGINE_PID" ]; then
+		# The unshare's child is PID 1 of dockerd's PID namespace: killing
+		# it ends dockerd, containerd and every container; their mounts
+		# were in its own mount namespace.
+		local init; init=$(pgrep -P "$ENGINE_PID" 2>/dev/null | head -1 || true)
+		[ -n "$init" ] && kill -TERM "$init" 2>/dev/null || true
+		for _ in $(seq 100); do kill -0 "$ENGINE_PID" 2>/dev/null || break; sleep 0.1; done
+		[ -n "$init" ] && kill -KILL "$init" 2>/dev/null || true
+		kill -KILL "$ENGINE_PID" 2>/dev/null || true
+		wait "$ENGINE_PID" 2>/dev/null || true
+	fi
+	if [ -e "/var/run/netns/$NS" ]; then
+		for p in $(ip netns pids "$NS" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+		ip netns del "$NS" 2>/dev/null || true
+	fi
+	# Mounts left in this namespace under the run's directory (none
+	# expected), then the directory.
+	{ grep -o " $T[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+	rm -rf "$LOGS" && mkdir -p "$LOGS" && cp "$T"/*.log "$LOGS/" 2>/dev/null || true
+	rm -rf "$T" 2>/dev/null || true
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+ip netns add "$NS"
+ip -n "$NS" link set lo up
+mkdir -p "$T/data" "$T/exec"
+# The Engine's own cgroup parent, so that its containers' cgroups are
+# told from the machine Engine's.
+cat >"$T/daemon.json" <<JSON
+{
+  "data-root": "$T/data",
+  "exec-root": "$T/exec",
+  "pidfile": "$T/docker.pid",
+  "hosts": ["unix://$SOCK"],
+  "storage-driver": "vfs",
+  "cgroup-parent": "/$NS",
+  "iptables": true,
+  "ip6tables": false,
+  "log-level": "warn",
+  "features": {"containerd-snapshotter": false}
+}
+JSON
+# DOCKER_MIN_API_VERSION=1.44, as release builds of Docker 29 have it (a
+# source build accepts 1.24): a client pinned below is refused.
+setsid nsenter --net=/var/run/netns/"$NS" \
+	unshare --mount --pid --fork --mount-proc --propagation private \
+	env PATH="$RUNC_DIR:$PATH" DOCKER_MIN_API_VERSION=1.44 \
+	"$DOCKERD" --config-file "$T/daemon.json" >"$T/dockerd.log" 2>&1 </dev/null &
+ENGINE_PID=$!
+export DOCKER_HOST=unix://$SOCK
+deadline=$((SECONDS + 120))
+until docker version >/dev/null 2>&1; do
+	if ((SECONDS > deadline)) || ! kill -0 "$ENGINE_PID" 2>/dev/null; then
+		echo "FATAL: dockerd $ENGINE_VERSION did not answer on $SOCK; its log:" >&2
+		tail -30 "$T/dockerd.log" >&2
+		exit 1
+	fi
+	sleep 0.2
+done
+echo "== Engine $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}}, min {{.Server.MinAPIVersion}})'), runc $("$RUNC_DIR/runc" --version | head -1 | cut -d' ' -f3), containerd $(containerd --version | cut -d' ' -f3) in netns $NS"
+
+# ---- images, from the machine's Engine -----------------------------------------
+# The test image is built there first (once per helloserver binary).
+env -u DOCKER_HOST go test -count=1 -run '^TestBuildImage$' ./internal/dockertest >/dev/null
+for img in $(env -u DOCKER_HOST docker images --format '{{.Repository}}:{{.Tag}}' | grep -E '^caddy-dicer-test/' || true); do
+	env -u DOCKER_HOST docker save "$img" | docker load -q >/dev/null
+done
+echo "== images: $(docker images --format '{{.Repository}}:{{.Tag}}' | tr '\n' ' ')"
+
+# ---- the tests, inside the namespace -------------------------------------------
+# Compiled outside (the namespace has no route out), run inside.
+in_ns() { nsenter --net=/var/run/netns/"$NS" "$@"; }
+failures() { # log: what each failed test logged (its last 60 lines)
+	awk '/^=== (RUN|CONT|PAUSE|NAME)/ { n = 0; next }
+		/--- FAIL/ { for (i = (n > 60 ? n - 60 : 0); i < n; i++) print buf[i % 60]; n = 0; print; next }
+		{ buf[n % 60] = $0; n++ }' "$1" >&2
+}
+run_pkg() { # name package pattern [env...]
+	local name=$1 pkg=$2 pat=$3; shift 3
+	[ -n "$pat" ] || return 0
+	go test -race -c -o "$T/$name.test" "$pkg"
+	echo "== $name ($pkg -run '$pat')"
+	local start=$SECONDS rc=0
+	(cd "$pkg" && in_ns env "$@" "$T/$name.test" -test.count=1 -test.v -test.timeout=15m -test.run "$pat") >"$T/$name.log" 2>&1 || rc=$?
+	grep -E '^(--- |ok|FAIL|PASS|panic)|calls per join|P5|measured' "$T/$name.log" || true
+	echo "   $name: $((SECONDS - start)) s"
+	if [ $rc != 0 ]; then failures "$T/$name.log"; echo "FAIL: $name" >&2; return 1; fi
+}
+status=0
+run_pkg adapter ./internal/docker "$ADAPTER_TESTS" || status=1
+run_pkg engine "$ENGINE_PKG" "$ENGINE_TESTS" CADDY_DICER_P5=1 || status=1
+if [ -x "$L4_CADDY" ]; then
+	go vet -tags e2e ./e2e/layer4/
+	go test -tags e2e -c -o "$T/layer4.test" ./e2e/layer4/
+	echo "== layer4 (e2e/layer4, Caddy $L4_CADDY)"
+	start=$SECONDS
+	(cd e2e/layer4 && in_ns env CADDY_DICER_E2E_L4_CADDY="$L4_CADDY" "$T/layer4.test" -test.count=1 -test.v -test.timeout=10m \
+		-test.run '^TestL4_R14(_connections_rotate_over_the_routable_instances|a_first_connection_wakes_a_stopped_container)$') >"$T/layer4.log" 2>&1 || { failures "$T/layer4.log"; echo "FAIL: layer4" >&2; status=1; }
+	grep -E '^(--- |ok|FAIL|PASS|panic)' "$T/layer4.log" || true
+	echo "   layer4: $((SECONDS - start)) s"
+else
+	echo "== layer4: skipped ($L4_CADDY not built: make bin/image/caddy/caddy)"
+fi
+[ $status = 0 ] && echo "test-engine29: passed (Docker $ENGINE_VERSION)"
+exit $status
