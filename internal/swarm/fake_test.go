@@ -206,7 +206,7 @@ func (f *fakeSwarm) ServerVersion(context.Context) (types.Version, error) {
 	f.count("ServerVersion")
 	return types.Version{Version: "29.0.0-beta.18", APIVersion: "1.55"}, nil
 }
-func (f *fakeSwarm) Close() error          { return nil }
+func (f *fakeSwarm) Close() error { return nil }
 
 // ---- building blocks ----------------------------------------------------------
 
