@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make test-engine29: the Docker backend's Engine tests against Docker
-# Engine 29 beside the machine's own Engine (20.10). It builds dockerd from
-# the Moby module (github.com/moby/moby/v2, a Docker 29 daemon) and runc
-# from its module (Debian's runc 1.1.5 cannot start a Docker 29 container),
-# once per version, under bin/engine29/; starts that dockerd in a network
+# Engine 29 beside the machine's own Engine (20.10). It builds dockerd and
+# docker-proxy from the Moby module (github.com/moby/moby/v2, a Docker 29
+# daemon) and runc from its module (Debian's runc 1.1.5 cannot start a
+# Docker 29 container, Debian's docker-proxy cannot serve its published
+# ports), once per version, under bin/engine29/; starts that dockerd in a network
 # namespace of its own (and its own mount and PID namespaces: killing it
 # ends its containerd and containers, and its mounts go with it), on
 # Debian's containerd, with its own configuration file, data root, exec
