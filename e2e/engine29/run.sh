@@ -167,6 +167,13 @@ until docker version >/dev/null 2>&1; do
 done
 echo "== Engine $(docker version --format '{{.Server.Version}} (API {{.Server.APIVersion}}, min {{.Server.MinAPIVersion}})'), runc $("$RUNC_DIR/runc" --version | head -1 | cut -d' ' -f3), containerd $(containerd --version | cut -d' ' -f3) in netns $NS"
 
+# As a release build: a client pinned below 1.44 is refused (the plugin
+# negotiates, and must never be).
+if DOCKER_API_VERSION=1.43 docker ps >/dev/null 2>&1; then
+	echo "FATAL: the Engine accepts API 1.43: DOCKER_MIN_API_VERSION=1.44 is not in effect" >&2
+	exit 1
+fi
+
 # ---- images, from the machine's Engine -----------------------------------------
 # The test image is built there first (once per helloserver binary).
 env -u DOCKER_HOST go test -count=1 -run '^TestBuildImage$' ./internal/dockertest >/dev/null
