@@ -270,6 +270,10 @@ func StartContainer(ctx context.Context, cli client.APIClient, opts Options) (Co
 	}
 	env := append([]string{"NAME=" + opts.Name}, opts.Env...)
 	health := opts.Health
+	if health != nil && health.StartPeriod > 0 && health.StartInterval == 0 {
+		// The client's version is its default until it has negotiated.
+		cli.NegotiateAPIVersion(ctx)
+	}
 	if health != nil && health.StartPeriod > 0 && health.StartInterval == 0 && versions.GreaterThanOrEqualTo(cli.ClientVersion(), "1.44") {
 		// Engines from API 1.44 (Docker 25) check every StartInterval, 5 s
 		// by default, during the start period, where 20.10 checks every
