@@ -39,8 +39,8 @@ ENGINE_PKG=${ENGINE_PKG:-./integration}
 # The Engine suite's lean subset (the whole package is over 20 minutes on
 # 2 cores): routing, health gating, readiness, lifecycle events, the leave
 # reasons, network modes, scale to zero (stop and pause, wake, prewake),
-# heal, churn, the version check (R9a).
-ENGINE_TESTS=${ENGINE_TESTS-'^TestDocker_(R2_three_containers_share_a_site_evenly|R2_host_label_routing_without_selector|R3_caddy_port_overrides_the_route_port|R1_health_gating|R1a_no_request_before_the_port_accepts|R6_lifecycle_events_within_a_second|R6b_leave_says_what_happened|R11h_network_modes|churn_start_stop_cycles_lose_no_request|churn_rolling_replacement_loses_no_request|R1e_heal_restarts_unhealthy_instance_and_none_fails|R1c_paused_container_with_health_check_wakes_at_once|Standby_idle_stop_and_in_flight|Standby_pause_mode_resumes|Standby_burst_wakes_once|R5k_database_woken_first_and_kept_while_used|R5n_client_hello_wakes_and_is_not_use|R9a_engine_version|Readiness_P5_start_event_to_first_200)$'}
+# heal, churn (a rolling replacement), the version check (R9a).
+ENGINE_TESTS=${ENGINE_TESTS-'^TestDocker_(R2_three_containers_share_a_site_evenly|R2_host_label_routing_without_selector|R3_caddy_port_overrides_the_route_port|R1_health_gating|R1a_no_request_before_the_port_accepts|R6_lifecycle_events_within_a_second|R6b_leave_says_what_happened|R11h_network_modes|churn_rolling_replacement_loses_no_request|R1e_heal_restarts_unhealthy_instance_and_none_fails|R1c_paused_container_with_health_check_wakes_at_once|Standby_idle_stop_and_in_flight|Standby_pause_mode_resumes|Standby_burst_wakes_once|R5k_database_woken_first_and_kept_while_used|R5n_client_hello_wakes_and_is_not_use|R9a_engine_version|Readiness_P5_start_event_to_first_200)$'}
 # The adapter's own Engine tests: every event, health, the per-event cost
 # (Engine calls per container join), a cut stream, the listing.
 ADAPTER_TESTS=${ADAPTER_TESTS-'^(TestListing|TestListingInspectsUnknownHealth|TestEvents|TestHealth|TestPerEventCost|TestJoinCost|TestStreamCut|TestAPIVersionNegotiation|TestStopSignalHoldIsBounded|TestStalledStreamIsDetected)$'}
@@ -90,21 +90,68 @@ build() {
 build
 
 # ---- the Engine ---------------------------------------------------------------
+# Each run's namespace, directory and cgroups carry its PID: what a run
+# killed outright (SIGKILL, no trap) left is swept by the next, and only
+# when that PID is no longer running.
 NS=cdt-e29-$$
-T=$(mktemp -d /var/tmp/cdt-e29.XXXXXX) # vfs wants a real disk: /var/tmp, not a tmpfs
+# thaw lets the processes of paused containers under the cgroup parent ns
+# die: a frozen process does not, even of SIGKILL.
+thaw() { # ns
+	local f
+	for f in /sys/fs/cgroup/freezer/"$1"/*/freezer.state; do [ -e "$f" ] && echo THAWED >"$f" 2>/dev/null; done
+	for f in /sys/fs/cgroup/"$1"/*/cgroup.freeze; do [ -e "$f" ] && echo 0 >"$f" 2>/dev/null; done
+	return 0
+}
+sweep() {
+	local ns pid d
+	for nsfile in /var/run/netns/cdt-e29-*; do
+		[ -e "$nsfile" ] || continue
+		ns=${nsfile##*/}; pid=${ns#cdt-e29-}
+		kill -0 "$pid" 2>/dev/null && continue
+		echo "== sweeping $ns, left by a run that is gone"
+		# dockerd is PID 1 of its PID namespace: killing it kills the
+		# containers (in namespaces of their own) too, a moment later.
+		for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+		thaw "$ns"
+		ip netns del "$ns" 2>/dev/null || true
+		for d in /sys/fs/cgroup/"$ns" /sys/fs/cgroup/*/"$ns"; do
+			[ -d "$d" ] || continue
+			for _ in $(seq 100); do
+				[ -z "$(find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null)" ] && break
+				sleep 0.1
+			done
+			find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+		done
+	done
+	for d in /var/tmp/cdt-e29-*.*; do
+		[ -d "$d" ] || continue
+		pid=${d#/var/tmp/cdt-e29-}; pid=${pid%%.*}
+		kill -0 "$pid" 2>/dev/null && continue
+		{ grep -o " $d[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+		rm -rf "$d"
+	done
+}
+sweep
+T=$(mktemp -d /var/tmp/cdt-e29-$$.XXXXXX) # vfs wants a real disk: /var/tmp, not a tmpfs
 SOCK=$T/docker.sock
 ENGINE_PID=
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
+	if [ -n "${CHILD:-}" ]; then
+		kill -TERM "$CHILD" 2>/dev/null || true
+		wait "$CHILD" 2>/dev/null || true
+	fi
 	if [ -n "$ENGINE_PID" ]; then
 		# The unshare's child is PID 1 of dockerd's PID namespace: killing
 		# it ends dockerd, containerd and every container; their mounts
 		# were in its own mount namespace.
 		local init; init=$(pgrep -P "$ENGINE_PID" 2>/dev/null | head -1 || true)
+		thaw "$NS"
 		[ -n "$init" ] && kill -TERM "$init" 2>/dev/null || true
 		for _ in $(seq 100); do kill -0 "$ENGINE_PID" 2>/dev/null || break; sleep 0.1; done
 		[ -n "$init" ] && kill -KILL "$init" 2>/dev/null || true
+		thaw "$NS"
 		kill -KILL "$ENGINE_PID" 2>/dev/null || true
 		wait "$ENGINE_PID" 2>/dev/null || true
 	fi
@@ -184,7 +231,19 @@ echo "== images: $(docker images --format '{{.Repository}}:{{.Tag}}' | tr '\n' '
 
 # ---- the tests, inside the namespace -------------------------------------------
 # Compiled outside (the namespace has no route out), run inside.
-in_ns() { nsenter --net=/var/run/netns/"$NS" "$@"; }
+# run_child runs a test binary in the background and waits for it, so
+# that SIGINT/SIGTERM reach the trap at once (bash runs a trap only once
+# its foreground command is done); the cleanup ends it.
+CHILD=
+run_child() { # log dir command...
+	local log=$1 dir=$2; shift 2
+	(cd "$dir" && exec "$@") >"$log" 2>&1 &
+	CHILD=$!
+	local rc=0
+	wait "$CHILD" || rc=$?
+	CHILD=
+	return $rc
+}
 failures() { # log: what each failed test logged (its last 60 lines)
 	awk '/^=== (RUN|CONT|PAUSE|NAME)/ { n = 0; next }
 		/--- FAIL/ { for (i = (n > 60 ? n - 60 : 0); i < n; i++) print buf[i % 60]; n = 0; print; next }
@@ -196,7 +255,7 @@ run_pkg() { # name package pattern [env...]
 	go test -race -c -o "$T/$name.test" "$pkg"
 	echo "== $name ($pkg -run '$pat')"
 	local start=$SECONDS rc=0
-	(cd "$pkg" && in_ns env "$@" "$T/$name.test" -test.count=1 -test.v -test.timeout=15m -test.run "$pat") >"$T/$name.log" 2>&1 || rc=$?
+	run_child "$T/$name.log" "$pkg" nsenter --net=/var/run/netns/"$NS" env "$@" "$T/$name.test" -test.count=1 -test.v -test.timeout=15m -test.run "$pat" || rc=$?
 	grep -E '^(--- |ok|FAIL|PASS|panic)|calls per join|P5|measured' "$T/$name.log" || true
 	echo "   $name: $((SECONDS - start)) s"
 	if [ $rc != 0 ]; then failures "$T/$name.log"; echo "FAIL: $name" >&2; return 1; fi
@@ -217,7 +276,7 @@ run_e2e() { # name package caddy-env caddy pattern
 	go test -tags e2e -c -o "$T/$name.test" "$pkg"
 	echo "== $name ($pkg -run '$pat', Caddy $bin)"
 	local start=$SECONDS rc=0
-	(cd "$pkg" && in_ns env "$env=$bin" "$T/$name.test" -test.count=1 -test.v -test.timeout=10m -test.run "$pat") >"$T/$name.log" 2>&1 || rc=$?
+	run_child "$T/$name.log" "$pkg" nsenter --net=/var/run/netns/"$NS" env "$env=$bin" "$T/$name.test" -test.count=1 -test.v -test.timeout=10m -test.run "$pat" || rc=$?
 	grep -E '^(--- |ok|FAIL|PASS|panic)' "$T/$name.log" || true
 	echo "   $name: $((SECONDS - start)) s"
 	if [ $rc != 0 ]; then failures "$T/$name.log"; echo "FAIL: $name" >&2; return 1; fi
