@@ -177,7 +177,7 @@ trap 'exit 143' TERM
 
 ip netns add "$NS"
 ip -n "$NS" link set lo up
-mkdir -p "$T/data" "$T/exec"
+mkdir -p "$T/data" "$T/exec" "$T/tmp"
 # The Engine's own cgroup parent, so that its containers' cgroups are
 # told from the machine Engine's.
 cat >"$T/daemon.json" <<JSON
@@ -230,7 +230,10 @@ done
 echo "== images: $(docker images --format '{{.Repository}}:{{.Tag}}' | tr '\n' ' ')"
 
 # ---- the tests, inside the namespace -------------------------------------------
-# Compiled outside (the namespace has no route out), run inside.
+# Compiled outside (the namespace has no route out), run inside, with a
+# TMPDIR of their own: the in-process Caddy's fixed ports are this
+# namespace's, so the lock the integration package takes on them in
+# TMPDIR (shared with every other run of it on this machine) is too.
 # run_child runs a test binary in the background and waits for it, so
 # that SIGINT/SIGTERM reach the trap at once (bash runs a trap only once
 # its foreground command is done); the cleanup ends it.
@@ -255,7 +258,7 @@ run_pkg() { # name package pattern [env...]
 	go test -race -c -o "$T/$name.test" "$pkg"
 	echo "== $name ($pkg -run '$pat')"
 	local start=$SECONDS rc=0
-	run_child "$T/$name.log" "$pkg" nsenter --net=/var/run/netns/"$NS" env "$@" "$T/$name.test" -test.count=1 -test.v -test.timeout=15m -test.run "$pat" || rc=$?
+	run_child "$T/$name.log" "$pkg" nsenter --net=/var/run/netns/"$NS" env TMPDIR="$T/tmp" "$@" "$T/$name.test" -test.count=1 -test.v -test.timeout=15m -test.run "$pat" || rc=$?
 	grep -E '^(--- |ok|FAIL|PASS|panic)|calls per join|P5|measured' "$T/$name.log" || true
 	echo "   $name: $((SECONDS - start)) s"
 	if [ $rc != 0 ]; then failures "$T/$name.log"; echo "FAIL: $name" >&2; return 1; fi
@@ -276,7 +279,7 @@ run_e2e() { # name package caddy-env caddy pattern
 	go test -tags e2e -c -o "$T/$name.test" "$pkg"
 	echo "== $name ($pkg -run '$pat', Caddy $bin)"
 	local start=$SECONDS rc=0
-	run_child "$T/$name.log" "$pkg" nsenter --net=/var/run/netns/"$NS" env "$env=$bin" "$T/$name.test" -test.count=1 -test.v -test.timeout=10m -test.run "$pat" || rc=$?
+	run_child "$T/$name.log" "$pkg" nsenter --net=/var/run/netns/"$NS" env TMPDIR="$T/tmp" "$env=$bin" "$T/$name.test" -test.count=1 -test.v -test.timeout=10m -test.run "$pat" || rc=$?
 	grep -E '^(--- |ok|FAIL|PASS|panic)' "$T/$name.log" || true
 	echo "   $name: $((SECONDS - start)) s"
 	if [ $rc != 0 ]; then failures "$T/$name.log"; echo "FAIL: $name" >&2; return 1; fi
