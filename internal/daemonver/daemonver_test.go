@@ -15,6 +15,9 @@ func TestWarnings_R9a(t *testing.T) {
 		want string // a snippet of the one warning, "" for none
 	}{
 		{"docker", New("Docker Engine", "28.5.2", "1.51"), ""},
+		// Docker 29 serves 1.55 (1.44 at the oldest); the client speaks
+		// 1.51 to it (make test-engine29).
+		{"docker", New("Docker Engine", "29.0.0", "1.55"), ""},
 		{"docker", New("Docker Engine", "19.03.15", "1.40"), "older than 1.41"},
 		{"swarm", New("Docker Engine", "18.09", "1.39"), "health states"},
 		{"docker", New("Podman Engine", "5.4.2", ""), "did not say its API version"},

@@ -128,6 +128,11 @@ type clientEngine struct {
 	tls bool // the client speaks TLS to a TCP address
 }
 
+// ContainerListHealth implements engine.
+func (e clientEngine) ContainerListHealth(ctx context.Context, o container.ListOptions) ([]Listed, error) {
+	return ListWithHealth(ctx, e.Client, o, e.tls)
+}
+
 // Rootless implements engine.
 func (e clientEngine) Rootless(ctx context.Context) (bool, error) {
 	u, err := client.ParseHostURL(e.DaemonHost())

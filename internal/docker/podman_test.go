@@ -153,10 +153,14 @@ type fakePodman struct {
 	events     chan events.Message
 	rootless   bool
 	inspectErr atomic.Value // error: what ContainerInspect answers instead, when set
-	lists      atomic.Int64
-	inspects   atomic.Int64
-	mu         sync.Mutex
-	filters    []string
+	// listHealth is the health a listing at API 1.52 gives beside each
+	// container (Docker 29), by ID.
+	listHealth  map[string]*ListedHealth
+	lists       atomic.Int64
+	healthLists atomic.Int64
+	inspects    atomic.Int64
+	mu          sync.Mutex
+	filters     []string
 }
 
 func (f *fakePodman) Events(ctx context.Context, o events.ListOptions) (<-chan events.Message, <-chan error) {
@@ -187,6 +191,15 @@ func (f *fakePodman) Events(ctx context.Context, o events.ListOptions) (<-chan e
 func (f *fakePodman) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
 	f.lists.Add(1)
 	return slices.Clone(f.list), nil
+}
+
+func (f *fakePodman) ContainerListHealth(context.Context, container.ListOptions) ([]Listed, error) {
+	f.healthLists.Add(1)
+	out := listed(slices.Clone(f.list))
+	for i := range out {
+		out[i].Health = f.listHealth[out[i].ID]
+	}
+	return out, nil
 }
 
 func (f *fakePodman) ContainerInspect(_ context.Context, id string) (container.InspectResponse, error) {

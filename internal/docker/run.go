@@ -36,6 +36,9 @@ import (
 type engine interface {
 	Events(ctx context.Context, options events.ListOptions) (<-chan events.Message, <-chan error)
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	// ContainerListHealth lists at API HealthListAPI, each container with
+	// its health: only for an Engine that serves it (HealthInList).
+	ContainerListHealth(ctx context.Context, options container.ListOptions) ([]Listed, error)
 	ContainerInspect(ctx context.Context, id string) (container.InspectResponse, error)
 	ServerVersion(ctx context.Context) (types.Version, error)
 	// Rootless asks /info whether the daemon runs rootless (R11r).
@@ -471,11 +474,20 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 		}
 		c.rootless = c.askRootless(ctx)
 	}
-	translate := fromSummary
+	translate := fromListed
 	if c.podman {
-		translate = podmanSummary
+		translate = func(l Listed) (catalog.Instance, bool) { return podmanSummary(l.Summary) }
 	}
-	list, err := c.eng.ContainerList(ctx, container.ListOptions{All: true})
+	var list []Listed
+	var err error
+	if !c.podman && HealthInList(c.version.API) {
+		// Docker 29 (API 1.52) gives each container's health beside it.
+		list, err = c.eng.ContainerListHealth(ctx, container.ListOptions{All: true})
+	} else {
+		var sums []container.Summary
+		sums, err = c.eng.ContainerList(ctx, container.ListOptions{All: true})
+		list = listed(sums)
+	}
 	if err != nil {
 		return follow.Listing{}, follow.WrapCall("ContainerList", err)
 	}

@@ -62,6 +62,41 @@ func imageID(id string) string { return strings.TrimPrefix(id, "sha256:") }
 // text is not one this adapter knows): the caller inspects that container
 // instead.
 func fromSummary(c container.Summary) (inst catalog.Instance, ok bool) {
+	h, known := healthFromStatus(c.Status)
+	return summaryInstance(c, h, known)
+}
+
+// fromListed is fromSummary for a listing that gives each container's
+// health beside it (Docker 29, HealthInList): the health is read from
+// there, not from the Status text, whose wording is not a contract. An
+// "unhealthy" is still inspected: only the inspection's check log tells a
+// resumed container's verdict (R1c).
+func fromListed(l Listed) (catalog.Instance, bool) {
+	if l.Health == nil {
+		return fromSummary(l.Summary)
+	}
+	h, known := listedHealth(l.Health.Status)
+	return summaryInstance(l.Summary, h, known)
+}
+
+// listedHealth reads the listing's health status word.
+func listedHealth(status string) (h catalog.Health, known bool) {
+	switch status {
+	case container.NoHealthcheck:
+		return catalog.HealthNone, true
+	case container.Starting:
+		return catalog.HealthStarting, true
+	case container.Healthy:
+		return catalog.HealthHealthy, true
+	case container.Unhealthy:
+		return catalog.HealthUnhealthy, true
+	}
+	return catalog.HealthNone, false
+}
+
+// summaryInstance translates a listed container whose running health is h
+// (known false: the listing does not tell it).
+func summaryInstance(c container.Summary, h catalog.Health, known bool) (inst catalog.Instance, ok bool) {
 	inst = catalog.Instance{
 		ID:     c.ID,
 		Name:   summaryName(c.Names),
@@ -70,7 +105,6 @@ func fromSummary(c container.Summary) (inst catalog.Instance, ok bool) {
 		Image:  imageID(c.ImageID),
 	}
 	if inst.State == catalog.StateRunning {
-		h, known := healthFromStatus(c.Status)
 		if !known || h == catalog.HealthUnhealthy {
 			// An unhealthy one may be a resumed container whose check
 			// has not run again yet (R1c): only its inspection tells.

@@ -35,6 +35,7 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/versions"
 	"github.com/docker/docker/client"
 	"github.com/docker/go-connections/nat"
 
@@ -268,11 +269,24 @@ func StartContainer(ctx context.Context, cli client.APIClient, opts Options) (Co
 		labels[k] = v
 	}
 	env := append([]string{"NAME=" + opts.Name}, opts.Env...)
+	health := opts.Health
+	if health != nil && health.StartPeriod > 0 && health.StartInterval == 0 {
+		// The client's version is its default until it has negotiated.
+		cli.NegotiateAPIVersion(ctx)
+	}
+	if health != nil && health.StartPeriod > 0 && health.StartInterval == 0 && versions.GreaterThanOrEqualTo(cli.ClientVersion(), "1.44") {
+		// Engines from API 1.44 (Docker 25) check every StartInterval, 5 s
+		// by default, during the start period, where 20.10 checks every
+		// Interval: the same pace on both.
+		h := *health
+		h.StartInterval = h.Interval
+		health = &h
+	}
 	cfg := &container.Config{
 		Image:        image,
 		Labels:       labels,
 		Env:          env,
-		Healthcheck:  opts.Health,
+		Healthcheck:  health,
 		ExposedPorts: exposed,
 		StopTimeout:  opts.StopTimeout,
 		Cmd:          opts.Cmd,

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/swarm"
@@ -199,8 +200,13 @@ func (f *fakeSwarm) ServiceUpdate(_ context.Context, id string, v swarm.Version,
 	return swarm.ServiceUpdateResponse{}, nil
 }
 
-func (f *fakeSwarm) ClientVersion() string { return "fake" }
-func (f *fakeSwarm) Close() error          { return nil }
+func (f *fakeSwarm) ClientVersion() string { return "1.51" }
+
+func (f *fakeSwarm) ServerVersion(context.Context) (types.Version, error) {
+	f.count("ServerVersion")
+	return types.Version{Version: "29.0.0-beta.18", APIVersion: "1.55"}, nil
+}
+func (f *fakeSwarm) Close() error { return nil }
 
 // ---- building blocks ----------------------------------------------------------
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
@@ -43,6 +44,9 @@ type engine interface {
 	TaskList(ctx context.Context, options swarm.TaskListOptions) ([]swarm.Task, error)
 	TaskInspectWithRaw(ctx context.Context, taskID string) (swarm.Task, []byte, error)
 	ContainerList(ctx context.Context, options container.ListOptions) ([]container.Summary, error)
+	// ServerVersion tells the Engine's own API version (R9a): the
+	// client's negotiated one is older than a newer Engine's.
+	ServerVersion(ctx context.Context) (types.Version, error)
 	ClientVersion() string
 	Close() error
 }
@@ -167,6 +171,9 @@ type conn struct {
 	due         *schedule
 	watch       *nodeWatch // nil: no node watch (R11t)
 	index       *scaleIndex
+	// version is what the Engine's /version said, once per session
+	// (R9a); zero until it answered.
+	version daemonver.Version
 }
 
 func (c *conn) Close() error { return c.eng.Close() }
@@ -276,6 +283,9 @@ func (c *conn) event(m events.Message) (follow.Event, bool) {
 	return follow.Event{}, false
 }
 
+// versionTimeout bounds the /version call (R9a).
+const versionTimeout = 5 * time.Second
+
 // List lists every service, every task and this node's task containers.
 func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	info, err := c.eng.Info(ctx)
@@ -313,9 +323,22 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	}
 	fields := []zap.Field{zap.Int("services", len(svcs)), zap.Int("tasks", len(tasks)),
 		zap.String("endpoint", c.endpoint), zap.String("api_version", c.eng.ClientVersion())}
-	// R9a: the manager's version, with the API version the client
-	// negotiated (the server's, when it is older than the client's).
-	version := daemonver.New("Docker Engine", info.ServerVersion, c.eng.ClientVersion())
+	// R9a: the manager's version and the API version it serves, from
+	// /version once per session (Docker 29 serves 1.55, where the client
+	// negotiated its own 1.51); without an answer, /info's version with
+	// the negotiated API (the server's when it is older than the client's).
+	if c.version.Zero() {
+		vctx, cancel := context.WithTimeout(ctx, versionTimeout)
+		v, err := c.eng.ServerVersion(vctx)
+		cancel()
+		if err == nil && v.APIVersion != "" {
+			c.version = daemonver.New("Docker Engine", v.Version, v.APIVersion)
+		}
+	}
+	version := c.version
+	if version.Zero() {
+		version = daemonver.New("Docker Engine", info.ServerVersion, c.eng.ClientVersion())
+	}
 	return follow.Listing{Instances: all, Fields: fields, Version: version}, nil
 }
 

@@ -266,3 +266,26 @@ func TestStalenessBound(t *testing.T) {
 		}
 	}
 }
+
+// R9a: a manager's version names the API version the Engine serves, from
+// its /version (Docker 29: 1.55), not the older one the client negotiated
+// (1.51), once per session.
+func TestSwarmVersion_R9a_names_the_Engines_API(t *testing.T) {
+	f := newFakeSwarm()
+	threeWeb(f)
+	c := &conn{eng: f, log: zap.NewNop(), endpoint: EndpointTasks, resync: time.Hour,
+		services: map[string]*service{}, members: map[string]map[string]struct{}{},
+		taskService: map[string]string{}, taskNode: map[string]string{}, due: newSchedule(), index: newScaleIndex()}
+	for range 2 {
+		l, err := c.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.Version.String(); got != "Docker Engine 29.0.0-beta.18 (API 1.55)" {
+			t.Errorf("version %q, want the Engine's own API version", got)
+		}
+	}
+	if n := f.Calls("ServerVersion"); n != 1 {
+		t.Errorf("%d /version calls for two listings, want 1 a session", n)
+	}
+}
