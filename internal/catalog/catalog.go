@@ -259,6 +259,7 @@ func (c *Catalog) Put(inst Instance) {
 	c.spellApart(e, func(id string) *entry { return c.byID[id] })
 	c.tellFroze(old, e)
 	e.keepActivity(old)
+	e.keepAsleep(old, time.Now()) // R5o
 	e.keepRuntimeWeight(old)
 	c.seq++
 	e.seq = c.seq
@@ -274,8 +275,8 @@ func (c *Catalog) Put(inst Instance) {
 // forget records old, which the daemon removed, if it was on standby
 // (R5o), and says so to Options.Lifecycle. c.mu is held.
 func (c *Catalog) forget(old *entry) {
-	if old.onStandby() {
-		c.noteRemoved(old, time.Now())
+	if now := time.Now(); old.asleep(now) {
+		c.noteRemoved(old, now)
 		if c.relevant(old) {
 			c.tellLifecycle(Removed, old, "removed while on standby: nothing will wake it")
 		}
@@ -343,6 +344,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		c.spellApart(e, live)
 		c.tellFroze(old, e) // before the store below
 		e.keepActivity(old)
+		e.keepAsleep(old, time.Now()) // R5o
 		e.keepRuntimeWeight(old)
 		e.seq = c.seq
 		e.keepEvents(old)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unsafe"
 )
 
@@ -85,6 +86,9 @@ type entry struct {
 	maintMsg string
 	// dials remembers the dial address last resolved (dialmemo.go).
 	dials *dialMemory
+	// asleepSince is when it was last seen go on standby (R5o), zero
+	// while it is not.
+	asleepSince time.Time
 }
 
 // keepEvents carries the event counts of old (nil: none) over to e.

@@ -19,6 +19,10 @@ const (
 	MaxRemovedSleepers = 256
 	// RemovedSleeperAge is how long it remembers one.
 	RemovedSleeperAge = 24 * time.Hour
+	// asleepFor is how long an instance must have been on standby to count
+	// as a sleeper when it is removed: `docker rm -f` of a running
+	// container stops it a moment before it removes it.
+	asleepFor = 2 * time.Second
 )
 
 // RemovedSleeper is an instance the daemon removed while it was on
@@ -39,10 +43,27 @@ type RemovedSleeper struct {
 // changed, under c.mu; read with one atomic load.
 type removedSleepers = []RemovedSleeper
 
+// keepAsleep carries over when old went on standby, or notes now if e
+// just did.
+func (e *entry) keepAsleep(old *entry, now time.Time) {
+	switch {
+	case !e.onStandby():
+	case old != nil && old.onStandby():
+		e.asleepSince = old.asleepSince
+	default:
+		e.asleepSince = now
+	}
+}
+
+// asleep reports whether e has been on standby for asleepFor by now.
+func (e *entry) asleep(now time.Time) bool {
+	return e.onStandby() && !e.asleepSince.IsZero() && now.Sub(e.asleepSince) >= asleepFor
+}
+
 // noteRemoved records old, which the daemon no longer has, if it was on
 // standby. c.mu is held.
 func (c *Catalog) noteRemoved(old *entry, now time.Time) {
-	if old == nil || !old.onStandby() {
+	if old == nil || !old.asleep(now) {
 		return
 	}
 	cur := c.liveRemoved(now)
