@@ -5,8 +5,10 @@
 package dicerapp
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -63,7 +65,14 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("dicer: the events app: %w", err)
 	}
 	if ev, ok := v.(*caddyevents.App); ok {
-		a.events = eventSink{ctx: ctx, app: ev}
+		sink := eventSink{ctx: ctx, app: ev, live: new(atomic.Bool)}
+		// The events app binds its handlers when it starts, which may be
+		// after this app starts: nothing is emitted before Caddy's own
+		// "started" event says every app of the load runs.
+		if err := ev.On("started", sink); err != nil {
+			return fmt.Errorf("dicer: the events app: %w", err)
+		}
+		a.events = sink
 	}
 	return nil
 }
@@ -77,12 +86,22 @@ func (a *App) EventSink() lifecycle.Sink { return a.events }
 // dicer app: once the load is unloaded, its context is done and nothing
 // is emitted (the next load's sink takes over).
 type eventSink struct {
-	ctx caddy.Context
-	app *caddyevents.App
+	ctx  caddy.Context
+	app  *caddyevents.App
+	live *atomic.Bool // the load has started (Handle)
 }
 
 // Listens implements lifecycle.Sink.
-func (s eventSink) Listens(name string) bool { return s.ctx.Err() == nil && s.app.ShouldEmit(name) }
+func (s eventSink) Listens(name string) bool {
+	return s.live.Load() && s.ctx.Err() == nil && s.app.ShouldEmit(name)
+}
+
+// Handle implements caddyevents.Handler: Caddy's "started" event, after
+// which the events app's handlers are bound and may be read.
+func (s eventSink) Handle(context.Context, caddy.Event) error {
+	s.live.Store(true)
+	return nil
+}
 
 // Emit implements lifecycle.Sink.
 func (s eventSink) Emit(name string, data map[string]any) {
@@ -125,7 +144,8 @@ func Of(ctx caddy.Context) (*App, error) {
 
 // Interface guards.
 var (
-	_ caddy.App         = (*App)(nil)
-	_ caddy.Provisioner = (*App)(nil)
-	_ lifecycle.Sink    = eventSink{}
+	_ caddy.App           = (*App)(nil)
+	_ caddy.Provisioner   = (*App)(nil)
+	_ lifecycle.Sink      = eventSink{}
+	_ caddyevents.Handler = eventSink{}
 )
