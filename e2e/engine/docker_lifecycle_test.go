@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/events"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
+	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/lifecycle"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
@@ -227,23 +230,10 @@ func TestDocker_R5p_a_body_survives_a_wake(t *testing.T) {
 			})
 		}
 		starts := s.ev.Count(events.ActionStart)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://127.0.0.1:%d/sha256", httpPort), bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Host = s.host
-		resp, err := s.tester.Client.Do(req)
-		if err != nil {
-			cancel()
-			t.Fatalf("%s /sha256 of 10 MB to a container on standby: %v", method, err)
-		}
-		got, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		cancel()
-		want := fmt.Sprintf("sha256=%s bytes=%d count=1\n", hex.EncodeToString(sum[:]), len(body))
-		if resp.StatusCode != http.StatusOK || string(got) != want {
-			t.Errorf("%s of 10 MB through a wake: %d %q, want 200 %q (the whole body, once)", method, resp.StatusCode, got, want)
+		status, got := postSHA256(t, s.tester.Client, method, s.host, body)
+		want := fmt.Sprintf("sha256=%s bytes=%d count=%d\n", hex.EncodeToString(sum[:]), len(body), 1)
+		if status != http.StatusOK || got != want {
+			t.Errorf("%s of 10 MB through a wake: %d %q, want 200 %q (the whole body, once)", method, status, got, want)
 		}
 		if n := s.ev.Count(events.ActionStart); n != starts+1 {
 			t.Errorf("%s: %d start events, want 1 (one wake)", method, n-starts)
@@ -311,6 +301,83 @@ func TestDocker_R5o_a_sleeper_removed_says_so(t *testing.T) {
 	adminJSON(t, "/dicer/removed", &list)
 	if slices.ContainsFunc(list, func(r diceradmin.RemovedSleeper) bool { return r.ID == c.ID }) {
 		t.Errorf("/dicer/removed still lists %s once its host is claimed again", c.Name)
+	}
+}
+
+// hashed counts the requests for /sha256 an instance process of a
+// dicertest.Host served.
+var hashed atomic.Int64
+
+// serveSHA256 answers as the hello image's /sha256 does: the body's
+// SHA-256, its length and this process's count of such requests.
+func serveSHA256(w http.ResponseWriter, r *http.Request) {
+	h := sha256.New()
+	n, err := io.Copy(h, r.Body)
+	k := hashed.Add(1)
+	if err != nil {
+		http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	_, _ = fmt.Fprintf(w, "sha256=%s bytes=%d count=%d\n", hex.EncodeToString(h.Sum(nil)), n, k)
+}
+
+// postSHA256 sends body by method to Caddy's /sha256 for host, and
+// returns the status and the answer.
+func postSHA256(t *testing.T, client *http.Client, method, host string, body []byte) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, fmt.Sprintf("http://127.0.0.1:%d/sha256", httpPort), bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s /sha256 of %d bytes for %s: %v", method, len(body), host, err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(got)
+}
+
+// R5p on Dicer, against the repository's test daemon (a dicertest.Host,
+// which wakes an instance on standby when a connection reaches its
+// published port, as Dicer does): a POST of 10 MB to the instance on
+// standby arrives whole and once, and wakes it once.
+func TestCaddy_R5p_dicer_body_survives_a_wake(t *testing.T) {
+	needsCaddy(t)
+	h, sock := testHost(t, 300*time.Millisecond)
+	const host, name = "body.test", "body-a"
+	port := testkit.FreePort(t, "127.0.0.171")
+	if _, err := h.Run(dicertest.InstanceSpec{Name: name, IP: "127.0.0.171", Port: port, StandbyAfter: time.Minute,
+		Labels:  map[string]string{"caddy.host": host},
+		Publish: []*dicerpb.PortMapping{{GuestPort: uint32(port), Protocol: dicerpb.Protocol_PROTOCOL_TCP}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Standby(name); err != nil {
+		t.Fatal(err)
+	}
+	tester, _ := startCaddy(t, "", fmt.Sprintf(`
+http://%s:%d {
+	reverse_proxy {
+		dynamic dicer {
+			address unix:%s
+		}
+	}
+}`, host, httpPort, sock))
+	body := make([]byte, 10<<20)
+	if _, err := rand.Read(body); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(body)
+	status, got := postSHA256(t, tester.Client, http.MethodPost, host, body)
+	want := fmt.Sprintf("sha256=%s bytes=%d count=1\n", hex.EncodeToString(sum[:]), len(body))
+	if status != http.StatusOK || got != want {
+		t.Errorf("POST of 10 MB through a wake on Dicer: %d %q, want 200 %q (the whole body, once)", status, got, want)
+	}
+	if ports := wokenByConnect(h, name); len(ports) != 1 {
+		t.Errorf("%s woken by connections to %v, want one wake", name, ports)
 	}
 }
 
