@@ -115,11 +115,7 @@ func (s Scaling) make(ctx context.Context, c *Conn) (scaler, error) {
 				Counted: func(result string) { c.metrics.heals(result).Inc() },
 				Restarted: func(inst catalog.Instance, result string) { // R13e
 					if c.events.Listens(lifecycle.HealRestart) {
-						hosts := []string(nil)
-						if _, h, ok := c.catalog.Identity(inst.ID); ok {
-							hosts = h
-						}
-						c.events.Emit(lifecycle.HealRestart, identity(inst, hosts), map[string]any{"result": result})
+						c.events.EmitID(lifecycle.HealRestart, inst.ID, inst.Name, map[string]any{"result": result})
 					}
 				},
 			})
