@@ -49,6 +49,7 @@ func await(ctx caddy.Context, c *connection.Conn) error {
 	if err != nil {
 		return err
 	}
+	c.SetEventSink(app.EventSink()) // R13e: this load's events app, from now on
 	c.Await(ctx, app.Deadline())
 	return nil
 }

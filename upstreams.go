@@ -157,6 +157,9 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 			return ups, nil
 		}
 		ups, err := s.wake(r, route, host, buf[:0])
+		if len(ups) == 0 && err == nil && s.group == nil {
+			ups = s.removedPage(r, route, host) // R5o
+		}
 		if len(ups) == 0 && s.noUpstream != nil { // nil: not provisioned (unit tests)
 			s.noUpstream.Inc()
 		}

@@ -138,6 +138,23 @@ func (s *upstreamSource) maintenancePage(r *http.Request, snap *catalog.Snapshot
 	return []*reverseproxy.Upstream{u}
 }
 
+// removedPage answers a request that found nothing to route to nor to
+// wake, for a host whose instance was removed while on standby (R5o): 503
+// with the page (HTML or one line) that says which instance, when, and
+// that nothing will wake it. nil: none was.
+func (s *upstreamSource) removedPage(r *http.Request, route catalog.Route, host string) []*reverseproxy.Upstream {
+	gone, ok := s.conn.Catalog().RemovedSleeper(route, host)
+	if !ok {
+		return nil
+	}
+	u := s.page(r, s.logger, pages.Data{Kind: pages.KindRemoved, Host: r.Host,
+		Message: pages.RemovedMessage(gone.Name, gone.ID, gone.RemovedAt)})
+	if u == nil {
+		return nil
+	}
+	return []*reverseproxy.Upstream{u}
+}
+
 // holdFor is how long to hold r for a wake: up to wake_page_after for a
 // browser's request (page set), else wake_timeout.
 func (s *upstreamSource) holdFor(r *http.Request) (hold time.Duration, page bool) {

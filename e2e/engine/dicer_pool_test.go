@@ -62,6 +62,10 @@ func serveSlowHello(ctx context.Context, addr, name string) error {
 	}
 	srv := &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/sha256" {
+				serveSHA256(w, r) // R5p (docker_lifecycle_test.go)
+				return
+			}
 			if d, err := time.ParseDuration(r.URL.Query().Get("d")); err == nil && r.URL.Path == "/slow" {
 				select {
 				case <-time.After(min(d, maxSlow)):

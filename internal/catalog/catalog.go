@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/benbjohnson/immutable"
 	"go.uber.org/zap"
@@ -42,6 +43,12 @@ type Options struct {
 	// daemon; by default it reaches those of its own Compose project or
 	// Swarm stack only (R5k, the source's depends_on_scope).
 	DependsOnAnyScope bool
+	// Lifecycle, if set, hears each instance a route or the permission
+	// could use joining or leaving its rotations, or removed while on
+	// standby, with the exact hosts it claims and why (R6, R13e, R5o). It
+	// is called with the catalog's lock held: it must not block, nor call
+	// the catalog.
+	Lifecycle func(change Change, inst Instance, hosts []string, why string)
 }
 
 // Catalog holds what is known of one daemon's instances. Adapters write to
@@ -76,6 +83,10 @@ type Catalog struct {
 	// feed records the sleepers that changed, for the idle loop (R5l,
 	// sleepers.go).
 	feed sleeperFeed
+	// lifecycle is Options.Lifecycle (R13e).
+	lifecycle func(change Change, inst Instance, hosts []string, why string)
+	// removed are the instances removed while on standby (R5o, removed.go).
+	removed atomic.Pointer[removedSleepers]
 }
 
 // Snapshot is the catalog at one moment: the index by exact host, the
@@ -134,6 +145,7 @@ func New(opts Options) *Catalog {
 
 		probe:      opts.Probe,
 		froze:      opts.Froze,
+		lifecycle:  opts.Lifecycle,
 		routePorts: make(map[int]int),
 		spelt:      make(map[string]spelt),
 	}
@@ -200,8 +212,9 @@ func (c *Catalog) logNewRoute(v *View, e *entry) {
 	wasRelevant := c.relevant(e)
 	c.warnHostOnSelector(v, nil, e)
 	if !wasRelevant && c.inRotation(e) {
-		c.logger.Info("instance joins rotation", zap.String("instance", e.inst.Name),
-			zap.String("why", "running, and a route's selector "+v.sel.String()+" matches it"))
+		why := "running, and a route's selector " + v.sel.String() + " matches it"
+		c.logger.Info("instance joins rotation", zap.String("instance", e.inst.Name), zap.String("why", why))
+		c.tellLifecycle(Joined, e, why)
 	}
 }
 
@@ -246,6 +259,7 @@ func (c *Catalog) Put(inst Instance) {
 	c.spellApart(e, func(id string) *entry { return c.byID[id] })
 	c.tellFroze(old, e)
 	e.keepActivity(old)
+	e.keepAsleep(old, time.Now()) // R5o
 	e.keepRuntimeWeight(old)
 	c.seq++
 	e.seq = c.seq
@@ -254,7 +268,19 @@ func (c *Catalog) Put(inst Instance) {
 	c.byID[inst.ID] = e
 	c.publish(c.current.Load(), old, e)
 	c.logChange(old, e, "")
+	c.claimRemoved(e) // R5o
 	c.sendProbe(probe)
+}
+
+// forget records old, which the daemon removed, if it was on standby
+// (R5o), and says so to Options.Lifecycle. c.mu is held.
+func (c *Catalog) forget(old *entry) {
+	if now := time.Now(); old.asleep(now) {
+		c.noteRemoved(old, now)
+		if c.relevant(old) {
+			c.tellLifecycle(Removed, old, "removed while on standby: nothing will wake it")
+		}
+	}
 }
 
 // tellFroze calls Options.Froze if e, replacing old, shows the instance
@@ -283,6 +309,7 @@ func (c *Catalog) Delete(id string) {
 	delete(c.byID, id)
 	c.publish(c.current.Load(), old, nil)
 	c.logChange(old, nil, "deleted")
+	c.forget(old)
 }
 
 // Replace implements Sink: it rebuilds every index from a full listing.
@@ -317,6 +344,7 @@ func (c *Catalog) Replace(instances []Instance) {
 		c.spellApart(e, live)
 		c.tellFroze(old, e) // before the store below
 		e.keepActivity(old)
+		e.keepAsleep(old, time.Now()) // R5o
 		e.keepRuntimeWeight(old)
 		e.seq = c.seq
 		e.keepEvents(old)
@@ -329,10 +357,12 @@ func (c *Catalog) Replace(instances []Instance) {
 	for id, old := range c.byID {
 		if _, ok := next[id]; !ok {
 			c.logChange(old, nil, "gone from the daemon's listing")
+			c.forget(old)
 		}
 	}
 	for id, e := range next {
 		c.logChange(c.byID[id], e, "")
+		c.claimRemoved(e) // R5o
 	}
 	prev := c.byID
 	c.byID = next
@@ -546,6 +576,9 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 			why = "running and accepting connections"
 		}
 		log("instance joins rotation", zap.String("instance", e.inst.Name), zap.String("why", why))
+		if relevant {
+			c.tellLifecycle(Joined, e, why)
+		}
 	case wasIn && !isIn:
 		why := gone
 		if e != nil {
@@ -556,10 +589,33 @@ func (c *Catalog) logChange(old, e *entry, gone string) {
 			}
 		}
 		log("instance leaves rotation", zap.String("instance", old.inst.Name), zap.String("why", why))
+		if relevant {
+			c.tellLifecycle(Left, old, why)
+		}
 	case e != nil && !isIn && e.inst.State == StateRunning && e.inst.Health == HealthUnhealthy &&
 		(old == nil || old.inst.State != StateRunning || old.inst.Health != HealthUnhealthy):
 		// Never in, so never left: said once, or it would go unnoticed.
 		log("instance stays out of rotation", zap.String("instance", e.inst.Name), zap.String("why", "unhealthy"))
+	}
+}
+
+// Change is what Options.Lifecycle hears of an instance (R13e).
+type Change int
+
+const (
+	// Joined: it joins its rotations.
+	Joined Change = iota + 1
+	// Left: it leaves them.
+	Left
+	// Removed: the daemon removed it while it was on standby (R5o).
+	Removed
+)
+
+// tellLifecycle tells Options.Lifecycle, if set, of change to e (R13e).
+// c.mu is held.
+func (c *Catalog) tellLifecycle(change Change, e *entry, why string) {
+	if c.lifecycle != nil {
+		c.lifecycle(change, e.inst, e.hosts, why)
 	}
 }
 

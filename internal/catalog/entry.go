@@ -43,6 +43,9 @@ type entry struct {
 	activity *Activity
 	// dials remembers the dial address last resolved (dialmemo.go).
 	dials *dialMemory
+	// asleepSince is when it was last seen go on standby (R5o), in Unix
+	// nanoseconds (8 bytes, not a time.Time's 24: P6); 0 while it is not.
+	asleepSince int64
 	// probeGen names the ProbeRequest that decides listening, and verdict
 	// holds its answer (nil: none asked).
 	probeGen uint64

@@ -57,8 +57,9 @@ func (c *Catalog) AddRoutePort(port int) {
 	c.routePorts[port]++
 	for _, e := range had {
 		if c.inRotation(e) && c.relevant(e) {
-			c.logger.Info("instance joins rotation", zap.String("instance", e.inst.Name),
-				zap.String("why", "running, on a route's port "+strconv.Itoa(port)))
+			why := "running, on a route's port " + strconv.Itoa(port)
+			c.logger.Info("instance joins rotation", zap.String("instance", e.inst.Name), zap.String("why", why))
+			c.tellLifecycle(Joined, e, why)
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/heal"
+	"github.com/caddy-dicer/caddy-dicer/internal/lifecycle"
 	"github.com/caddy-dicer/caddy-dicer/internal/readiness"
 )
 
@@ -90,6 +91,9 @@ type Conn struct {
 	done    chan struct{}
 	// woken counts the fast-path probes of woken instances (probeWoken).
 	woken sync.WaitGroup
+	// events carries the lifecycle events to Caddy's events app (R13e,
+	// lifecycle.go).
+	events *lifecycle.Bus
 }
 
 // New makes the connection spec describes; it starts following the
@@ -116,6 +120,8 @@ func New(spec Spec) (*Conn, error) {
 	opts.Logger = logger
 	opts.Probe = func(r catalog.ProbeRequest) { c.probe(runCtx, r, spec.ReadinessTimeout) } // R1a, and its fast path for a wake
 	opts.Froze = func(string) { c.routes.closeIdle() }                                      // R5a
+	opts.Lifecycle = c.catalogChanged                                                       // R13e
+	c.events = c.newBus()
 	c.catalog = catalog.New(opts)
 	c.prober = readiness.New(runCtx, spec.ReadinessTimeout, 0, c.markReady, logger)
 	var err error
@@ -148,6 +154,7 @@ func (c *Conn) Destruct() error {
 	})
 	c.cancel()
 	<-c.done
+	c.events.Wait()
 	c.prober.Wait()
 	c.woken.Wait()
 	c.orders.Close()

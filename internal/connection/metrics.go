@@ -83,7 +83,7 @@ func Collectors(open func() []*Conn) []prometheus.Collector {
 	return []prometheus.Collector{
 		metrics.eventsReceived, metrics.eventsApplied, metrics.relists, metrics.eventLatency,
 		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.budgetRefused, metrics.fleetErrors,
-		metrics.fleetCalls, metrics.leasesRefused, metrics.heals,
+		metrics.fleetCalls, metrics.leasesRefused, metrics.heals, eventsDropped,
 		newStateCollector(open), poolMetrics.wakesStarted, &poolCollector{desc: poolInstances, open: open},
 	}
 }

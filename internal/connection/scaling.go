@@ -7,6 +7,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/connectwake"
 	"github.com/caddy-dicer/caddy-dicer/internal/heal"
+	"github.com/caddy-dicer/caddy-dicer/internal/lifecycle"
 	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
 )
@@ -98,6 +99,7 @@ func (s Scaling) make(ctx context.Context, c *Conn) (scaler, error) {
 		opts := s.options
 		opts.Counted = func(r standby.WakeResult) { c.metrics.wakes(string(r)).Inc() }
 		opts.Started = func(cause standby.WakeCause) { c.metrics.wakesStarted(cause).Inc() } // R5j, R5k
+		opts.Events = c.events                                                               // R13e
 		if s.shared == nil {
 			out.standby = standby.New(ctx, s.actions, c.catalog, c.logger, opts)
 		} else {
@@ -111,6 +113,11 @@ func (s Scaling) make(ctx context.Context, c *Conn) (scaler, error) {
 			out.healer = heal.New(ctx, ha, out.standby.HealLedger(), heal.Options{
 				Logger: c.logger, MaxRestarts: s.healMax, Busy: out.standby.Busy,
 				Counted: func(result string) { c.metrics.heals(result).Inc() },
+				Restarted: func(inst catalog.Instance, result string) { // R13e
+					if c.events.Listens(lifecycle.HealRestart) {
+						c.events.EmitID(lifecycle.HealRestart, inst.ID, inst.Name, map[string]any{"result": result})
+					}
+				},
 			})
 		}
 	case scaleOnConnect:

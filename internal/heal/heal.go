@@ -79,6 +79,10 @@ type Options struct {
 	Busy func(id string) bool
 	// Counted, if set, hears each result (the heals metric).
 	Counted func(result string)
+	// Restarted, if set, hears each restart's instance and result
+	// (restarted, denied, error) when the Engine answered: the
+	// lifecycle event (R13e). It must not block.
+	Restarted func(inst catalog.Instance, result string)
 	// Clock is the clock; nil: time.Now. Tests step it.
 	Clock func() time.Time
 }
@@ -371,15 +375,19 @@ func (h *Healer) restart(inst catalog.Instance) {
 		defer cancel()
 		err := h.actions.Restart(ctx, inst.ID, inst.Labels)
 		h.ledger.done(inst.ID, err != nil, h.now())
+		result := ResultRestarted
 		switch {
 		case err == nil:
-			h.counted(ResultRestarted)
 		case h.actions.Denied(err):
-			h.counted(ResultDenied)
+			result = ResultDenied
 			h.opts.Logger.Warn("restart of unhealthy container refused by the Engine", zap.String("instance", inst.Name), zap.Error(err))
 		default:
-			h.counted(ResultError)
+			result = ResultError
 			h.opts.Logger.Warn("restart of unhealthy container failed", zap.String("instance", inst.Name), zap.Error(err))
+		}
+		h.counted(result)
+		if h.opts.Restarted != nil && h.ctx.Err() == nil {
+			h.opts.Restarted(inst, result)
 		}
 		h.poke()
 	}()

@@ -468,3 +468,27 @@ func TestHeal_R1e_listing_forgets_removed_containers(t *testing.T) {
 		t.Fatalf("%d records after a listing without the container, want 0", n)
 	}
 }
+
+// R13e: each restart's answer is told to Options.Restarted, with the
+// container, for the lifecycle event.
+func TestHeal_R13e_restart_told(t *testing.T) {
+	core, _ := observer.New(zapcore.InfoLevel)
+	fake, clk := &fakeActions{}, &clock{t: time.Unix(1_000_000, 0)}
+	var mu sync.Mutex
+	var told []string
+	h := newHealer(t.Context(), fake, NewLedger(), Options{Logger: zap.New(core), Clock: clk.now,
+		Restarted: func(inst catalog.Instance, result string) {
+			mu.Lock()
+			defer mu.Unlock()
+			told = append(told, inst.Name+" "+result)
+		}})
+	h.Observe(container("a", "shop.example.com", "30s", catalog.HealthUnhealthy))
+	clk.step(time.Minute)
+	h.look(clk.now())
+	h.wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 || told[0] != "app-a "+ResultRestarted {
+		t.Errorf("told %q, want [\"app-a restarted\"]", told)
+	}
+}

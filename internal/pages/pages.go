@@ -40,11 +40,31 @@ const (
 	// KindUnavailable: the wake failed, or could not start; the next try
 	// is in RetryAfter seconds.
 	KindUnavailable = "unavailable"
+	// KindRemoved: the host's instance was removed while on standby, and
+	// nothing will wake it (R5o); Message says which and when.
+	KindRemoved = "removed"
 )
+
+// maxRemovedName bounds the instance name a removed page shows, in bytes.
+const maxRemovedName = 128
+
+// RemovedMessage is the message of a KindRemoved page: which instance
+// (name clipped to 128 bytes, ID to 12 characters), when, and that
+// nothing will wake it.
+func RemovedMessage(name, id string, at time.Time) string {
+	if len(name) > maxRemovedName {
+		name = name[:maxRemovedName] + "..."
+	}
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return fmt.Sprintf("Its container %s (%s) was removed at %s while on standby: nothing will wake it. "+
+		"Deploy it again to serve this host.", name, id, at.UTC().Format(time.RFC3339))
+}
 
 // Data is what a page template is executed with.
 type Data struct {
-	// Kind is "waking", "maintenance" or "unavailable".
+	// Kind is "waking", "maintenance", "unavailable" or "removed".
 	Kind string `json:"k"`
 	// Host is the request's host, as the client sent it.
 	Host string `json:"h"`
@@ -271,6 +291,8 @@ func plainLine(d Data) string {
 		s = "waking the service up"
 	case KindMaintenance:
 		s = "down for maintenance: " + d.Message
+	case KindRemoved:
+		s = "removed: " + d.Message
 	default:
 		s = "unavailable: " + d.Message
 	}

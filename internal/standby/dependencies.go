@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/lifecycle"
 )
 
 // Pools that grow under load (R5j) and dependencies woken first (R5k).
@@ -77,6 +78,9 @@ func (w *Waker) startLocked(c catalog.WakeCandidate, cause WakeCause, chain []st
 	w.running++
 	if w.started != nil {
 		w.started(cause)
+	}
+	if w.events.Listens(lifecycle.Waking) { // R13e: queued, never waited on under e.mu
+		w.events.EmitID(lifecycle.Waking, c.ID, c.Name, map[string]any{"cause": string(cause)})
 	}
 	w.wg.Add(1)
 	go func() {

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/lifecycle"
 )
 
 // idleLoop puts labelled instances on standby once idle: no request
@@ -387,6 +388,10 @@ func (w *Waker) standby(job standbyJob) {
 	}
 	w.logger.Info("instance on standby", zap.String("instance", s.Name), zap.String("action", action),
 		zap.Duration("idle", idle))
+	if w.events.Listens(lifecycle.Standby) { // R13e
+		w.events.EmitID(lifecycle.Standby, s.ID, s.Name, map[string]any{"action": action,
+			"idle_seconds": idle.Seconds(), "why": "idle for " + idle.String()})
+	}
 }
 
 // firstDenial records that the daemon refused a write, and reports

@@ -15,6 +15,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/clients"
+	"github.com/caddy-dicer/caddy-dicer/internal/lifecycle"
 )
 
 // Waker is one connection's part of scale to zero: its catalog's view of
@@ -26,6 +27,8 @@ type Waker struct {
 	counted func(WakeResult)
 	// started, if set, hears each wake's cause as it starts (R5j, R5k).
 	started func(WakeCause)
+	// events hears wakes and standbys (R13e); nil: nothing does.
+	events *lifecycle.Bus
 	// now is the clock: time.Now, with its monotonic reading; tests
 	// step it.
 	now func() time.Time
@@ -132,6 +135,9 @@ type Options struct {
 	Counted func(WakeResult)
 	// Started, if set, hears why each wake starts (R5j, R5k).
 	Started func(WakeCause)
+	// Events, if set, hears each wake start (with its cause) and each
+	// instance put on standby, as lifecycle events (R13e).
+	Events *lifecycle.Bus
 	// Clock is the clock, with its monotonic reading. nil: time.Now;
 	// tests step it.
 	Clock func() time.Time
@@ -151,7 +157,7 @@ func New(ctx context.Context, actions Actions, cat *catalog.Catalog, logger *zap
 func Join(ctx context.Context, eng *Engine, cat *catalog.Catalog, logger *zap.Logger, opts Options) *Waker {
 	w := &Waker{
 		engine: eng, catalog: cat, logger: logger, ctx: ctx, now: time.Now,
-		counted: opts.Counted, started: opts.Started,
+		counted: opts.Counted, started: opts.Started, events: opts.Events,
 		maxWakes: opts.MaxWakes, maxHeld: opts.MaxHeld,
 		kicks: make(chan struct{}, 1), linked: map[string]*catalog.Activity{},
 		standIns: map[int]*standIn{}, freed: make(chan struct{}),

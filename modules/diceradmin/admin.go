@@ -31,6 +31,7 @@ func init() {
 //	GET /dicer/explain?host=H           each route: where a request for H goes, and why not elsewhere
 //	POST /dicer/weight                  set or clear instances' runtime weights (R4c, admin_weight.go)
 //	GET /dicer/dns                      each zone of the permissions' dns_records (R7e, admin_dns.go)
+//	GET /dicer/removed                  instances removed while on standby (R5o, admin_removed.go)
 //	GET /dicer/explain?host=H[&path=P]  each route: where a request for H (and path P) goes, and why not elsewhere
 //
 // It reads the shared connections at request time and keeps nothing: an
@@ -52,8 +53,9 @@ func (a adminDicer) Routes() []caddy.AdminRoute {
 		{Pattern: "/dicer/daemons", Handler: caddy.AdminHandlerFunc(getOnly(a.daemons))},
 		{Pattern: "/dicer/instances", Handler: caddy.AdminHandlerFunc(getOnly(a.instances))},
 		{Pattern: "/dicer/explain", Handler: caddy.AdminHandlerFunc(getOnly(a.explain))},
-		{Pattern: "/dicer/weight", Handler: caddy.AdminHandlerFunc(a.weight)},    // admin_weight.go
-		{Pattern: "/dicer/dns", Handler: caddy.AdminHandlerFunc(getOnly(a.dns))}, // admin_dns.go
+		{Pattern: "/dicer/weight", Handler: caddy.AdminHandlerFunc(a.weight)},            // admin_weight.go
+		{Pattern: "/dicer/dns", Handler: caddy.AdminHandlerFunc(getOnly(a.dns))},         // admin_dns.go
+		{Pattern: "/dicer/removed", Handler: caddy.AdminHandlerFunc(getOnly(a.removed))}, // admin_removed.go
 	}, a.moreRoutes()...) // admin_pages.go
 }
 

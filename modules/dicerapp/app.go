@@ -5,11 +5,16 @@
 package dicerapp
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/lifecycle"
 )
 
 func init() {
@@ -35,6 +40,10 @@ type App struct {
 
 	mu     sync.Mutex
 	shared map[any]any
+
+	// events is where the load's connections send their lifecycle
+	// events (R13e): Caddy's events app, looked up once per load.
+	events lifecycle.Sink
 }
 
 // CaddyModule returns the Caddy module information.
@@ -46,11 +55,59 @@ func (*App) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision fixes the load's deadline: StartupWait from now, the first
-// module that asks for the app.
-func (a *App) Provision(caddy.Context) error {
+// module that asks for the app; and looks up Caddy's events app, where the
+// connections' lifecycle events go (R13e, docs/events.md).
+func (a *App) Provision(ctx caddy.Context) error {
 	a.deadline = time.Now().Add(StartupWait)
 	a.shared = make(map[any]any)
+	v, err := ctx.App("events")
+	if err != nil {
+		return fmt.Errorf("dicer: the events app: %w", err)
+	}
+	if ev, ok := v.(*caddyevents.App); ok {
+		sink := eventSink{ctx: ctx, app: ev, live: new(atomic.Bool)}
+		// The events app binds its handlers when it starts, which may be
+		// after this app starts: nothing is emitted before Caddy's own
+		// "started" event says every app of the load runs.
+		if err := ev.On("started", sink); err != nil {
+			return fmt.Errorf("dicer: the events app: %w", err)
+		}
+		a.events = sink
+	}
 	return nil
+}
+
+// EventSink is Caddy's events app of this load, as the connections'
+// lifecycle events reach it (R13e): from the `dicer` app, the events'
+// origin; nil if there is none.
+func (a *App) EventSink() lifecycle.Sink { return a.events }
+
+// eventSink emits on Caddy's events app with the context of the load's
+// dicer app: once the load is unloaded, its context is done and nothing
+// is emitted (the next load's sink takes over).
+type eventSink struct {
+	ctx  caddy.Context
+	app  *caddyevents.App
+	live *atomic.Bool // the load has started (Handle)
+}
+
+// Listens implements lifecycle.Sink.
+func (s eventSink) Listens(name string) bool {
+	return s.live.Load() && s.ctx.Err() == nil && s.app.ShouldEmit(name)
+}
+
+// Handle implements caddyevents.Handler: Caddy's "started" event, after
+// which the events app's handlers are bound and may be read.
+func (s eventSink) Handle(context.Context, caddy.Event) error {
+	s.live.Store(true)
+	return nil
+}
+
+// Emit implements lifecycle.Sink.
+func (s eventSink) Emit(name string, data map[string]any) {
+	if s.ctx.Err() == nil {
+		s.app.Emit(s.ctx, name, data)
+	}
 }
 
 // Deadline is the time until which the modules of the load wait for their
@@ -87,6 +144,8 @@ func Of(ctx caddy.Context) (*App, error) {
 
 // Interface guards.
 var (
-	_ caddy.App         = (*App)(nil)
-	_ caddy.Provisioner = (*App)(nil)
+	_ caddy.App           = (*App)(nil)
+	_ caddy.Provisioner   = (*App)(nil)
+	_ lifecycle.Sink      = eventSink{}
+	_ caddyevents.Handler = eventSink{}
 )

@@ -25,7 +25,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "dicer",
-		Usage: "daemons|instances|explain|weight [--address <admin>] [--json]",
+		Usage: "daemons|instances|explain|weight|removed [--address <admin>] [--json]",
 		Short: "Shows the daemons, instances and routes of a running Caddy's modules of this plugin",
 		Long: `
 Reads a running Caddy's admin endpoint (/dicer/*) and prints, as tables:
@@ -40,6 +40,8 @@ Reads a running Caddy's admin endpoint (/dicer/*) and prints, as tables:
   caddy dicer dashboard [--listen A]   serves the dashboard on 127.0.0.1:2020 (or A) for a browser
   caddy dicer weight [S] N|clear       sets (or clears) the runtime weight of the instances the
                      [--instance NAME] selector S or --instance chooses (lb_policy dicer_weighted)
+  caddy dicer removed                  the instances removed while on standby (docker rm, prune):
+                                       their hosts answer 503 and nothing will wake them (R5o)
 
 --json prints the admin endpoint's JSON instead, for scripts. The admin
 endpoint is found as 'caddy stop' finds it: --address, else the config's
@@ -102,6 +104,7 @@ func dicerCommand(cmd *cobra.Command) {
 	cmd.AddCommand(daemons, instances, explain, dns, weightCommand())
 	cmd.AddCommand(maintenanceCommand()) // maintenance.go
 	cmd.AddCommand(dashboardCommand())   // dashboard.go
+	cmd.AddCommand(removedCommand())     // removed.go
 }
 
 // query GETs uri from the admin endpoint the flags name, and prints it as

@@ -23,12 +23,19 @@
 // it; GET /first-request answers when the first HTTP request reached it
 // (a readiness probe only connects: the first request a proxy routed).
 //
+// POST or PUT /sha256 reads the whole body and answers
+// "sha256=<hex> bytes=<n> count=<k>\n": its SHA-256, its length, and how
+// many requests /sha256 has had in this process (this one included), so a
+// test can tell that a body arrived whole and once.
+//
 // With -healthcheck it is the health check itself: it GETs
 // http://127.0.0.1:$PORT/healthz and exits 0 on a 200, else 1.
 package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -108,6 +115,20 @@ func main() {
 			}
 		}
 	})
+	var hashed atomic.Int64
+	sum := func(w http.ResponseWriter, r *http.Request) {
+		h := sha256.New()
+		n, err := io.Copy(h, r.Body)
+		k := hashed.Add(1)
+		if err != nil {
+			http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = fmt.Fprintf(w, "sha256=%s bytes=%d count=%d\n", hex.EncodeToString(h.Sum(nil)), n, k)
+	}
+	mux.HandleFunc("POST /sha256", sum)
+	mux.HandleFunc("PUT /sha256", sum)
 	var listening atomic.Int64
 	mux.HandleFunc("/listening", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, strconv.FormatInt(listening.Load(), 10)+"\n")

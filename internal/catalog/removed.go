@@ -1,0 +1,162 @@
+package catalog
+
+import (
+	"slices"
+	"time"
+)
+
+// Sleepers that were removed (R5o): `docker rm` and `docker system prune`
+// delete stopped containers, those on standby included. A host whose
+// instance was removed while on standby would otherwise answer like a
+// host nobody ever claimed; the catalog remembers such instances, bounded,
+// so that the request path can say what happened (503: which instance,
+// when, nothing will wake it) and the admin API list them.
+
+// Bounds of the removed sleepers a catalog remembers (R5o, docs/state.md).
+const (
+	// MaxRemovedSleepers is how many it remembers; past that the oldest
+	// is forgotten first.
+	MaxRemovedSleepers = 256
+	// RemovedSleeperAge is how long it remembers one.
+	RemovedSleeperAge = 24 * time.Hour
+	// asleepFor is how long an instance must have been on standby to count
+	// as a sleeper when it is removed: `docker rm -f` of a running
+	// container stops it a moment before it removes it.
+	asleepFor = 2 * time.Second
+)
+
+// RemovedSleeper is an instance the daemon removed while it was on
+// standby (stopped or paused by scale to zero), until its hosts are
+// claimed again or RemovedSleeperAge passes.
+type RemovedSleeper struct {
+	ID, Name string
+	// Hosts are the exact hosts it claimed (caddy.host), if any.
+	Hosts []string
+	// Labels are its labels, for the selector routes that matched it.
+	Labels map[string]string
+	Image  string
+	// RemovedAt is when the catalog saw it go.
+	RemovedAt time.Time
+}
+
+// removedSleepers is the catalog's record: a list replaced, never
+// changed, under c.mu; read with one atomic load.
+type removedSleepers = []RemovedSleeper
+
+// keepAsleep carries over when old went on standby, or notes now if e
+// just did.
+func (e *entry) keepAsleep(old *entry, now time.Time) {
+	switch {
+	case !e.onStandby():
+	case old != nil && old.onStandby():
+		e.asleepSince = old.asleepSince
+	default:
+		e.asleepSince = now.UnixNano()
+	}
+}
+
+// asleep reports whether e has been on standby for asleepFor by now.
+func (e *entry) asleep(now time.Time) bool {
+	return e.onStandby() && e.asleepSince != 0 && now.Sub(time.Unix(0, e.asleepSince)) >= asleepFor
+}
+
+// noteRemoved records old, which the daemon no longer has, if it was on
+// standby. c.mu is held.
+func (c *Catalog) noteRemoved(old *entry, now time.Time) {
+	if old == nil || !old.asleep(now) {
+		return
+	}
+	cur := c.liveRemoved(now)
+	next := make(removedSleepers, 0, min(len(cur)+1, MaxRemovedSleepers))
+	if len(cur) >= MaxRemovedSleepers {
+		cur = cur[len(cur)-MaxRemovedSleepers+1:]
+	}
+	for _, r := range cur {
+		if r.ID != old.inst.ID {
+			next = append(next, r)
+		}
+	}
+	next = append(next, RemovedSleeper{ID: old.inst.ID, Name: old.inst.Name, Hosts: slices.Clone(old.hosts),
+		Labels: old.inst.Labels, Image: old.inst.Image, RemovedAt: now})
+	c.removed.Store(&next)
+}
+
+// claimRemoved forgets the removed sleepers whose place e takes: it claims
+// one of their hosts, or has their name (a container made again). c.mu is
+// held.
+func (c *Catalog) claimRemoved(e *entry) {
+	p := c.removed.Load()
+	if p == nil || len(*p) == 0 {
+		return
+	}
+	var next removedSleepers
+	for _, r := range *p {
+		claimed := r.Name == e.inst.Name
+		for _, h := range r.Hosts {
+			claimed = claimed || contains(e.hosts, h)
+		}
+		if !claimed {
+			next = append(next, r)
+		}
+	}
+	if len(next) != len(*p) {
+		c.removed.Store(&next)
+	}
+}
+
+// liveRemoved is the record without the entries older than
+// RemovedSleeperAge by now.
+func (c *Catalog) liveRemoved(now time.Time) removedSleepers {
+	p := c.removed.Load()
+	if p == nil {
+		return nil
+	}
+	out := *p
+	for len(out) > 0 && now.Sub(out[0].RemovedAt) > RemovedSleeperAge {
+		out = out[1:]
+	}
+	return out
+}
+
+// RemovedSleepers returns the instances removed while on standby that the
+// catalog still remembers (R5o), oldest first: at most
+// MaxRemovedSleepers, none older than RemovedSleeperAge, none whose host
+// was claimed again since.
+func (c *Catalog) RemovedSleepers() []RemovedSleeper {
+	return slices.Clone(c.liveRemoved(time.Now()))
+}
+
+// RemovedSleeper returns the most recent instance removed while on
+// standby that served host on route (R5o): one that listed host in its
+// caddy.host label, or, without one, that the route's selector matched.
+// It takes no lock: the request path calls it when it found nothing to
+// route to nor to wake.
+func (c *Catalog) RemovedSleeper(route Route, host string) (RemovedSleeper, bool) {
+	list := c.liveRemoved(time.Now())
+	for i := len(list) - 1; i >= 0; i-- {
+		r := list[i]
+		if route.View != nil && !route.View.sel.Matches(r.Labels) {
+			continue
+		}
+		if len(r.Hosts) > 0 && !contains(r.Hosts, host) {
+			continue
+		}
+		if len(r.Hosts) == 0 && route.View == nil {
+			continue
+		}
+		return r, true
+	}
+	return RemovedSleeper{}, false
+}
+
+// Identity is the instance id and the exact hosts it claims, for the
+// lifecycle events (R13e) emitted where only its ID is at hand.
+func (c *Catalog) Identity(id string) (inst Instance, hosts []string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.byID[id]
+	if e == nil {
+		return Instance{}, nil, false
+	}
+	return e.inst, e.hosts, true
+}
