@@ -26,6 +26,9 @@ const (
 type poolLabels struct {
 	// softLimit is caddy.soft_limit; 0 when absent or bad.
 	softLimit int32
+	// maxRequests is caddy.max_requests (R5o, maxrequests.go); 0 when
+	// absent or bad.
+	maxRequests int32
 	// dependsOn is caddy.depends_on; nil when absent or bad.
 	dependsOn *selector.Selector
 	// bad names the label whose value is not valid, "" if none.
@@ -43,6 +46,11 @@ func parsePool(labels map[string]string) (p poolLabels) {
 		} else {
 			p.softLimit = int32(n)
 		}
+	}
+	if n, bad := parseMaxRequests(labels); bad {
+		p.bad = LabelMaxRequests
+	} else {
+		p.maxRequests = n
 	}
 	if raw, ok := labels[LabelDependsOn]; ok {
 		sel, err := selector.Parse(raw)
@@ -63,7 +71,7 @@ func (c *Catalog) warnPool(old, e *entry) {
 		return
 	}
 	c.logger.Warn("label "+bad+" is not valid and is ignored (caddy.soft_limit: a whole number from 1 to "+
-		strconv.Itoa(MaxSoftLimit)+"; caddy.depends_on: a label selector of at most "+
+		strconv.Itoa(MaxSoftLimit)+"; caddy.max_requests: a whole number from 1 to "+strconv.Itoa(MaxMaxRequests)+"; caddy.depends_on: a label selector of at most "+
 		strconv.Itoa(MaxDependsOnBytes)+" bytes, not empty)",
 		zap.String("instance", e.inst.Name), zap.String(bad, ClipLabel(e.inst.Labels[bad])))
 }
@@ -81,11 +89,12 @@ func (e *entry) ready() bool {
 }
 
 // Loaded reports whether every target has a soft limit (caddy.soft_limit)
-// and more requests in flight than it (R5j, Activity.Load): the route's
-// pool is to grow. It reads atomics only.
+// and more requests in flight than it (R5j, Activity.Load), or the route
+// has requests waiting for a slot (Queued, R5o): the route's pool is to
+// grow. It reads atomics only.
 func Loaded(targets []Target) bool {
 	for _, t := range targets {
-		if t.SoftLimit <= 0 || t.Activity == nil || t.Activity.Load() <= int(t.SoftLimit) {
+		if t.SoftLimit <= 0 || t.Activity == nil || !t.Queued && t.Activity.Load() <= int(t.SoftLimit) {
 			return false
 		}
 	}
