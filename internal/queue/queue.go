@@ -29,9 +29,10 @@ type Options struct {
 	Size int
 	// Timeout is how long a request waits at most.
 	Timeout time.Duration
-	// Depth, if set, is told the number of requests waiting each time it
-	// changes, under the queue's lock (a gauge's Set).
-	Depth func(int)
+	// Depth, if set, is told each change of the number of requests
+	// waiting (+1 for one more), under the queue's lock: a gauge's Add,
+	// so that queues sharing a series sum up.
+	Depth func(delta int)
 }
 
 // Queue admits requests under a capacity. The zero value is not usable:
@@ -66,9 +67,11 @@ func New(opts Options) *Queue {
 // brings a larger capacity), Timeout passes (ErrTimeout), or ctx ends
 // (its error). A full queue is refused at once (ErrFull). capacity is
 // the route's as the caller sees it now, kept until the next Enter or
-// SetCapacity; 0 is no limit. On a nil error the caller owns a slot and
-// must call Leave once; waited is how long it queued (0: not at all).
-func (q *Queue) Enter(ctx context.Context, capacity int) (waited time.Duration, err error) {
+// SetCapacity; 0 is no limit. queued, if set, is called once the request
+// joins the queue, before it waits (outside the lock). On a nil error the
+// caller owns a slot and must call Leave once; waited is how long it
+// queued (0: not at all).
+func (q *Queue) Enter(ctx context.Context, capacity int, queued func()) (waited time.Duration, err error) {
 	q.mu.Lock()
 	q.capacity = max(capacity, 0)
 	q.admitLocked() // the capacity may have grown
@@ -85,6 +88,9 @@ func (q *Queue) Enter(ctx context.Context, capacity int) (waited time.Duration, 
 	e := q.waiting.PushBack(w)
 	q.depthLocked()
 	q.mu.Unlock()
+	if queued != nil {
+		queued()
+	}
 
 	start := time.Now()
 	timer := time.NewTimer(q.opts.Timeout)
@@ -162,9 +168,9 @@ func (q *Queue) admitLocked() {
 }
 
 func (q *Queue) depthLocked() {
-	n := q.waiting.Len()
-	q.queued.Store(int32(n))
-	if q.opts.Depth != nil {
-		q.opts.Depth(n)
+	n := int32(q.waiting.Len())
+	old := q.queued.Swap(n)
+	if q.opts.Depth != nil && n != old {
+		q.opts.Depth(int(n - old))
 	}
 }

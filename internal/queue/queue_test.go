@@ -24,7 +24,7 @@ func until(t *testing.T, what string, cond func() bool) {
 func enter(q *Queue, ctx context.Context, capacity int) <-chan error {
 	done := make(chan error, 1)
 	go func() {
-		_, err := q.Enter(ctx, capacity)
+		_, err := q.Enter(ctx, capacity, nil)
 		done <- err
 	}()
 	return done
@@ -32,7 +32,7 @@ func enter(q *Queue, ctx context.Context, capacity int) <-chan error {
 
 func mustEnter(t *testing.T, q *Queue, capacity int) {
 	t.Helper()
-	if waited, err := q.Enter(context.Background(), capacity); err != nil || waited != 0 {
+	if waited, err := q.Enter(context.Background(), capacity, nil); err != nil || waited != 0 {
 		t.Fatalf("Enter under capacity: waited %s, %v", waited, err)
 	}
 }
@@ -57,7 +57,7 @@ func TestQueue_R5o_first_in_first_out(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := q.Enter(context.Background(), 1); err != nil {
+			if _, err := q.Enter(context.Background(), 1, nil); err != nil {
 				t.Error(err)
 				return
 			}
@@ -106,7 +106,7 @@ func TestQueue_R5o_bounded(t *testing.T) {
 	mustEnter(t, q, 1)
 	a, b := enter(q, context.Background(), 1), enter(q, context.Background(), 1)
 	until(t, "two queued", func() bool { return q.Waiting() == 2 })
-	if _, err := q.Enter(context.Background(), 1); !errors.Is(err, ErrFull) {
+	if _, err := q.Enter(context.Background(), 1, nil); !errors.Is(err, ErrFull) {
 		t.Fatalf("third waiting request: %v, want ErrFull", err)
 	}
 	if q.Waiting() != 2 {
@@ -124,7 +124,7 @@ func TestQueue_R5o_bounded(t *testing.T) {
 func TestQueue_R5o_timeout(t *testing.T) {
 	q := New(Options{Size: 2, Timeout: 20 * time.Millisecond})
 	mustEnter(t, q, 1)
-	waited, err := q.Enter(context.Background(), 1)
+	waited, err := q.Enter(context.Background(), 1, nil)
 	if !errors.Is(err, ErrTimeout) || waited < 20*time.Millisecond {
 		t.Fatalf("waited %s: %v, want ErrTimeout after the timeout", waited, err)
 	}
@@ -185,7 +185,7 @@ func TestQueue_R5o_per_route(t *testing.T) {
 	mustEnter(t, busy, 1)
 	waiting := enter(busy, context.Background(), 1)
 	until(t, "queued", func() bool { return busy.Waiting() == 1 })
-	if _, err := busy.Enter(context.Background(), 1); !errors.Is(err, ErrFull) {
+	if _, err := busy.Enter(context.Background(), 1, nil); !errors.Is(err, ErrFull) {
 		t.Fatalf("busy route: %v, want ErrFull", err)
 	}
 	mustEnter(t, other, 1)
@@ -210,7 +210,7 @@ func TestQueue_R5o_never_past_capacity(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := q.Enter(context.Background(), capacity); err != nil {
+			if _, err := q.Enter(context.Background(), capacity, nil); err != nil {
 				t.Error(err)
 				return
 			}
