@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,5 +118,65 @@ http://%s:%d {
 	}
 	if v := metric(t, "caddy_dicer_queue_depth"); v != 0 {
 		t.Errorf("caddy_dicer_queue_depth = %v once all answered, want 0", v)
+	}
+}
+
+// R5o with R5j on Dicer: pool-a, labelled caddy.max_requests=1 and
+// caddy.soft_limit=5, never has more than one request in flight, so its
+// soft limit alone would never grow the pool; three clients of slow
+// requests queue, and the queue grows it: Caddy connects to pool-b's
+// published port, the Host wakes it, and it serves, with no failed
+// request.
+func TestCaddy_R5o_the_queue_grows_a_soft_limit_pool(t *testing.T) {
+	needsCaddy(t)
+	h, sock := testHost(t, 200*time.Millisecond)
+	host := "queuepool.test"
+	names := []string{"pool-a", "pool-b"}
+	for i, name := range names {
+		ip := "127.0.0." + fmt.Sprint(175+i)
+		port := testkit.FreePort(t, ip)
+		if _, err := h.Run(dicertest.InstanceSpec{Name: name, IP: ip, Port: port, StandbyAfter: time.Minute,
+			Labels:  map[string]string{"caddy.host": host, "caddy.soft_limit": "5", "caddy.max_requests": "1"},
+			Publish: []*dicerpb.PortMapping{{GuestPort: uint32(port), Protocol: dicerpb.Protocol_PROTOCOL_TCP}}}); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			if err := h.Standby(name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tester, _ := startCaddy(t, "", fmt.Sprintf(`
+http://%s:%d {
+	reverse_proxy {
+		dynamic dicer {
+			address unix:%s
+		}
+	}
+}`, host, httpPort, sock))
+	answers(t, tester, host, http.StatusOK, hello("pool-a"))
+
+	caddy := testkit.Caddy{Addr: fmt.Sprintf("127.0.0.1:%d", httpPort), Client: loadClient()}
+	get := func() testkit.Result {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return caddy.Get(ctx, host, "/slow?d=150ms")
+	}
+	served := func(r testkit.Result) bool {
+		return r.Err == nil && r.Status == http.StatusOK && strings.HasPrefix(r.Body, "hello from pool-")
+	}
+	load := testkit.StartLoad(3, get, served)
+	defer load.Stop() // also when the test fails
+	grown := testkit.Until(20*time.Second, func() bool { return load.Served(hello("pool-b")) > 0 })
+	load.Stop()
+	if !grown {
+		t.Fatalf("pool-b served nothing within 20 s of 3 clients queued at max_requests=1; woken by connections to %v; served %v",
+			wokenByConnect(h, "pool-b"), load.Bodies())
+	}
+	if failed, first := load.Failed(); failed != 0 {
+		t.Errorf("%d of %d requests failed, e.g. %v", failed, load.Total(), first)
+	}
+	if ports := wokenByConnect(h, "pool-b"); len(ports) != 1 {
+		t.Errorf("pool-b woken by connections to %v, want one wake by a connection to its published port", ports)
 	}
 }
