@@ -233,8 +233,10 @@ func (s *upstreamSource) refuse(r *http.Request, err error) []*reverseproxy.Upst
 	default:
 		return nil // the client left
 	}
-	if c := s.logger.Check(zap.DebugLevel, "request refused by the route's queue"); c != nil {
-		c.Write(zap.String("host", r.Host), zap.Error(err))
+	if s.logger != nil { // nil: not provisioned (unit tests)
+		if c := s.logger.Check(zap.DebugLevel, "request refused by the route's queue"); c != nil {
+			c.Write(zap.String("host", r.Host), zap.Error(err))
+		}
 	}
 	u := s.page(r, s.logger, pages.Data{Kind: pages.KindUnavailable, Host: r.Host,
 		Message: "The service is at capacity.", RetryAfter: queueRetryAfter, Refresh: queueRetryAfter})
