@@ -158,8 +158,9 @@ func TestQueue_R5o_capacity_grows(t *testing.T) {
 	q := New(Options{Size: 5, Timeout: time.Hour})
 	mustEnter(t, q, 1)
 	a := enter(q, context.Background(), 1)
+	until(t, "a queued", func() bool { return q.Waiting() == 1 })
 	b := enter(q, context.Background(), 1)
-	until(t, "two queued", func() bool { return q.Waiting() == 2 })
+	until(t, "b queued after a", func() bool { return q.Waiting() == 2 })
 	q.SetCapacity(2)
 	if err := <-a; err != nil {
 		t.Fatal(err)
