@@ -138,8 +138,8 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 // request that finds nothing routable and an instance to wake waits (see
 // wake), or one that finds every routable instance at its limit of
 // requests in flight (R5o: caddy.max_requests, see admit), which costs
-// a route under a limit a lock per request. As a source of a `dynamic multi`, it answers with the multi's
-// other sources of this plugin (R5b, upstreams_multi.go): an index lookup
+// a route under a limit a lock per request. As a source of a `dynamic
+// multi`, it answers with the multi's other sources of this plugin (R5b, upstreams_multi.go): an index lookup
 // in each of their catalogs for a host its own daemon does not list, and
 // their picks when it has no routable instance.
 func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
