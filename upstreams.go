@@ -50,6 +50,10 @@ type upstreamSource struct {
 	// upstreams_pages.go).
 	PageSettings
 
+	// QueueSettings holds max_requests, queue_size and queue_timeout
+	// (R5q, upstreams_queue.go).
+	QueueSettings
+
 	logger *zap.Logger
 	key    string
 	conn   *connection.Conn
@@ -103,8 +107,11 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 		s.view = s.conn.Catalog().Watch(sel)
 		s.route.View = s.view
 	}
-	dicerapp.RegisterMetrics(ctx, instanceSeries)
+	dicerapp.RegisterMetrics(ctx, append(queueCollectors(), instanceSeries)...)
 	name := routeName(sel, s.Port, network)
+	if err := s.provisionQueue(s.conn.Kind(), s.conn.Address(), name); err != nil {
+		return err
+	}
 	s.noUpstream = s.conn.NoUpstream(name)
 	s.wakes = s.conn.Wakes(connection.WakeRequested)
 	if err := await(ctx, s.conn); err != nil {
@@ -129,8 +136,10 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 // an instance labelled caddy.standby_after adds an atomic store, one
 // labelled caddy.soft_limit atomic loads (R5j, connection.Conn.Grow). Only a
 // request that finds nothing routable and an instance to wake waits (see
-// wake). As a source of a `dynamic multi`, it answers with the multi's
-// other sources of this plugin (R5b, upstreams_multi.go): an index lookup
+// wake), or one that finds every routable instance at its limit of
+// requests in flight (R5q: caddy.max_requests, see admit), which costs
+// a route under a limit a lock per request. As a source of a `dynamic
+// multi`, it answers with the multi's other sources of this plugin (R5b, upstreams_multi.go): an index lookup
 // in each of their catalogs for a host its own daemon does not list, and
 // their picks when it has no routable instance.
 func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
@@ -165,7 +174,13 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		}
 		return ups, err
 	}
+	limited := false
 	if pick == catalog.PickedRoutable && s.group == nil {
+		var refused []*reverseproxy.Upstream
+		if snap, targets, refused = s.admit(r, snap, route, host, targets); refused != nil || len(targets) == 0 { // R5q, upstreams_queue.go
+			return refused, nil
+		}
+		limited = catalog.Capacity(targets, s.MaxRequests) > 0
 		s.conn.Grow(snap, s.route, host, targets) // R5j: atomics unless every target is past its soft limit
 	}
 	if pick == catalog.PickedStandby {
@@ -174,7 +189,11 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		}
 		s.keepAlive.closeIdle() // none from before its freeze is reused (R5a, upstreams_idleconns.go)
 	}
-	return s.upstreams(r, snap, host, targets), nil
+	ups := s.upstreams(r, snap, host, targets)
+	if limited {
+		s.limitUpstreams(ups, targets) // R5q
+	}
+	return ups, nil
 }
 
 // upstreams turns targets, from snap for host, into fresh upstreams,
@@ -309,6 +328,9 @@ func (s *upstreamSource) unmarshal(d *caddyfile.Dispenser, name string, daemon d
 			continue
 		}
 		ok, err := s.unmarshalPageSetting(d, seen) // R5h, R5i
+		if !ok && err == nil {
+			ok, err = s.unmarshalQueueSetting(d, seen) // R5q
+		}
 		if !ok && err == nil {
 			ok, err = unmarshalDaemonSetting(d, daemon, seen)
 		}

@@ -50,6 +50,9 @@ func (u *DicerUpstreams) Provision(ctx caddy.Context) error {
 //		token <token>
 //		selector <selector>
 //		port <port>
+//		max_requests <n>
+//		queue_size <n>
+//		queue_timeout <duration>
 //		published_port_host <host>
 //		readiness_timeout <duration>
 //		tls {

@@ -76,6 +76,9 @@ func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 //		address <endpoint>
 //		selector <selector>
 //		port <port>
+//		max_requests <n>
+//		queue_size <n>
+//		queue_timeout <duration>
 //		network <network>
 //		wake_timeout <duration>
 //		max_wakes <n>

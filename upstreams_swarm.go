@@ -67,6 +67,9 @@ func (u *SwarmUpstreams) Provision(ctx caddy.Context) error {
 //		address <endpoint>
 //		selector <selector>
 //		port <port>
+//		max_requests <n>
+//		queue_size <n>
+//		queue_timeout <duration>
 //		network <network>
 //		endpoint tasks|vip
 //		readiness_timeout <duration>

@@ -67,7 +67,7 @@ var KnownLabels = []string{
 	LabelHost, LabelPort, LabelNetwork, LabelStandbyAfter, LabelStandby,
 	LabelWeight, LabelSessionKey, LabelMaintenance,
 	LabelPath, LabelSoftLimit, LabelDependsOn,
-	LabelMaxReplicas, LabelMinReplicas, LabelHeal,
+	LabelMaxReplicas, LabelMinReplicas, LabelHeal, LabelMaxRequests,
 }
 
 // State is an instance's lifecycle state, as its daemon reports it.

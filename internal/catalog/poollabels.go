@@ -26,6 +26,9 @@ const (
 type poolLabels struct {
 	// softLimit is caddy.soft_limit; 0 when absent or bad.
 	softLimit int32
+	// maxRequests is caddy.max_requests (R5q, maxrequests.go); 0 when
+	// absent or bad.
+	maxRequests int32
 	// dependsOn is caddy.depends_on; nil when absent or bad.
 	dependsOn *selector.Selector
 }
@@ -42,6 +45,11 @@ func parsePool(labels map[string]string) (p poolLabels, bad string) {
 		} else {
 			p.softLimit = int32(n)
 		}
+	}
+	if n, badMax := parseMaxRequests(labels); badMax {
+		bad = LabelMaxRequests
+	} else {
+		p.maxRequests = n
 	}
 	if raw, ok := labels[LabelDependsOn]; ok {
 		sel, err := selector.Parse(raw)
@@ -62,7 +70,7 @@ func (c *Catalog) warnPool(old, e *entry) {
 		return
 	}
 	c.logger.Warn("label "+bad+" is not valid and is ignored (caddy.soft_limit: a whole number from 1 to "+
-		strconv.Itoa(MaxSoftLimit)+"; caddy.depends_on: a label selector of at most "+
+		strconv.Itoa(MaxSoftLimit)+"; caddy.max_requests: a whole number from 1 to "+strconv.Itoa(MaxMaxRequests)+"; caddy.depends_on: a label selector of at most "+
 		strconv.Itoa(MaxDependsOnBytes)+" bytes, not empty)",
 		zap.String("instance", e.inst.Name), zap.String(bad, ClipLabel(e.inst.Labels[bad])))
 }
@@ -80,11 +88,12 @@ func (e *entry) ready() bool {
 }
 
 // Loaded reports whether every target has a soft limit (caddy.soft_limit)
-// and more requests in flight than it (R5j, Activity.Load): the route's
-// pool is to grow. It reads atomics only.
+// and more requests in flight than it (R5j, Activity.Load), or the route
+// has requests waiting for a slot (Queued, R5q): the route's pool is to
+// grow. It reads atomics only.
 func Loaded(targets []Target) bool {
 	for _, t := range targets {
-		if t.SoftLimit <= 0 || t.Activity == nil || t.Activity.Load() <= int(t.SoftLimit) {
+		if t.SoftLimit <= 0 || t.Activity == nil || !t.Queued && t.Activity.Load() <= int(t.SoftLimit) {
 			return false
 		}
 	}

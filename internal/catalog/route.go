@@ -45,6 +45,12 @@ type Target struct {
 	Identity string
 	// SoftLimit is its caddy.soft_limit (R5j), 0 when none.
 	SoftLimit int32
+	// MaxRequests is its caddy.max_requests (R5q, maxrequests.go), 0 when
+	// none.
+	MaxRequests int32
+	// Queued is set by the request path when the route has requests
+	// waiting for a slot (R5q, MarkQueued).
+	Queued bool
 }
 
 // Targets appends to dst where a request for host (normalized with
@@ -88,7 +94,7 @@ func (s *Snapshot) Pick(dst []Target, route Route, host string, claimedElsewhere
 		}
 		if ep := e.resolve(route, s.reach); ep.dial != "" {
 			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial, Activity: e.activity,
-				Weight: e.effectiveWeight(), Identity: e.identity, SoftLimit: e.pool.softLimit})
+				Weight: e.effectiveWeight(), Identity: e.identity, SoftLimit: e.pool.softLimit, MaxRequests: e.pool.maxRequests})
 		}
 	}
 	if len(dst) > n {

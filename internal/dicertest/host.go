@@ -666,9 +666,13 @@ func clonePorts(in []*dicerpb.PortMapping) []*dicerpb.PortMapping {
 // HelloBody is what an instance's service answers: "hello from <name>\n".
 func HelloBody(name string) string { return "hello from " + name + "\n" }
 
+// maxSlowHello bounds the d of a request for /slow?d=<duration>.
+const maxSlowHello = 10 * time.Second
+
 // ServeHelloProcess is the body of an instance process: it serves HTTP on
 // addr, any address the process may bind, answering every request with
-// HelloBody(name), until ctx is done. Test binaries run it in a mode of
+// HelloBody(name) (a request for /slow?d=<duration> after that long, at
+// most 10 s), until ctx is done. Test binaries run it in a mode of
 // their own to be a Host's Command.
 func ServeHelloProcess(ctx context.Context, addr, name string) error {
 	ln, err := net.Listen("tcp", addr)
@@ -677,7 +681,13 @@ func ServeHelloProcess(ctx context.Context, addr, name string) error {
 	}
 	body := HelloBody(name)
 	srv := &http.Server{
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if d, err := time.ParseDuration(r.URL.Query().Get("d")); err == nil && r.URL.Path == "/slow" {
+				select { // a slow answer, for the benchmarks (bench/queue.sh)
+				case <-time.After(min(d, maxSlowHello)):
+				case <-r.Context().Done():
+				}
+			}
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			_, _ = io.WriteString(w, body)
 		}),
