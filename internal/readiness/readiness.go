@@ -90,7 +90,8 @@ type Prober struct {
 	seq                            uint64
 	unsettled                      int           // probes whose first attempt has not ended
 	idle                           chan struct{} // closed while unsettled is 0
-	drained                        chan struct{} // closed while no probe is pending, once the last verdict is given
+	drained                        chan struct{} // closed while no probe is pending and reporting is 0
+	reporting                      int           // verdicts taken from pending, not yet given (report)
 	scheduling                     bool          // the scheduler goroutine runs
 	// work hands attempts to the workers of the current scheduling (nil:
 	// none), workers counts them: they start as attempts need them, up
@@ -248,6 +249,7 @@ func (p *Prober) schedule() {
 	for {
 		p.mu.Lock()
 		verdicts, wake, more := p.step(time.Now())
+		p.reporting += len(verdicts)
 		p.mu.Unlock()
 		p.report(verdicts)
 		if !more {
@@ -387,6 +389,7 @@ func (p *Prober) attempt(pr *probe) {
 		pr.next = now.Add(p.pauseFor(pr.req.Image, now.Sub(pr.start)))
 		heap.Push(&p.waiting, pr)
 	}
+	p.reporting += len(verdicts)
 	p.mu.Unlock()
 	p.nudge()
 	p.report(verdicts)
@@ -476,7 +479,9 @@ func (p *Prober) report(verdicts []verdict) {
 			for _, v := range verdicts {
 				p.settle(v.probe)
 			}
-			if len(p.pending) == 0 && !closed(p.drained) {
+			// Another goroutine may still be giving verdicts taken
+			// before (a worker's, the scheduler's): the last one closes.
+			if p.reporting -= len(verdicts); p.reporting == 0 && len(p.pending) == 0 && !closed(p.drained) {
 				close(p.drained)
 			}
 		}()
