@@ -165,6 +165,13 @@ func New(opts Options) *Catalog {
 // concurrently.
 func (c *Catalog) Snapshot() *Snapshot { return c.current.Load() }
 
+// Len is how many instances the catalog holds.
+func (c *Catalog) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.byID)
+}
+
 // Ready is closed once the first full listing has arrived.
 func (c *Catalog) Ready() <-chan struct{} { return c.ready }
 

@@ -90,6 +90,8 @@ type Prober struct {
 	seq                            uint64
 	unsettled                      int           // probes whose first attempt has not ended
 	idle                           chan struct{} // closed while unsettled is 0
+	drained                        chan struct{} // closed while no probe is pending and reporting is 0
+	reporting                      int           // verdicts taken from pending, not yet given (report)
 	scheduling                     bool          // the scheduler goroutine runs
 	// work hands attempts to the workers of the current scheduling (nil:
 	// none), workers counts them: they start as attempts need them, up
@@ -142,8 +144,9 @@ func New(ctx context.Context, timeout, interval time.Duration, ready func(id str
 	if log == nil {
 		log = zap.NewNop()
 	}
-	idle := make(chan struct{})
+	idle, drained := make(chan struct{}), make(chan struct{})
 	close(idle)
+	close(drained)
 	p := &Prober{
 		ctx: ctx, timeout: timeout, interval: interval, ready: ready, log: log,
 		pending:   make(map[string]*probe),
@@ -152,6 +155,7 @@ func New(ctx context.Context, timeout, interval time.Duration, ready func(id str
 		due:       queue{slot: 2, less: youngest},
 		deadlines: queue{slot: 3, less: func(a, b *probe) bool { return a.start.Before(b.start) }}, // by deadline: one timeout for all
 		idle:      idle,
+		drained:   drained,
 		kick:      make(chan struct{}, 1),
 	}
 	p.attemptPace = pace{gap: attemptGap, burst: attemptBurst}
@@ -170,6 +174,16 @@ func (p *Prober) Idle() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.idle
+}
+
+// Drained returns a channel closed once no probe is pending and the
+// verdict of the last one has been given (at once if none is pending):
+// every instance probed so far accepted or timed out. The connection
+// waits on it after a large first listing to return the burst's memory.
+func (p *Prober) Drained() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.drained
 }
 
 // Probe starts probing r's instance, replacing an earlier probe of it
@@ -197,6 +211,9 @@ func (p *Prober) Probe(r catalog.ProbeRequest) {
 	heap.Push(&p.deadlines, pr)
 	if p.unsettled == 0 {
 		p.idle = make(chan struct{})
+	}
+	if closed(p.drained) {
+		p.drained = make(chan struct{})
 	}
 	p.unsettled++
 	if !p.scheduling {
@@ -232,6 +249,7 @@ func (p *Prober) schedule() {
 	for {
 		p.mu.Lock()
 		verdicts, wake, more := p.step(time.Now())
+		p.reporting += len(verdicts)
 		p.mu.Unlock()
 		p.report(verdicts)
 		if !more {
@@ -371,6 +389,7 @@ func (p *Prober) attempt(pr *probe) {
 		pr.next = now.Add(p.pauseFor(pr.req.Image, now.Sub(pr.start)))
 		heap.Push(&p.waiting, pr)
 	}
+	p.reporting += len(verdicts)
 	p.mu.Unlock()
 	p.nudge()
 	p.report(verdicts)
@@ -460,6 +479,11 @@ func (p *Prober) report(verdicts []verdict) {
 			for _, v := range verdicts {
 				p.settle(v.probe)
 			}
+			// Another goroutine may still be giving verdicts taken
+			// before (a worker's, the scheduler's): the last one closes.
+			if p.reporting -= len(verdicts); p.reporting == 0 && len(p.pending) == 0 && !closed(p.drained) {
+				close(p.drained)
+			}
 		}()
 	}
 	for _, v := range verdicts {
@@ -478,6 +502,16 @@ func (p *Prober) report(verdicts []verdict) {
 				zap.Int("attempts", int(v.probe.attempts)))
 		}
 		p.ready(r.ID, r.Gen, v.accepted != "")
+	}
+}
+
+// closed reports whether ch is closed.
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -2,8 +2,11 @@ package dicerapp
 
 import (
 	"errors"
+	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,11 +24,42 @@ import (
 // connections holds the shared daemon connections across config reloads,
 // keyed by the connection's key, and the scale-to-zero state of each
 // Engine that several connections share (R5f).
-var connections = caddy.NewUsagePool()
+var connections = &pool{UsagePool: caddy.NewUsagePool()}
+
+// pool is the connections' pool, and when it last returned memory to the
+// operating system for one of them (connection.Spec.ReturnMemory).
+type pool struct {
+	*caddy.UsagePool
+	mu       sync.Mutex
+	returned time.Time
+}
+
+// ReturnMemoryEvery is the least time between two returns of memory to
+// the operating system in the process, whatever the connections that
+// ask: a forced collection costs a full mark of the heap.
+const ReturnMemoryEvery = 10 * time.Minute
+
+// returnMemory returns the heap's free memory to the operating system,
+// unless it did so less than ReturnMemoryEvery ago; it reports whether it
+// did.
+func (p *pool) returnMemory() bool {
+	p.mu.Lock()
+	if !p.returned.IsZero() && time.Since(p.returned) < ReturnMemoryEvery {
+		p.mu.Unlock()
+		return false
+	}
+	p.returned = time.Now()
+	p.mu.Unlock()
+	debug.FreeOSMemory()
+	return true
+}
 
 // Dial returns the shared connection of key, made by spec if it is the
 // first; Release(key) gives it back.
 func Dial(key string, spec connection.Spec) (*connection.Conn, error) {
+	if spec.ReturnMemory == nil {
+		spec.ReturnMemory = connections.returnMemory
+	}
 	v, _, err := connections.LoadOrNew(key, func() (caddy.Destructor, error) {
 		return connection.New(spec)
 	})
