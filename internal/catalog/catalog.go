@@ -580,9 +580,9 @@ func (c *Catalog) warnNoRequests(old, e *entry) {
 			strconv.Itoa(MaxHostNames)+" names and "+strconv.Itoa(MaxHostLabelBytes)+" bytes (R2c); it gets no requests",
 			name, zap.Int("bytes", len(label)), zap.String("caddy.host", ClipLabel(label)))
 	}
-	if bad := e.note().badPath; bad != "" && (old == nil || old.inst.Labels[LabelPath] != e.inst.Labels[LabelPath]) {
+	if bad := e.note().badPath; bad != "" && (old == nil || old.inst.Labels[LabelPath] != e.inst.Labels[LabelPath] || old.inst.Labels[LabelStripPath] != e.inst.Labels[LabelStripPath]) {
 		c.logger.Warn("instance serves no path: its caddy.path label is not valid (R2d): "+bad+"; it gets no requests",
-			name, zap.String("caddy.path", ClipLabel(e.inst.Labels[LabelPath])))
+			name, zap.String("caddy.path", ClipLabel(e.inst.Labels[LabelPath])), zap.String("caddy.strip_path", ClipLabel(e.inst.Labels[LabelStripPath])))
 	}
 	if e.port < 0 && (old == nil || old.inst.Labels[LabelPort] != e.inst.Labels[LabelPort]) {
 		c.logger.Warn("instance gets no requests: label caddy.port is not a port number (1-65535)",
