@@ -19,7 +19,7 @@ import (
 // its prefix stripped; a handle one, under a source with it, and a
 // Traefik PathPrefix one keep it), and the ones whose labels ask for
 // basic_auth or a middleware are not routed at all, each warned about
-// once.
+// once and counted in caddy_dicer_foreign_labels_refused_total.
 func TestDocker_R2f_foreign_labels_route_or_fail_closed(t *testing.T) {
 	cli := engine(t)
 	plain, strip, auth := hostName("r2f-cdp"), hostName("r2f-strip"), hostName("r2f-auth")
@@ -86,6 +86,11 @@ http://%s:%d {
 		}
 		if !strings.Contains(lines[0], label) {
 			t.Errorf("%s: the warning does not name %s: %s", name, label, lines[0])
+		}
+	}
+	for _, set := range []string{"caddy-docker-proxy", "traefik"} { // one container of each refused, counted as warned
+		if n := metric(t, "caddy_dicer_foreign_labels_refused_total", `kind="docker"`, `set="`+set+`"`); n < 1 {
+			t.Errorf("caddy_dicer_foreign_labels_refused_total{set=%q} = %v, want at least 1", set, n)
 		}
 	}
 	if lines := testkit.LogLines(t, logFile, "(R2f)", "$2a$14$"); len(lines) > 0 {

@@ -38,6 +38,11 @@ type Options struct {
 	// request is sent to the instance as one to wake (R5.2) before it
 	// returns. It must not call the catalog.
 	Froze func(id string)
+	// Refused, if set, is called with the label set (caddy-docker-proxy,
+	// traefik) each time the catalog warns that an instance's foreign
+	// labels are refused (R2f): once per instance and change of its
+	// refusal. It must not call the catalog.
+	Refused func(set string)
 	// DependsOnAnyScope lets a caddy.depends_on reach any instance of the
 	// daemon; by default it reaches those of its own Compose project or
 	// Swarm stack only (R5k, the source's depends_on_scope).
@@ -65,6 +70,7 @@ type Catalog struct {
 
 	probe      func(ProbeRequest)
 	froze      func(id string)
+	refused    func(set string)
 	probeGen   uint64
 	seq        uint64           // changes from the daemon so far (see Seq)
 	routePorts map[int]int      // route port -> routes using it
@@ -133,6 +139,7 @@ func New(opts Options) *Catalog {
 		views:  make(map[string]*View),
 
 		probe:      opts.Probe,
+		refused:    opts.Refused,
 		froze:      opts.Froze,
 		routePorts: make(map[int]int),
 		spelt:      make(map[string]spelt),
