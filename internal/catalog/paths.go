@@ -404,10 +404,32 @@ func (s *Snapshot) StripPrefix(route Route, host string, claimedElsewhere, dflt 
 	}
 	yes := n.stripYes || n.stripUnset && dflt
 	no := n.stripNo || n.stripUnset && !dflt
+	if yes && no && !listed {
+		yes, no = n.stripOfServing(host, exact, dflt) // R2d: only those that serve host have a say
+	}
 	if !yes || no {
 		return ""
 	}
 	return n.prefix
+}
+
+// stripOfServing is whether the claimants of n that serve host strip
+// (yes) and keep (no) its prefix, without their label by dflt: on a trie
+// of a view or a wildcard, an instance restricted to another host by its
+// caddy.host has no say in how this host's requests are sent.
+func (n *pathNode) stripOfServing(host string, exact, dflt bool) (yes, no bool) {
+	for _, e := range n.claimants {
+		if !e.servesHost(host, exact) {
+			continue
+		}
+		switch {
+		case e.strip == stripYes || e.strip == stripUnset && dflt:
+			yes = true
+		default:
+			no = true
+		}
+	}
+	return yes, no
 }
 
 // repath returns paths with the tries under the keys of old and e (either

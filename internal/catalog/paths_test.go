@@ -232,3 +232,30 @@ func TestStripPrefix_R2d_per_instance(t *testing.T) {
 		t.Errorf("/bad/x goes to %q, want root: a bad caddy.strip_path claims no prefix", got)
 	}
 }
+
+// Hostile: on a selector route, an instance restricted by caddy.host to
+// its own host has no say in how another host's requests under the same
+// prefix are sent; on a listed host, a tenant that claims the prefix
+// beside another and disagrees gets it uncut for both (never cut for an
+// instance that keeps it).
+func TestStripPrefix_R2d_another_hosts_label_has_no_say(t *testing.T) {
+	c := catalog.New(catalog.Options{})
+	c.Replace([]catalog.Instance{
+		inst("t1", label("app", "web"), host("t1.test"), path("/api"), label(catalog.LabelStripPath, "false"), addr("10.0.0.1")),
+		inst("t2", label("app", "web"), host("t2.test"), path("/api"), label(catalog.LabelStripPath, "true"), addr("10.0.0.2")),
+		inst("keeps", host("a.test"), path("/api"), label(catalog.LabelStripPath, "false"), addr("10.0.0.3")),
+		inst("intruder", host("a.test"), path("/api"), label(catalog.LabelStripPath, "true"), addr("10.0.0.4")),
+	})
+	v := watch(c, "app=web")
+	snap := c.Snapshot()
+	sel := catalog.Route{Port: 80, View: v, Path: "/api/x"}
+	if got := snap.StripPrefix(sel, "t2.test", false, false); got != "/api" {
+		t.Errorf("t2.test on the selector route: cut %q, want /api (t1 serves t1.test only)", got)
+	}
+	if got := snap.StripPrefix(sel, "t1.test", false, true); got != "" {
+		t.Errorf("t1.test on the selector route: cut %q, want nothing", got)
+	}
+	if got := snap.StripPrefix(catalog.Route{Port: 80, Path: "/api/x"}, "a.test", false, true); got != "" {
+		t.Errorf("a.test: cut %q, want nothing: keeps keeps its prefix", got)
+	}
+}

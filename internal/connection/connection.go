@@ -114,9 +114,9 @@ func New(spec Spec) (*Conn, error) {
 	c.metrics = newConnMetrics(c.kind, c.address)
 	opts := spec.Catalog
 	opts.Logger = logger
-	opts.Probe = func(r catalog.ProbeRequest) { c.probe(runCtx, r, spec.ReadinessTimeout) }                 // R1a, and its fast path for a wake
-	opts.Froze = func(string) { c.routes.closeIdle() }                                                      // R5a
-	opts.Refused = func(set string) { metrics.labelsRefused.WithLabelValues(c.kind, c.address, set).Inc() } // R2f
+	opts.Probe = func(r catalog.ProbeRequest) { c.probe(runCtx, r, spec.ReadinessTimeout) } // R1a, and its fast path for a wake
+	opts.Froze = func(string) { c.routes.closeIdle() }                                      // R5a
+	opts.Refused = c.countRefused                                                           // R2f
 	c.catalog = catalog.New(opts)
 	c.prober = readiness.New(runCtx, spec.ReadinessTimeout, 0, c.markReady, logger)
 	var err error

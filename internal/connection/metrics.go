@@ -113,6 +113,16 @@ func newConnMetrics(kind, daemon string) connMetrics {
 	}
 }
 
+// countRefused counts an instance whose foreign labels were refused
+// (R2f), by set. Only the Docker and Swarm adapters read foreign labels
+// and set catalog.LabelRefused; a Dicer instance whose own labels carry
+// one is not counted (its tenant would write the series).
+func (c *Conn) countRefused(set string) {
+	if c.kind == "docker" || c.kind == "swarm" {
+		metrics.labelsRefused.WithLabelValues(c.kind, c.address, set).Inc()
+	}
+}
+
 // Wakes is the counter of wakes with result (WakeRequested, or a
 // standby.WakeResult) on the daemon; resolve it once for the request path.
 func (c *Conn) Wakes(result string) prometheus.Counter { return c.metrics.wakes(result) }

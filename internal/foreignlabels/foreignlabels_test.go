@@ -399,6 +399,8 @@ func TestApply_R2d_strip_path_per_instance(t *testing.T) {
 		{"whole_site_says_nothing", map[string]string{"caddy": "a.com", "caddy.reverse_proxy": "{{upstreams}}"}, "", ""},
 		{"own_label_agreeing", map[string]string{"caddy": "a.com", "caddy.handle_path": "/x/*", "caddy.handle_path.0_reverse_proxy": "{{upstreams}}", "caddy.strip_path": "TRUE"}, "true", ""},
 		{"own_label_contradicting_handle", map[string]string{"caddy": "a.com", "caddy.handle": "/x/*", "caddy.handle.0_reverse_proxy": "{{upstreams}}", "caddy.strip_path": "true"}, "", catalog.LabelStripPath},
+		{"handle_path_stripping_another_prefix", map[string]string{"caddy": "a.com", "caddy.handle_path": "/x/*", "caddy.handle_path.0_reverse_proxy": "{{upstreams}}", "caddy.handle_path.1_uri": "strip_prefix /admin"}, "", "caddy.handle_path.1_uri"},
+		{"own_label_naming_a_prefix", map[string]string{"caddy": "a.com", "caddy.handle_path": "/x/*", "caddy.handle_path.0_reverse_proxy": "{{upstreams}}", "caddy.strip_path": "/admin"}, "", catalog.LabelStripPath},
 		{"own_label_contradicting_traefik", map[string]string{"traefik.http.routers.r.rule": "Host(`a.com`) && PathPrefix(`/x`)", "caddy.strip_path": "yes"}, "", catalog.LabelStripPath},
 	}
 	for _, c := range cases {
