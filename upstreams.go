@@ -141,7 +141,7 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 	deferred := false // to another source of the multi
 	pick := catalog.PickedNone
 	snap, host := s.conn.Catalog().Snapshot(), catalog.NormalizeHost(r.Host)
-	route := s.routeFor(r, snap) // R2d
+	route := s.routeFor(r, snap)            // R2d
 	s.stripPathPrefix(r, snap, route, host) // R2d, upstreams_paths.go: routed by the client's path, sent without its prefix if its instances say so
 	s.keepAlive.resolve()
 	if s.group == nil {

@@ -68,13 +68,17 @@ type Catalog struct {
 	views   map[string]*View // by canonical selector
 	replace sync.Once
 
-	probe      func(ProbeRequest)
-	froze      func(id string)
-	refused    func(set string)
-	probeGen   uint64
-	seq        uint64           // changes from the daemon so far (see Seq)
-	routePorts map[int]int      // route port -> routes using it
-	spelt      map[string]spelt // place -> who last had it (see spellApart)
+	probe   func(ProbeRequest)
+	froze   func(id string)
+	refused func(set string)
+	// stripLabelled is set once an instance had caddy.strip_path=true
+	// (R2d), and stays: until then, a request of a source without
+	// strip_path_prefix never looks for a prefix to strip.
+	stripLabelled bool
+	probeGen      uint64
+	seq           uint64           // changes from the daemon so far (see Seq)
+	routePorts    map[int]int      // route port -> routes using it
+	spelt         map[string]spelt // place -> who last had it (see spellApart)
 	// maintenance are the selectors in maintenance by their text, and
 	// maintenanceKeys their texts in order (R5i, maintenance.go).
 	maintenance     map[string]maintenanceRule
@@ -100,6 +104,8 @@ type Snapshot struct {
 	viewPaths map[*View]*pathNode
 	// next is closed when a newer snapshot replaces this one.
 	next chan struct{}
+	// stripLabelled is the catalog's when the snapshot was stored.
+	stripLabelled bool
 }
 
 // Changed is closed as soon as a newer snapshot replaces s: a request that
@@ -111,6 +117,7 @@ func (s *Snapshot) Changed() <-chan struct{} { return s.next }
 // Writers hold c.mu (New excepted, which has no reader yet).
 func (c *Catalog) store(snap *Snapshot) {
 	snap.next = make(chan struct{})
+	snap.stripLabelled = c.stripLabelled
 	old := c.current.Swap(snap)
 	if old != nil {
 		close(old.next)
@@ -244,6 +251,7 @@ func (c *Catalog) Put(inst Instance) {
 	e := newEntry(c.reach.withHostAddress(inst)) // R11h
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.stripLabelled = c.stripLabelled || e.strip == stripYes // R2d
 	old := c.byID[inst.ID]
 	if e.stopping = holdStopping(old, &e.inst); e.stopping {
 		e.setNotes(func(n *entryNotes) { n.stopWhy = old.note().stopWhy })
@@ -299,6 +307,9 @@ func (c *Catalog) Replace(instances []Instance) {
 		entries[i] = newEntry(c.reach.withHostAddress(inst)) // R11h
 	}
 	c.mu.Lock()
+	for _, e := range entries {
+		c.stripLabelled = c.stripLabelled || e.strip == stripYes // R2d
+	}
 	defer c.mu.Unlock()
 	next := make(map[string]*entry, len(instances))
 	var probes []ProbeRequest

@@ -389,9 +389,12 @@ func (s *Snapshot) PathPrefix(route Route, host string, claimedElsewhere bool) s
 // dflt (the source's strip_path_prefix). When they disagree, nothing is
 // cut: an instance's label changes only how requests are sent to it and
 // to instances agreeing with it, never the path another instance that
-// keeps its prefix is sent. A walk of the path, as PathPrefix; no
-// allocation.
+// keeps its prefix is sent. A walk of the path, as PathPrefix, unless
+// neither dflt nor any instance so far asked to strip; no allocation.
 func (s *Snapshot) StripPrefix(route Route, host string, claimedElsewhere, dflt bool) string {
+	if !dflt && !s.stripLabelled {
+		return "" // no instance says strip, nor the source: no walk
+	}
 	_, exact, listed := s.claimants(route, host, claimedElsewhere)
 	paths := s.pathsOf(route, host, listed)
 	if paths == nil {
