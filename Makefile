@@ -99,9 +99,10 @@ bin/image/demo/hello: $(GO_SOURCES) go.mod go.sum
 	mkdir -p $(@D)
 	CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o $@ ./internal/dockertest/helloserver
 
-test-compose: image ## the Docker-only quick start with docker-compose: loads as Compose v2 loads it; up, routed, scaled to 2, down, nothing left
+test-compose: image ## the Docker-only quick start with docker-compose: loads as Compose v2 loads it; up, routed, scaled to 2, down, nothing left; and docs/migrating.md's Compose files, read from the page, each up, routed through Caddy, down (R2f)
 	cd example/compose/v2check && go run . ../compose.yaml
 	./example/compose/test.sh
+	IMAGE=$(IMAGE) DEMO_IMAGE=$(DEMO_IMAGE) ./docs/migrating_compose.sh
 
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s), one after the other
 	@set -e; for t in $(FUZZ_TARGETS); do \

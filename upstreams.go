@@ -38,7 +38,9 @@ type upstreamSource struct {
 
 	// StripPathPrefix removes, from the request reverse_proxy sends, the
 	// `caddy.path` prefix that routed it (R2d): `/admin/x` to an instance
-	// labelled `caddy.path=/admin` arrives as `/x`. It is the very last
+	// labelled `caddy.path=/admin` arrives as `/x`. An instance's
+	// `caddy.strip_path` label (`true` or `false`) overrides it for the
+	// requests sent to it. It is the very last
 	// change to the request, made on reverse_proxy's own copy as its
 	// upstream is chosen, so every matcher and handler of the site
 	// (`basic_auth /admin/*`, `forward_auth`, `remote_ip`) sees the path
@@ -148,10 +150,8 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 	deferred := false // to another source of the multi
 	pick := catalog.PickedNone
 	snap, host := s.conn.Catalog().Snapshot(), catalog.NormalizeHost(r.Host)
-	route := s.routeFor(r, snap) // R2d
-	if s.StripPathPrefix {
-		s.stripPathPrefix(r, snap, route, host) // R2d, upstreams_paths.go: routed by the client's path, sent without its prefix
-	}
+	route := s.routeFor(r, snap)            // R2d
+	s.stripPathPrefix(r, snap, route, host) // R2d, upstreams_paths.go: routed by the client's path, sent without its prefix if its instances say so
 	s.keepAlive.resolve()
 	if s.group == nil {
 		targets, pick = snap.Pick(buf[:0], route, host, false)

@@ -31,7 +31,9 @@ func clientPath(r *http.Request) string {
 const strippedVar = "dicer_stripped_url"
 
 // stripPathPrefix removes from r, reverse_proxy's copy of the request
-// about to be sent, the caddy.path prefix that routes it (R2d), once per
+// about to be sent, the caddy.path prefix that routes it (R2d) when the
+// instances claiming it strip it (their caddy.strip_path label, else the
+// source's strip_path_prefix: catalog.Snapshot.StripPrefix), once per
 // copy, with Caddy's own prefix stripping (that of `uri strip_prefix`:
 // case and escapes as Caddy's path matcher reads them).
 func (s *upstreamSource) stripPathPrefix(r *http.Request, snap *catalog.Snapshot, route catalog.Route, host string) {
@@ -42,8 +44,8 @@ func (s *upstreamSource) stripPathPrefix(r *http.Request, snap *catalog.Snapshot
 	if vars == nil || vars[strippedVar] == r.URL {
 		return
 	}
-	p := snap.PathPrefix(route, host, false)
-	if p == "" || p == "/" {
+	p := snap.StripPrefix(route, host, false, s.StripPathPrefix)
+	if p == "" {
 		return
 	}
 	repl, _ := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)

@@ -47,8 +47,8 @@ func composeLabels(t *testing.T, yaml string) map[string]map[string]string {
 
 // TestMigrating_R2f_before_and_after checks every Compose pair of
 // docs/migrating.md: the labels before, read under every label set,
-// route as the labels after (caddy.host, caddy.path, caddy.port,
-// caddy.network); a refused one is refused for the label the page says;
+// route as the labels after (caddy.host, caddy.path, caddy.strip_path,
+// caddy.port, caddy.network); a refused one is refused for the label the page says;
 // Sablier's after labels carry what its before ones asked.
 func TestMigrating_R2f_before_and_after(t *testing.T) {
 	data, err := os.ReadFile("docs/migrating.md")
@@ -76,7 +76,7 @@ func TestMigrating_R2f_before_and_after(t *testing.T) {
 		t.Fatalf("%d marked Compose files, want the page's 7 or more", len(blocks))
 	}
 	all := foreignlabels.SetCaddyDicer | foreignlabels.SetCaddyDockerProxy | foreignlabels.SetTraefik
-	routing := []string{catalog.LabelHost, catalog.LabelPath, catalog.LabelPort, catalog.LabelNetwork}
+	routing := []string{catalog.LabelHost, catalog.LabelPath, catalog.LabelStripPath, catalog.LabelPort, catalog.LabelNetwork}
 	before := map[string]map[string]map[string]string{}
 	for _, b := range blocks {
 		svcs := composeLabels(t, b.yaml)

@@ -202,7 +202,8 @@ CMD ["run", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]
 // internal CA that the swarm permission allows. The retry settings are
 // the README's for zero-downtime deploys. weightedHost is routed with
 // lb_policy dicer_weighted (R4c), stickyHost with lb_policy dicer_sticky
-// (R4d), metricsHost serves Caddy's metrics, and TCP connections to :82 go to the
+// (R4d), *.foreign.swarm.test reads caddy-docker-proxy's and Traefik's
+// labels (R2f), metricsHost serves Caddy's metrics, and TCP connections to :82 go to the
 // tasks of the services labelled l4=swarm (dicer_proxy, R14).
 const caddyfile = `{
 	local_certs
@@ -225,6 +226,16 @@ const caddyfile = `{
 
 http://metrics.swarm.test {
 	metrics
+}
+
+http://*.foreign.swarm.test {
+	reverse_proxy {
+		dynamic swarm {
+			labels caddy-dicer caddy-docker-proxy traefik
+		}
+		lb_try_duration 5s
+		lb_try_interval 50ms
+	}
 }
 
 http://weighted.swarm.test {

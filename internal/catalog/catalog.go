@@ -39,6 +39,11 @@ type Options struct {
 	// request is sent to the instance as one to wake (R5.2) before it
 	// returns. It must not call the catalog.
 	Froze func(id string)
+	// Refused, if set, is called with the label set (caddy-docker-proxy,
+	// traefik) each time the catalog warns that an instance's foreign
+	// labels are refused (R2f): once per instance and change of its
+	// refusal. It must not call the catalog.
+	Refused func(set string)
 	// DependsOnAnyScope lets a caddy.depends_on reach any instance of the
 	// daemon; by default it reaches those of its own Compose project or
 	// Swarm stack only (R5k, the source's depends_on_scope).
@@ -70,12 +75,17 @@ type Catalog struct {
 	views   map[string]*View // by canonical selector
 	replace sync.Once
 
-	probe      func(ProbeRequest)
-	froze      func(id string)
-	probeGen   uint64
-	seq        uint64           // changes from the daemon so far (see Seq)
-	routePorts map[int]int      // route port -> routes using it
-	spelt      map[string]spelt // place -> who last had it (see spellApart)
+	probe   func(ProbeRequest)
+	froze   func(id string)
+	refused func(set string)
+	// stripLabelled is set once an instance had caddy.strip_path=true
+	// (R2d), and stays: until then, a request of a source without
+	// strip_path_prefix never looks for a prefix to strip.
+	stripLabelled bool
+	probeGen      uint64
+	seq           uint64           // changes from the daemon so far (see Seq)
+	routePorts    map[int]int      // route port -> routes using it
+	spelt         map[string]spelt // place -> who last had it (see spellApart)
 	// maintenance are the selectors in maintenance by their text, and
 	// maintenanceKeys their texts in order (R5i, maintenance.go).
 	maintenance     map[string]maintenanceRule
@@ -105,6 +115,8 @@ type Snapshot struct {
 	viewPaths map[*View]*pathNode
 	// next is closed when a newer snapshot replaces this one.
 	next chan struct{}
+	// stripLabelled is the catalog's when the snapshot was stored.
+	stripLabelled bool
 }
 
 // Changed is closed as soon as a newer snapshot replaces s: a request that
@@ -116,6 +128,7 @@ func (s *Snapshot) Changed() <-chan struct{} { return s.next }
 // Writers hold c.mu (New excepted, which has no reader yet).
 func (c *Catalog) store(snap *Snapshot) {
 	snap.next = make(chan struct{})
+	snap.stripLabelled = c.stripLabelled
 	old := c.current.Swap(snap)
 	if old != nil {
 		close(old.next)
@@ -144,6 +157,7 @@ func New(opts Options) *Catalog {
 		views:  make(map[string]*View),
 
 		probe:      opts.Probe,
+		refused:    opts.Refused,
 		froze:      opts.Froze,
 		lifecycle:  opts.Lifecycle,
 		routePorts: make(map[int]int),
@@ -257,6 +271,7 @@ func (c *Catalog) Put(inst Instance) {
 	e := newEntry(c.reach.withHostAddress(inst)) // R11h
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.stripLabelled = c.stripLabelled || e.strip == stripYes // R2d
 	old := c.byID[inst.ID]
 	if e.stopping = holdStopping(old, &e.inst); e.stopping {
 		e.setNotes(func(n *entryNotes) { n.stopWhy = old.note().stopWhy })
@@ -326,6 +341,9 @@ func (c *Catalog) Replace(instances []Instance) {
 		entries[i] = newEntry(c.reach.withHostAddress(inst)) // R11h
 	}
 	c.mu.Lock()
+	for _, e := range entries {
+		c.stripLabelled = c.stripLabelled || e.strip == stripYes // R2d
+	}
 	defer c.mu.Unlock()
 	next := make(map[string]*entry, len(instances))
 	var probes []ProbeRequest
@@ -643,9 +661,9 @@ func (c *Catalog) warnNoRequests(old, e *entry) {
 			strconv.Itoa(MaxHostNames)+" names and "+strconv.Itoa(MaxHostLabelBytes)+" bytes (R2c); it gets no requests",
 			name, zap.Int("bytes", len(label)), zap.String("caddy.host", ClipLabel(label)))
 	}
-	if bad := e.note().badPath; bad != "" && (old == nil || old.inst.Labels[LabelPath] != e.inst.Labels[LabelPath]) {
+	if bad := e.note().badPath; bad != "" && (old == nil || old.inst.Labels[LabelPath] != e.inst.Labels[LabelPath] || old.inst.Labels[LabelStripPath] != e.inst.Labels[LabelStripPath]) {
 		c.logger.Warn("instance serves no path: its caddy.path label is not valid (R2d): "+bad+"; it gets no requests",
-			name, zap.String("caddy.path", ClipLabel(e.inst.Labels[LabelPath])))
+			name, zap.String("caddy.path", ClipLabel(e.inst.Labels[LabelPath])), zap.String("caddy.strip_path", ClipLabel(e.inst.Labels[LabelStripPath])))
 	}
 	if e.port < 0 && (old == nil || old.inst.Labels[LabelPort] != e.inst.Labels[LabelPort]) {
 		c.logger.Warn("instance gets no requests: label caddy.port is not a port number (1-65535)",

@@ -74,6 +74,9 @@ type entry struct {
 	restricted bool
 	overCap    bool
 	pathed     bool
+	// strip is the caddy.strip_path label (R2d): stripUnset, stripYes or
+	// stripNo.
+	strip stripChoice
 	// labelled is set when the instance has a caddy.* label: meant for a
 	// route or the permission.
 	labelled bool
@@ -178,6 +181,9 @@ func newEntry(inst Instance) *entry {
 	e.hosts, e.wildcards, e.restricted, e.overCap = parseHosts(inst.Labels[LabelHost])
 	var notes entryNotes
 	e.paths, e.pathed, notes.badPath = parsePaths(inst.Labels[LabelPath])
+	if e.strip, notes.badPath = parseStrip(inst.Labels, notes.badPath); notes.badPath != "" {
+		e.paths, e.pathed = nil, true
+	}
 	if _, refused := inst.Labels[LabelRefused]; refused { // R2f: no host, no path, on any route
 		e.hosts, e.wildcards, e.restricted = nil, nil, true
 		e.paths, e.pathed, notes.badPath = nil, true, ""

@@ -36,6 +36,12 @@ const (
 	// LabelPath lists the path prefixes an instance serves under its
 	// hosts, comma-separated (R2d): `/api,/admin`.
 	LabelPath = "caddy.path"
+	// LabelStripPath says whether the caddy.path prefix that routes a
+	// request is cut from it before it is sent to this instance (R2d):
+	// `true` or `false`; without it, the source's strip_path_prefix
+	// decides. caddy-docker-proxy's handle_path translates to true, its
+	// handle and Traefik's PathPrefix to false (R2f).
+	LabelStripPath = "caddy.strip_path"
 	// LabelSoftLimit makes an instance one of a pool that grows under
 	// load (R5j): while every routable instance of a route has more than
 	// this many requests in flight, Caddy wakes the next one on standby.
@@ -66,7 +72,7 @@ const (
 var KnownLabels = []string{
 	LabelHost, LabelPort, LabelNetwork, LabelStandbyAfter, LabelStandby,
 	LabelWeight, LabelSessionKey, LabelMaintenance,
-	LabelPath, LabelSoftLimit, LabelDependsOn,
+	LabelPath, LabelStripPath, LabelSoftLimit, LabelDependsOn,
 	LabelMaxReplicas, LabelMinReplicas, LabelHeal, LabelMaxRequests,
 }
 

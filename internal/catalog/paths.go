@@ -55,6 +55,40 @@ func parsePaths(raw string) (prefixes []string, restricted bool, bad string) {
 	return prefixes, true, ""
 }
 
+// stripChoice is an instance's caddy.strip_path label (R2d).
+type stripChoice uint8
+
+const (
+	stripUnset stripChoice = iota // no label: the source's strip_path_prefix
+	stripYes
+	stripNo
+)
+
+// parseStrip reads the caddy.strip_path label of labels: `true` or
+// `false` (spaces around and case ignored), none or an empty value
+// unset. A value that is neither makes the instance's paths not valid,
+// bad saying why, as a bad caddy.path does (it then serves no path): an
+// instance whose label meant to keep its prefix is never sent a request
+// without it, nor the reverse. bad, if already set, is kept.
+func parseStrip(labels map[string]string, bad string) (stripChoice, string) {
+	raw, ok := labels[LabelStripPath]
+	if !ok {
+		return stripUnset, bad
+	}
+	switch strings.ToLower(strings.TrimSpace(raw)) {
+	case "":
+		return stripUnset, bad
+	case "true":
+		return stripYes, bad
+	case "false":
+		return stripNo, bad
+	}
+	if bad == "" {
+		bad = "caddy.strip_path " + strconv.Quote(ClipLabel(raw)) + " is not true or false"
+	}
+	return stripUnset, bad
+}
+
 // NormalizePathPrefix turns an entry of a caddy.path label into the form a
 // request's path is matched against (R2d): a leading `/` (added if
 // missing), no trailing `/` (except the root, `/`), in lower case as
@@ -161,6 +195,9 @@ type pathNode struct {
 	// key in any case (not restricted to other hosts): a request then
 	// stops at this node without asking each claimant (see longest).
 	serves bool
+	// stripYes, stripNo and stripUnset say whether one of claimants has
+	// caddy.strip_path true, false, or none (see StripPrefix).
+	stripYes, stripNo, stripUnset bool
 }
 
 // buildPaths is the trie of list (sorted by name), or nil when no instance
@@ -211,6 +248,16 @@ func (n *pathNode) grow(prefix string, made map[string]*pathNode) *pathNode {
 func (n *pathNode) finish() {
 	slices.SortFunc(n.children, func(a, b *pathNode) int { return strings.Compare(a.seg, b.seg) })
 	n.serves = slices.ContainsFunc(n.claimants, func(e *entry) bool { return !e.restricted })
+	for _, e := range n.claimants {
+		switch e.strip {
+		case stripYes:
+			n.stripYes = true
+		case stripNo:
+			n.stripNo = true
+		default:
+			n.stripUnset = true
+		}
+	}
 	for _, c := range n.children {
 		c.finish()
 	}
@@ -333,6 +380,59 @@ func (s *Snapshot) PathPrefix(route Route, host string, claimedElsewhere bool) s
 	}
 	route.PathExact = false
 	return paths.serving(route, host, exact, listed).prefix
+}
+
+// StripPrefix is the prefix to cut from a request of route for host
+// before it is sent (R2d), "" for none: the longest claimed prefix of
+// route.Path (as PathPrefix, never the root) when every instance claiming
+// it strips it, by its caddy.strip_path label, else, without one, by
+// dflt (the source's strip_path_prefix). When they disagree, nothing is
+// cut: an instance's label changes only how requests are sent to it and
+// to instances agreeing with it, never the path another instance that
+// keeps its prefix is sent. A walk of the path, as PathPrefix, unless
+// neither dflt nor any instance so far asked to strip; no allocation.
+func (s *Snapshot) StripPrefix(route Route, host string, claimedElsewhere, dflt bool) string {
+	if !dflt && !s.stripLabelled {
+		return "" // no instance says strip, nor the source: no walk
+	}
+	_, exact, listed := s.claimants(route, host, claimedElsewhere)
+	paths := s.pathsOf(route, host, listed)
+	if paths == nil {
+		return ""
+	}
+	route.PathExact = false
+	n := paths.serving(route, host, exact, listed)
+	if n.prefix == "/" || n.prefix == "" {
+		return ""
+	}
+	yes := n.stripYes || n.stripUnset && dflt
+	no := n.stripNo || n.stripUnset && !dflt
+	if yes && no && !listed {
+		yes, no = n.stripOfServing(host, exact, dflt) // R2d: only those that serve host have a say
+	}
+	if !yes || no {
+		return ""
+	}
+	return n.prefix
+}
+
+// stripOfServing is whether the claimants of n that serve host strip
+// (yes) and keep (no) its prefix, without their label by dflt: on a trie
+// of a view or a wildcard, an instance restricted to another host by its
+// caddy.host has no say in how this host's requests are sent.
+func (n *pathNode) stripOfServing(host string, exact, dflt bool) (yes, no bool) {
+	for _, e := range n.claimants {
+		if !e.servesHost(host, exact) {
+			continue
+		}
+		switch {
+		case e.strip == stripYes || e.strip == stripUnset && dflt:
+			yes = true
+		default:
+			no = true
+		}
+	}
+	return yes, no
 }
 
 // repath returns paths with the tries under the keys of old and e (either

@@ -189,3 +189,73 @@ func TestExplain_R2d_says_why_the_path_excludes(t *testing.T) {
 		t.Errorf("Explain = %+v", got)
 	}
 }
+
+// Whether a prefix is cut is the instances' caddy.strip_path, else the
+// source's strip_path_prefix (dflt); instances of one prefix that
+// disagree get it uncut, so one instance's label never changes the path
+// another that keeps its prefix is sent; a label that is neither true nor
+// false makes its instance serve no path.
+func TestStripPrefix_R2d_per_instance(t *testing.T) {
+	c := catalog.New(catalog.Options{})
+	strip := func(v string) opt { return label(catalog.LabelStripPath, v) }
+	c.Replace([]catalog.Instance{
+		inst("root", host("a.test"), strip("true"), addr("10.0.0.1")),
+		inst("cut", host("a.test"), path("/cut"), strip("true"), addr("10.0.0.2")),
+		inst("keep", host("a.test"), path("/keep"), strip(" False "), addr("10.0.0.3")),
+		inst("plain", host("a.test"), path("/plain"), addr("10.0.0.4")),
+		inst("mixed-a", host("a.test"), path("/mixed"), strip("true"), addr("10.0.0.5")),
+		inst("mixed-b", host("a.test"), path("/mixed"), strip("false"), addr("10.0.0.6")),
+		inst("half-a", host("a.test"), path("/half"), strip("true"), addr("10.0.0.7")),
+		inst("half-b", host("a.test"), path("/half"), addr("10.0.0.8")),
+		inst("bad", host("a.test"), path("/bad"), strip("yes"), addr("10.0.0.9")),
+	})
+	snap := c.Snapshot()
+	for _, tc := range []struct {
+		path string
+		dflt bool
+		want string
+	}{
+		{"/", true, ""}, {"/x", true, ""}, // the root is never cut
+		{"/cut/x", false, "/cut"}, {"/cut/x", true, "/cut"},
+		{"/keep/x", true, ""}, {"/keep/x", false, ""},
+		{"/plain/x", true, "/plain"}, {"/plain/x", false, ""},
+		{"/mixed/x", true, ""}, {"/mixed/x", false, ""},
+		{"/half/x", true, "/half"}, {"/half/x", false, ""},
+		{"/bad/x", true, ""},
+	} {
+		route := catalog.Route{Port: 80, Path: tc.path}
+		if got := snap.StripPrefix(route, "a.test", false, tc.dflt); got != tc.want {
+			t.Errorf("StripPrefix(%s, default %v) = %q, want %q", tc.path, tc.dflt, got, tc.want)
+		}
+	}
+	if got := pick(snap, catalog.Route{Port: 80}, "a.test", "/bad/x"); got != "root" {
+		t.Errorf("/bad/x goes to %q, want root: a bad caddy.strip_path claims no prefix", got)
+	}
+}
+
+// Hostile: on a selector route, an instance restricted by caddy.host to
+// its own host has no say in how another host's requests under the same
+// prefix are sent; on a listed host, a tenant that claims the prefix
+// beside another and disagrees gets it uncut for both (never cut for an
+// instance that keeps it).
+func TestStripPrefix_R2d_another_hosts_label_has_no_say(t *testing.T) {
+	c := catalog.New(catalog.Options{})
+	c.Replace([]catalog.Instance{
+		inst("t1", label("app", "web"), host("t1.test"), path("/api"), label(catalog.LabelStripPath, "false"), addr("10.0.0.1")),
+		inst("t2", label("app", "web"), host("t2.test"), path("/api"), label(catalog.LabelStripPath, "true"), addr("10.0.0.2")),
+		inst("keeps", host("a.test"), path("/api"), label(catalog.LabelStripPath, "false"), addr("10.0.0.3")),
+		inst("intruder", host("a.test"), path("/api"), label(catalog.LabelStripPath, "true"), addr("10.0.0.4")),
+	})
+	v := watch(c, "app=web")
+	snap := c.Snapshot()
+	sel := catalog.Route{Port: 80, View: v, Path: "/api/x"}
+	if got := snap.StripPrefix(sel, "t2.test", false, false); got != "/api" {
+		t.Errorf("t2.test on the selector route: cut %q, want /api (t1 serves t1.test only)", got)
+	}
+	if got := snap.StripPrefix(sel, "t1.test", false, true); got != "" {
+		t.Errorf("t1.test on the selector route: cut %q, want nothing", got)
+	}
+	if got := snap.StripPrefix(catalog.Route{Port: 80, Path: "/api/x"}, "a.test", false, true); got != "" {
+		t.Errorf("a.test: cut %q, want nothing: keeps keeps its prefix", got)
+	}
+}

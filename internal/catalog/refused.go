@@ -17,6 +17,21 @@ func (c *Catalog) warnRefused(old, e *entry) {
 	}
 	c.logger.Warn("instance not routed: its labels ask for what a dynamic source cannot do (R2f)",
 		zap.String("instance", e.inst.Name), zap.String("refused", clipRefusal(why)))
+	if set := refusedSet(why); set != "" && c.refused != nil {
+		c.refused(set)
+	}
+}
+
+// refusedSet is the label set a refusal names first ("caddy-docker-proxy
+// label ...", foreignlabels.Refusal.String), "" for any other value (one
+// a Dicer instance set itself): a metric's label from a bounded set.
+func refusedSet(why string) string {
+	for _, set := range []string{"caddy-docker-proxy", "traefik"} {
+		if strings.HasPrefix(why, set+" label ") {
+			return set
+		}
+	}
+	return ""
 }
 
 // clipRefusal bounds a refusal in a log line: Apply's are shorter; one a

@@ -35,3 +35,24 @@ func TestPut_R2f_refused_instance_serves_nothing_warned_once(t *testing.T) {
 		t.Errorf("labels fixed: routed to %q", got)
 	}
 }
+
+// Options.Refused, behind caddy_dicer_foreign_labels_refused_total, is
+// called as the warning is given: once per instance and change of its
+// refusal, with the set the refusal names; a value that names neither
+// set (a Dicer instance's own dicer.refused) is not counted.
+func TestRefused_R2f_counted_by_set_once_per_refusal(t *testing.T) {
+	counted := map[string]int{}
+	c := catalog.New(catalog.Options{Refused: func(set string) { counted[set]++ }})
+	cdp := label(catalog.LabelRefused, `caddy-docker-proxy label "caddy.basic_auth": ...`)
+	cdp2 := label(catalog.LabelRefused, `caddy-docker-proxy label "caddy.header": ...`)
+	trf := label(catalog.LabelRefused, `traefik label "traefik.http.routers.r.middlewares": ...`)
+	c.Put(inst("a", host("a.test"), cdp))
+	c.Put(inst("a", host("a.test"), cdp, health(catalog.HealthHealthy))) // same refusal
+	c.Put(inst("a", host("a.test"), cdp2))                               // another
+	c.Put(inst("b", host("b.test"), trf))
+	c.Put(inst("own", host("c.test"), label(catalog.LabelRefused, "set by the instance, {x=\"y\"}")))
+	want := map[string]int{"caddy-docker-proxy": 2, "traefik": 1}
+	if len(counted) != len(want) || counted["caddy-docker-proxy"] != 2 || counted["traefik"] != 1 {
+		t.Fatalf("counted %v, want %v", counted, want)
+	}
+}

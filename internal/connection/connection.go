@@ -138,6 +138,7 @@ func New(spec Spec) (*Conn, error) {
 	opts.Probe = func(r catalog.ProbeRequest) { c.probe(runCtx, r, spec.ReadinessTimeout) } // R1a, and its fast path for a wake
 	opts.Froze = func(string) { c.routes.closeIdle() }                                      // R5a
 	opts.Lifecycle = c.catalogChanged                                                       // R13e
+	opts.Refused = c.countRefused                                                           // R2f
 	c.events = c.newBus()
 	c.catalog = catalog.New(opts)
 	c.prober = readiness.New(runCtx, spec.ReadinessTimeout, 0, c.markReady, logger)

@@ -25,6 +25,7 @@ var metrics = struct {
 	fleetCalls     *prometheus.CounterVec
 	leasesRefused  *prometheus.CounterVec
 	heals          *prometheus.CounterVec
+	labelsRefused  *prometheus.CounterVec
 }{
 	eventsReceived: counter("events_received_total", "Events received from the daemon's event stream.", "kind", "daemon"),
 	eventsApplied: counter("events_applied_total",
@@ -61,6 +62,9 @@ var metrics = struct {
 	heals: counter("heals_total",
 		"Restarts of containers labelled caddy.heal that stayed unhealthy (R1e), by result: restarted, denied, error, "+
 			"capped (due, but heal_max_restarts was reached: once per reach).", "kind", "daemon", "result"),
+	labelsRefused: counter("foreign_labels_refused_total",
+		"Instances whose caddy-docker-proxy or Traefik labels were refused, not routed (R2f), by set: caddy-docker-proxy, "+
+			"traefik; once per instance and change of its refusal, as the warning.", "kind", "daemon", "set"),
 	budgetRefused: counter("certificate_budget_refused_total",
 		"On-demand certificates refused by an issuance budget (R7d), by budget: domain, instance, names.", "kind", "daemon", "budget"),
 }
@@ -83,7 +87,7 @@ func Collectors(open func() []*Conn) []prometheus.Collector {
 	return []prometheus.Collector{
 		metrics.eventsReceived, metrics.eventsApplied, metrics.relists, metrics.eventLatency,
 		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.budgetRefused, metrics.fleetErrors,
-		metrics.fleetCalls, metrics.leasesRefused, metrics.heals, eventsDropped,
+		metrics.fleetCalls, metrics.leasesRefused, metrics.heals, metrics.labelsRefused, eventsDropped,
 		newStateCollector(open), poolMetrics.wakesStarted, &poolCollector{desc: poolInstances, open: open},
 	}
 }
@@ -106,6 +110,16 @@ func newConnMetrics(kind, daemon string) connMetrics {
 		eventLatency:   metrics.eventLatency.WithLabelValues(kind, daemon),
 		probesAccepted: metrics.probes.WithLabelValues(kind, daemon, "accepted"),
 		probesTimedOut: metrics.probes.WithLabelValues(kind, daemon, "timed_out"),
+	}
+}
+
+// countRefused counts an instance whose foreign labels were refused
+// (R2f), by set. Only the Docker and Swarm adapters read foreign labels
+// and set catalog.LabelRefused; a Dicer instance whose own labels carry
+// one is not counted (its tenant would write the series).
+func (c *Conn) countRefused(set string) {
+	if c.kind == "docker" || c.kind == "swarm" {
+		metrics.labelsRefused.WithLabelValues(c.kind, c.address, set).Inc()
 	}
 }
 

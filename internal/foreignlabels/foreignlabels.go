@@ -109,7 +109,8 @@ type Translated struct {
 	// Paths are the path prefixes (caddy.path); none means the whole site.
 	Paths []string
 	// Strip says the prefix is stripped before the request is sent
-	// (caddy-docker-proxy's handle_path): the source's strip_path_prefix.
+	// (caddy-docker-proxy's handle_path), else kept (its handle,
+	// Traefik's PathPrefix): with Paths, the instance's caddy.strip_path.
 	Strip bool
 	// Port is the port requests go to (caddy.port); 0: none named.
 	Port uint16
@@ -154,8 +155,8 @@ func clip(s string) string {
 
 // Apply returns the labels an instance with labels is routed by under the
 // sets: labels itself when no foreign set is read or none applies; else a
-// copy with caddy.host, caddy.path, caddy.port and caddy.network set from
-// the foreign labels. A refusal (R2f) gives a copy without caddy.host and
+// copy with caddy.host, caddy.path, caddy.strip_path (with a path),
+// caddy.port and caddy.network set from the foreign labels. A refusal (R2f) gives a copy without caddy.host and
 // caddy.path and with catalog.LabelRefused saying why: the catalog routes
 // no request to such an instance and claims none of its hosts. A
 // LabelRefused the instance carries itself is dropped first (only this
@@ -208,6 +209,7 @@ func Apply(sets Set, labels map[string]string) map[string]string {
 	out[catalog.LabelHost] = strings.Join(t.Hosts, ",")
 	if len(t.Paths) > 0 {
 		out[catalog.LabelPath] = strings.Join(t.Paths, ",")
+		out[catalog.LabelStripPath] = strconv.FormatBool(t.Strip) // R2d: the container's own, whatever the source's strip_path_prefix
 	}
 	if t.Port != 0 {
 		out[catalog.LabelPort] = strconv.Itoa(int(t.Port))
@@ -219,8 +221,8 @@ func Apply(sets Set, labels map[string]string) map[string]string {
 }
 
 // mixed refuses two sets routing one instance, or one beside the
-// instance's own routing labels, or one naming a port or network the
-// instance's own label names otherwise.
+// instance's own routing labels, or one naming a port or network, or
+// stripping the prefix or not, otherwise than the instance's own label.
 func mixed(found []Translated, labels map[string]string) *Refusal {
 	t := found[0]
 	if len(found) > 1 {
@@ -233,6 +235,9 @@ func mixed(found []Translated, labels map[string]string) *Refusal {
 	}
 	if p, ok := labels[catalog.LabelPort]; ok && t.Port != 0 && strings.TrimSpace(p) != strconv.Itoa(int(t.Port)) {
 		return &Refusal{From: t.From, Label: catalog.LabelPort, Why: "names another port than " + t.From + "'s labels"}
+	}
+	if v, ok := labels[catalog.LabelStripPath]; ok && len(t.Paths) > 0 && !strings.EqualFold(strings.TrimSpace(v), strconv.FormatBool(t.Strip)) {
+		return &Refusal{From: t.From, Label: catalog.LabelStripPath, Why: "says otherwise than " + t.From + "'s labels about stripping the path prefix"}
 	}
 	if n, ok := labels[catalog.LabelNetwork]; ok && t.Network != "" && strings.TrimSpace(n) != t.Network {
 		return &Refusal{From: t.From, Label: catalog.LabelNetwork, Why: "names another network than " + t.From + "'s labels"}

@@ -380,3 +380,45 @@ func FuzzApply(f *testing.F) {
 		}
 	})
 }
+
+// The translation says, per instance, whether its prefix is stripped
+// (caddy.strip_path, R2d): handle_path strips, handle and Traefik's
+// PathPrefix keep it, whatever the source's strip_path_prefix; a
+// tenant's own caddy.strip_path saying otherwise is refused.
+func TestApply_R2d_strip_path_per_instance(t *testing.T) {
+	sets := fl.SetCaddyDicer | fl.SetCaddyDockerProxy | fl.SetTraefik
+	cases := []struct {
+		name     string
+		labels   map[string]string
+		strip    string // caddy.strip_path wanted, "" absent
+		refusing string // the label a refusal names, "" routed
+	}{
+		{"handle_path_strips", map[string]string{"caddy": "a.com", "caddy.handle_path": "/x/*", "caddy.handle_path.0_reverse_proxy": "{{upstreams}}"}, "true", ""},
+		{"handle_keeps", map[string]string{"caddy": "a.com", "caddy.handle": "/x/*", "caddy.handle.0_reverse_proxy": "{{upstreams}}"}, "false", ""},
+		{"traefik_pathprefix_keeps", map[string]string{"traefik.http.routers.r.rule": "Host(`a.com`) && PathPrefix(`/x`)"}, "false", ""},
+		{"whole_site_says_nothing", map[string]string{"caddy": "a.com", "caddy.reverse_proxy": "{{upstreams}}"}, "", ""},
+		{"own_label_agreeing", map[string]string{"caddy": "a.com", "caddy.handle_path": "/x/*", "caddy.handle_path.0_reverse_proxy": "{{upstreams}}", "caddy.strip_path": "TRUE"}, "true", ""},
+		{"own_label_contradicting_handle", map[string]string{"caddy": "a.com", "caddy.handle": "/x/*", "caddy.handle.0_reverse_proxy": "{{upstreams}}", "caddy.strip_path": "true"}, "", catalog.LabelStripPath},
+		{"handle_path_stripping_another_prefix", map[string]string{"caddy": "a.com", "caddy.handle_path": "/x/*", "caddy.handle_path.0_reverse_proxy": "{{upstreams}}", "caddy.handle_path.1_uri": "strip_prefix /admin"}, "", "caddy.handle_path.1_uri"},
+		{"own_label_naming_a_prefix", map[string]string{"caddy": "a.com", "caddy.handle_path": "/x/*", "caddy.handle_path.0_reverse_proxy": "{{upstreams}}", "caddy.strip_path": "/admin"}, "", catalog.LabelStripPath},
+		{"own_label_contradicting_traefik", map[string]string{"traefik.http.routers.r.rule": "Host(`a.com`) && PathPrefix(`/x`)", "caddy.strip_path": "yes"}, "", catalog.LabelStripPath},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out := fl.Apply(sets, c.labels)
+			why, refused := out[catalog.LabelRefused]
+			switch {
+			case c.refusing != "":
+				if !refused || !strings.Contains(why, strconv.QuoteToASCII(c.refusing)) {
+					t.Fatalf("refused %v %q, want a refusal naming %s", refused, why, c.refusing)
+				}
+				return
+			case refused:
+				t.Fatalf("refused: %s", why)
+			}
+			if got, ok := out[catalog.LabelStripPath]; c.strip == "" && ok || c.strip != "" && got != c.strip && !strings.EqualFold(got, c.strip) {
+				t.Fatalf("caddy.strip_path = %q (present %v), want %q", got, ok, c.strip)
+			}
+		})
+	}
+}
