@@ -94,6 +94,9 @@ type Conn struct {
 	// events carries the lifecycle events to Caddy's events app (R13e,
 	// lifecycle.go).
 	events *lifecycle.Bus
+	// overflows is when each route last emitted dicer_queue_overflow
+	// (lifecycle.go): at most one a second per route.
+	overflows overflowLimit
 }
 
 // New makes the connection spec describes; it starts following the
