@@ -37,6 +37,25 @@ type RemovedSleeper struct {
 	Image  string
 	// RemovedAt is when the catalog saw it go.
 	RemovedAt time.Time
+	// wildcards are the suffixes of its caddy.host wildcards, and
+	// restricted whether it had a caddy.host label at all (one over the
+	// label's cap serves no host): the hosts it served, beside Hosts.
+	wildcards  []string
+	restricted bool
+}
+
+// served reports whether r served host on route: a host its caddy.host
+// label listed, exactly or through a wildcard; without the label, any
+// host of a selector route (not of a route by caddy.host alone).
+func (r *RemovedSleeper) served(route Route, host string) bool {
+	if !r.restricted {
+		return route.View != nil
+	}
+	if contains(r.Hosts, host) {
+		return true
+	}
+	suffix, ok := WildcardSuffix(host)
+	return ok && len(r.wildcards) > 0 && contains(r.wildcards, suffix)
 }
 
 // removedSleepers is the catalog's record: a list replaced, never
@@ -77,7 +96,8 @@ func (c *Catalog) noteRemoved(old *entry, now time.Time) {
 		}
 	}
 	next = append(next, RemovedSleeper{ID: old.inst.ID, Name: old.inst.Name, Hosts: slices.Clone(old.hosts),
-		Labels: old.inst.Labels, Image: old.inst.Image, RemovedAt: now})
+		Labels: old.inst.Labels, Image: old.inst.Image, RemovedAt: now,
+		wildcards: slices.Clone(old.wildcards), restricted: old.restricted})
 	c.removed.Store(&next)
 }
 
@@ -94,6 +114,9 @@ func (c *Catalog) claimRemoved(e *entry) {
 		claimed := r.Name == e.inst.Name
 		for _, h := range r.Hosts {
 			claimed = claimed || contains(e.hosts, h)
+		}
+		for _, w := range r.wildcards {
+			claimed = claimed || contains(e.wildcards, w)
 		}
 		if !claimed {
 			next = append(next, r)
@@ -128,7 +151,9 @@ func (c *Catalog) RemovedSleepers() []RemovedSleeper {
 
 // RemovedSleeper returns the most recent instance removed while on
 // standby that served host on route (R5o): one that listed host in its
-// caddy.host label, or, without one, that the route's selector matched.
+// caddy.host label (exactly or through a wildcard), or, without the
+// label, that the route's selector matched. Another host, which a client
+// picks, never shows its name.
 // It takes no lock: the request path calls it when it found nothing to
 // route to nor to wake.
 func (c *Catalog) RemovedSleeper(route Route, host string) (RemovedSleeper, bool) {
@@ -138,10 +163,7 @@ func (c *Catalog) RemovedSleeper(route Route, host string) (RemovedSleeper, bool
 		if route.View != nil && !route.View.sel.Matches(r.Labels) {
 			continue
 		}
-		if len(r.Hosts) > 0 && !contains(r.Hosts, host) {
-			continue
-		}
-		if len(r.Hosts) == 0 && route.View == nil {
+		if !r.served(route, host) {
 			continue
 		}
 		return r, true
