@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,14 @@ const (
 	// as a sleeper when it is removed: `docker rm -f` of a running
 	// container stops it a moment before it removes it.
 	asleepFor = 2 * time.Second
+	// maxRemovedLabelBytes bounds the labels a record keeps (keys and
+	// values): past it, none are kept, and the record is found by its
+	// caddy.host hosts alone, not by a selector route. maxRemovedNameBytes
+	// bounds its name. A record outlives its container by up to
+	// RemovedSleeperAge: this bounds what a tenant's create, standby,
+	// remove loop keeps (R15).
+	maxRemovedLabelBytes = 16 << 10
+	maxRemovedNameBytes  = 256
 )
 
 // RemovedSleeper is an instance the daemon removed while it was on
@@ -32,7 +41,8 @@ type RemovedSleeper struct {
 	ID, Name string
 	// Hosts are the exact hosts it claimed (caddy.host), if any.
 	Hosts []string
-	// Labels are its labels, for the selector routes that matched it.
+	// Labels are its labels, for the selector routes that matched it;
+	// none when they were over 16 KiB. Name is cut to 256 bytes.
 	Labels map[string]string
 	Image  string
 	// RemovedAt is when the catalog saw it go.
@@ -95,8 +105,19 @@ func (c *Catalog) noteRemoved(old *entry, now time.Time) {
 			next = append(next, r)
 		}
 	}
-	next = append(next, RemovedSleeper{ID: old.inst.ID, Name: old.inst.Name, Hosts: slices.Clone(old.hosts),
-		Labels: old.inst.Labels, Image: old.inst.Image, RemovedAt: now,
+	labels, size := old.inst.Labels, 0
+	for k, v := range labels {
+		size += len(k) + len(v)
+	}
+	if size > maxRemovedLabelBytes {
+		labels = nil
+	}
+	name := old.inst.Name
+	if len(name) > maxRemovedNameBytes {
+		name = strings.ToValidUTF8(name[:maxRemovedNameBytes], "")
+	}
+	next = append(next, RemovedSleeper{ID: old.inst.ID, Name: name, Hosts: slices.Clone(old.hosts),
+		Labels: labels, Image: old.inst.Image, RemovedAt: now,
 		wildcards: slices.Clone(old.wildcards), restricted: old.restricted})
 	c.removed.Store(&next)
 }

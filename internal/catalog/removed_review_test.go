@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -38,5 +39,34 @@ func TestRemovedSleeper_R5o_only_for_a_host_it_served(t *testing.T) {
 			t.Errorf("caddy.host=%q removed, request for %q on a selector route: shown %v, want %v", tc.label, tc.host, ok, tc.shown)
 		}
 		c.Unwatch(v)
+	}
+}
+
+// R5o, R15 (review s48): a removed sleeper's record outlives its
+// container by up to RemovedSleeperAge, so what it keeps of tenant text
+// is bounded: labels past maxRemovedLabelBytes are not kept (its
+// caddy.host hosts still show its page), nor a name past the page's.
+func TestRemovedSleepers_R5o_record_bounded_in_bytes(t *testing.T) {
+	c := New(Options{})
+	c.Replace(nil)
+	inst := sleeperInst("a", "a.test", StateStopped)
+	inst.Name = strings.Repeat("n", 1<<20)
+	inst.Labels["junk"] = strings.Repeat("x", 1<<20)
+	c.Put(inst)
+	backdate(c, "a", time.Minute)
+	c.Delete("a")
+	list := c.RemovedSleepers()
+	if len(list) != 1 {
+		t.Fatalf("removed sleepers: %d, want 1", len(list))
+	}
+	size := len(list[0].Name)
+	for k, v := range list[0].Labels {
+		size += len(k) + len(v)
+	}
+	if size > 64<<10 {
+		t.Errorf("the record keeps %d bytes of the tenant's name and labels; want at most 64 KiB", size)
+	}
+	if _, ok := c.RemovedSleeper(Route{}, "a.test"); !ok {
+		t.Error("its host no longer finds it")
 	}
 }
