@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,14 @@ const (
 	// as a sleeper when it is removed: `docker rm -f` of a running
 	// container stops it a moment before it removes it.
 	asleepFor = 2 * time.Second
+	// maxRemovedLabelBytes bounds the labels a record keeps (keys and
+	// values): past it, none are kept, and the record is found by its
+	// caddy.host hosts alone, not by a selector route. maxRemovedNameBytes
+	// bounds its name. A record outlives its container by up to
+	// RemovedSleeperAge: this bounds what a tenant's create, standby,
+	// remove loop keeps (R15).
+	maxRemovedLabelBytes = 16 << 10
+	maxRemovedNameBytes  = 256
 )
 
 // RemovedSleeper is an instance the daemon removed while it was on
@@ -32,11 +41,31 @@ type RemovedSleeper struct {
 	ID, Name string
 	// Hosts are the exact hosts it claimed (caddy.host), if any.
 	Hosts []string
-	// Labels are its labels, for the selector routes that matched it.
+	// Labels are its labels, for the selector routes that matched it;
+	// none when they were over 16 KiB. Name is cut to 256 bytes.
 	Labels map[string]string
 	Image  string
 	// RemovedAt is when the catalog saw it go.
 	RemovedAt time.Time
+	// wildcards are the suffixes of its caddy.host wildcards, and
+	// restricted whether it had a caddy.host label at all (one over the
+	// label's cap serves no host): the hosts it served, beside Hosts.
+	wildcards  []string
+	restricted bool
+}
+
+// served reports whether r served host on route: a host its caddy.host
+// label listed, exactly or through a wildcard; without the label, any
+// host of a selector route (not of a route by caddy.host alone).
+func (r *RemovedSleeper) served(route Route, host string) bool {
+	if !r.restricted {
+		return route.View != nil
+	}
+	if contains(r.Hosts, host) {
+		return true
+	}
+	suffix, ok := WildcardSuffix(host)
+	return ok && len(r.wildcards) > 0 && contains(r.wildcards, suffix)
 }
 
 // removedSleepers is the catalog's record: a list replaced, never
@@ -76,8 +105,20 @@ func (c *Catalog) noteRemoved(old *entry, now time.Time) {
 			next = append(next, r)
 		}
 	}
-	next = append(next, RemovedSleeper{ID: old.inst.ID, Name: old.inst.Name, Hosts: slices.Clone(old.hosts),
-		Labels: old.inst.Labels, Image: old.inst.Image, RemovedAt: now})
+	labels, size := old.inst.Labels, 0
+	for k, v := range labels {
+		size += len(k) + len(v)
+	}
+	if size > maxRemovedLabelBytes {
+		labels = nil
+	}
+	name := old.inst.Name
+	if len(name) > maxRemovedNameBytes {
+		name = strings.ToValidUTF8(name[:maxRemovedNameBytes], "")
+	}
+	next = append(next, RemovedSleeper{ID: old.inst.ID, Name: name, Hosts: slices.Clone(old.hosts),
+		Labels: labels, Image: old.inst.Image, RemovedAt: now,
+		wildcards: slices.Clone(old.wildcards), restricted: old.restricted})
 	c.removed.Store(&next)
 }
 
@@ -94,6 +135,9 @@ func (c *Catalog) claimRemoved(e *entry) {
 		claimed := r.Name == e.inst.Name
 		for _, h := range r.Hosts {
 			claimed = claimed || contains(e.hosts, h)
+		}
+		for _, w := range r.wildcards {
+			claimed = claimed || contains(e.wildcards, w)
 		}
 		if !claimed {
 			next = append(next, r)
@@ -128,7 +172,9 @@ func (c *Catalog) RemovedSleepers() []RemovedSleeper {
 
 // RemovedSleeper returns the most recent instance removed while on
 // standby that served host on route (R5o): one that listed host in its
-// caddy.host label, or, without one, that the route's selector matched.
+// caddy.host label (exactly or through a wildcard), or, without the
+// label, that the route's selector matched. Another host, which a client
+// picks, never shows its name.
 // It takes no lock: the request path calls it when it found nothing to
 // route to nor to wake.
 func (c *Catalog) RemovedSleeper(route Route, host string) (RemovedSleeper, bool) {
@@ -138,10 +184,7 @@ func (c *Catalog) RemovedSleeper(route Route, host string) (RemovedSleeper, bool
 		if route.View != nil && !route.View.sel.Matches(r.Labels) {
 			continue
 		}
-		if len(r.Hosts) > 0 && !contains(r.Hosts, host) {
-			continue
-		}
-		if len(r.Hosts) == 0 && route.View == nil {
+		if !r.served(route, host) {
 			continue
 		}
 		return r, true

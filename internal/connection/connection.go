@@ -111,6 +111,9 @@ type Conn struct {
 	events *lifecycle.Bus
 	// returning is returnBurst, waited for by Destruct.
 	returning sync.WaitGroup
+	// overflows is when each route last emitted dicer_queue_overflow
+	// (lifecycle.go): at most one a second per route.
+	overflows overflowLimit
 }
 
 // New makes the connection spec describes; it starts following the

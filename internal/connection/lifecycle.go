@@ -1,6 +1,9 @@
 package connection
 
 import (
+	"sync"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
@@ -65,12 +68,45 @@ func (c *Conn) Events() *lifecycle.Bus { return c.events }
 
 // QueueOverflow emits lifecycle.QueueOverflow: a request for host on
 // route found the route's queue full (queued of max). It never blocks.
+// The client picks host and how many requests it sends, so the event's
+// host is cut to a DNS name's 253 bytes, and a route emits at most one
+// such event a second (the refusals are all counted in
+// caddy_dicer_queue_overflow_total): a flood of refusals does not crowd
+// the other instances' events out of the buffer.
 func (c *Conn) QueueOverflow(route, host string, queued, max int) {
-	if !c.events.Listens(lifecycle.QueueOverflow) {
+	if !c.events.Listens(lifecycle.QueueOverflow) || !c.overflows.allow(route, time.Now()) {
 		return
+	}
+	if len(host) > maxEventHost {
+		host = host[:maxEventHost]
 	}
 	c.events.Emit(lifecycle.QueueOverflow, lifecycle.Instance{}, map[string]any{
 		"route": route, "host": host, "queued": queued, "max_queued": max})
+}
+
+// maxEventHost bounds a client's host in an event: a DNS name's length.
+const maxEventHost = 253
+
+// overflowLimit lets a route emit dicer_queue_overflow once a second. Its
+// map holds a second per route name: the config's routes, a bounded set.
+type overflowLimit struct {
+	mu   sync.Mutex
+	last map[string]int64 // route: unix second of its last event
+}
+
+// allow reports whether route may emit at now, and notes it if so.
+func (l *overflowLimit) allow(route string, now time.Time) bool {
+	sec := now.Unix()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last = make(map[string]int64)
+	}
+	if last, ok := l.last[route]; ok && last == sec {
+		return false
+	}
+	l.last[route] = sec
+	return true
 }
 
 var _ prometheus.Collector = eventsDropped

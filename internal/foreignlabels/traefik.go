@@ -47,7 +47,7 @@ type traefikService struct {
 // "") and no refusal: the instance carries none, or traefik.enable=false.
 func Traefik(labels map[string]string) (Translated, *Refusal) {
 	const from = NameTraefik
-	keys, r := keysOf(labels, from, func(k string) bool { return strings.HasPrefix(k, "traefik.") })
+	keys, r := keysOf(labels, from, isTraefikKey)
 	if r != nil || len(keys) == 0 {
 		return Translated{}, r
 	}
@@ -210,6 +210,24 @@ func Traefik(labels map[string]string) (Translated, *Refusal) {
 		t.Paths = paths
 	}
 	return t, nil
+}
+
+// isTraefikKey reports a key Traefik reads: `traefik.*`, and a key its
+// label decoder lets through in another case (`Traefik.http.*`,
+// `TRAEFIK.TCP.*`: it matches `traefik.http`, `traefik.tcp`,
+// `traefik.udp` and `traefik.tls` regardless of case). Such a key is no
+// label read here, so it refuses the instance: Traefik would not have
+// routed it either, and it may carry a middleware.
+func isTraefikKey(k string) bool {
+	if strings.HasPrefix(k, "traefik.") {
+		return true
+	}
+	for _, f := range [...]string{"traefik.http", "traefik.tcp", "traefik.udp", "traefik.tls"} {
+		if len(k) >= len(f) && strings.EqualFold(k[:len(f)], f) {
+			return true
+		}
+	}
+	return false
 }
 
 // clause is one alternative of a rule: hosts (nil: any) and prefixes
