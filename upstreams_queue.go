@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -42,8 +44,100 @@ type QueueSettings struct {
 	// it is answered 503. Default: `10s`.
 	QueueTimeout caddy.Duration `json:"queue_timeout,omitempty"`
 
-	queue    *queue.Queue
+	queue    *hostQueues
 	queueObs queueObserved
+}
+
+// hostQueues are a route's queues, one per host it serves (R5q): a host's
+// requests wait for a slot on that host's instances only, so a tenant
+// whose host is at its limit, or an outsider holding its slots, holds no
+// other tenant's host on the route. A host's queue is made at its first
+// request and dropped when no request is in it or waiting, so there are
+// never more than the hosts with requests at that moment, and at most
+// maxHostQueues: past that, a new host's requests go straight to Caddy's
+// own count of each instance's requests in flight (MaxRequests), which
+// passes over an instance at its limit.
+type hostQueues struct {
+	opts queue.Options
+	mu   sync.Mutex
+	m    map[string]*hostQueue
+	// used is len(m), read without the lock: a route whose hosts have
+	// no limit takes no lock per request.
+	used atomic.Int32
+}
+
+// hostQueue is one host's queue and how many requests use it.
+type hostQueue struct {
+	*queue.Queue
+	users int // requests let in or waiting; the queue goes at 0
+}
+
+// maxHostQueues bounds the queues of one route at once.
+const maxHostQueues = 10_000
+
+// take returns host's queue, made if need be, counted as used once more;
+// nil when the route has maxHostQueues queues already.
+func (h *hostQueues) take(host string) *hostQueue {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	q := h.m[host]
+	if q == nil {
+		if len(h.m) >= maxHostQueues {
+			return nil
+		}
+		q = &hostQueue{Queue: queue.New(h.opts)}
+		h.m[host] = q
+		h.used.Store(int32(len(h.m)))
+	}
+	q.users++
+	return q
+}
+
+// done ends one use of host's queue q, and drops it with its last.
+func (h *hostQueues) done(host string, q *hostQueue) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if q.users--; q.users == 0 && h.m[host] == q {
+		delete(h.m, host)
+		h.used.Store(int32(len(h.m)))
+	}
+}
+
+// unlimit lets every request waiting in host's queue in: the host has an
+// instance without a limit now. It takes no lock while the route has no
+// queue in use.
+func (h *hostQueues) unlimit(host string) {
+	if h.used.Load() == 0 {
+		return
+	}
+	h.mu.Lock()
+	q := h.m[host]
+	h.mu.Unlock()
+	if q != nil {
+		q.SetCapacity(0)
+	}
+}
+
+// Waiting is how many requests of the route wait now, all hosts together.
+func (h *hostQueues) Waiting() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, q := range h.m {
+		n += q.Waiting()
+	}
+	return n
+}
+
+// InFlight is how many requests the route's queues let in are in flight.
+func (h *hostQueues) InFlight() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, q := range h.m {
+		n += q.InFlight()
+	}
+	return n
 }
 
 // Defaults and bounds of the queue settings.
@@ -129,7 +223,8 @@ func (q *QueueSettings) provisionQueue(kind, daemon, route string) error {
 		timedOut: queueMetrics.overflow.WithLabelValues(kind, daemon, route, "timeout"),
 	}
 	depth := q.queueObs.depth
-	q.queue = queue.New(queue.Options{Size: size, Timeout: timeout, Depth: func(delta int) { depth.Add(float64(delta)) }})
+	q.queue = &hostQueues{opts: queue.Options{Size: size, Timeout: timeout, Depth: func(delta int) { depth.Add(float64(delta)) }},
+		m: make(map[string]*hostQueue)}
 	return nil
 }
 
@@ -197,28 +292,37 @@ func (s *upstreamSource) admit(r *http.Request, snap *catalog.Snapshot, route ca
 	_ *catalog.Snapshot, _ []catalog.Target, refused []*reverseproxy.Upstream,
 ) {
 	capacity := catalog.Capacity(targets, s.MaxRequests)
-	if capacity == 0 || s.queue == nil {
-		if s.queue != nil {
-			s.queue.SetCapacity(0) // a route without a limit now: the waiting go
-		}
+	if s.queue == nil {
+		return snap, targets, nil
+	}
+	if capacity == 0 { // a host without a limit (now): its requests never wait
+		s.queue.unlimit(host)
 		return snap, targets, nil
 	}
 	vars, _ := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
 	if vars != nil && vars[queuedVar] != nil {
 		return snap, targets, nil
 	}
+	q := s.queue.take(host)
+	if q == nil {
+		return snap, targets, nil // past maxHostQueues: Caddy's own count of each instance
+	}
 	grow := func() {
 		catalog.MarkQueued(targets)
 		s.conn.Grow(snap, s.route, host, targets) // R5j: the queue's depth is load
 	}
-	waited, err := s.queue.Enter(r.Context(), capacity, grow)
+	waited, err := q.Enter(r.Context(), capacity, grow)
 	if err != nil {
+		s.queue.done(host, q)
 		return snap, nil, s.refuse(r, err)
 	}
 	if vars != nil {
 		vars[queuedVar] = true
 	}
-	context.AfterFunc(r.Context(), s.queue.Leave) // the slot is handed on as the request ends
+	context.AfterFunc(r.Context(), func() { // the slot is handed on as the request ends
+		q.Leave()
+		s.queue.done(host, q)
+	})
 	s.queueObs.wait.Observe(waited.Seconds())
 	if waited == 0 {
 		return snap, targets, nil

@@ -122,7 +122,6 @@ func TestGetUpstreams_R5q_no_queue_without_a_limit_on_every_instance(t *testing.
 // or flooded instance makes every other host of the route wait and,
 // past queue_size, answers them 503.)
 func TestGetUpstreams_R5q_a_host_at_its_limit_does_not_hold_another_host(t *testing.T) {
-	t.Skip("open finding (review s48, high): the queue is the route's, shared by all its hosts; see the report")
 	cat := catalog.New(catalog.Options{})
 	cat.Replace([]catalog.Instance{
 		{ID: "a", Name: "a", State: catalog.StateRunning, Networks: []catalog.Attachment{{Network: "n", Address: "10.0.0.2"}},
