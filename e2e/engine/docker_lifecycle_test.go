@@ -139,6 +139,10 @@ func TestDocker_R13e_lifecycle_events_reach_Caddys_events_app(t *testing.T) {
 		}
 	}
 
+	// Joined before any request: a request that came while the new
+	// container was still created, not yet started, would start it as a
+	// wake, and the waking event would come first (truthfully).
+	want(lifecycle.Joined)
 	answersWithin(t, tester, host, http.StatusOK, hello(name), waitFor)
 	want(lifecycle.Joined)
 	// Idle for standby_after: out of its rotation, then stopped.
