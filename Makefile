@@ -21,7 +21,7 @@ FUZZ_TARGETS := \
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: help test test-short lint fmt build bench load load-base example test-e2e test-cluster generate fuzz image test-compose test-podman test-engine29 test-acme test-dns soak soak-short
+.PHONY: engine29-bin test-engine29 help test test-short lint fmt build bench load load-base example test-e2e test-cluster generate fuzz image test-compose test-podman test-engine29 test-acme test-dns soak soak-short
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -148,6 +148,8 @@ test-podman: ## the Docker backend's Engine tests against Podman from Debian (ro
 	MODES="$(or $(MODES),rootful rootless)" ./e2e/podman/run.sh
 # The Engine suite's package: one line to change when it moves
 ENGINE_SUITE ?= ./e2e/engine
+engine29-bin: ## build (once per version) Docker Engine 29's dockerd, docker-proxy and runc into bin/engine29, nothing run: .ci/run builds them beside make test
+	BUILD_ONLY=1 ./e2e/engine29/run.sh
 test-engine29: ## the Docker backend's Engine tests against Docker Engine 29 (root): dockerd and runc built from their Go modules once per version (bin/engine29), run in a network namespace of their own beside this Engine (20.10), the test images loaded from it; a chosen subset (e2e/engine29/run.sh); removes all it made
 	go vet ./internal/docker/ $(ENGINE_SUITE)
 	ENGINE_PKG=$(ENGINE_SUITE) ./e2e/engine29/run.sh

@@ -27,6 +27,7 @@
 #   L4_TESTS        its tests to run
 #   FLEET_CADDY     a Caddy with the plugin (bin/caddy): e2e/fleet runs when it exists
 #   FLEET_TESTS     its tests to run
+#   BUILD_ONLY=1    build the binaries and stop (make engine29-bin)
 #   KEEP=1          leave the logs in bin/engine29/logs (always copied there)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -88,6 +89,11 @@ build() {
 	fi
 }
 build
+# BUILD_ONLY=1 (make engine29-bin): the binaries, nothing run.
+if [ "${BUILD_ONLY:-}" = 1 ]; then
+	echo "== built: $DOCKERD $PROXY $RUNC_DIR/runc"
+	exit 0
+fi
 
 # ---- the Engine ---------------------------------------------------------------
 # Each run's namespace, directory and cgroups carry its PID: what a run
