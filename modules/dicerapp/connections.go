@@ -24,7 +24,7 @@ import (
 // connections holds the shared daemon connections across config reloads,
 // keyed by the connection's key, and the scale-to-zero state of each
 // Engine that several connections share (R5f).
-var connections = &pool{UsagePool: caddy.NewUsagePool()}
+var connections = &pool{UsagePool: caddy.NewUsagePool(), conns: make(map[string]*connection.Conn)}
 
 // pool is the connections' pool, and when it last returned memory to the
 // operating system for one of them (connection.Spec.ReturnMemory).
@@ -32,6 +32,46 @@ type pool struct {
 	*caddy.UsagePool
 	mu       sync.Mutex
 	returned time.Time
+	// conns are the connections Dial made, by key, for Connections: read
+	// without the UsagePool's Range, which holds the pool's lock while it
+	// waits for a value being made, while that value's constructor (a
+	// connection's Scaling) may ask the pool for another (SharedEngine):
+	// an admin request or a metrics scrape during a config load then
+	// hung both for good. A key's entry goes when its last holder
+	// releases it; an entry whose key has no holder is not listed.
+	conns map[string]*connection.Conn
+}
+
+// remember notes c as key's connection.
+func (p *pool) remember(key string, c *connection.Conn) {
+	p.mu.Lock()
+	p.conns[key] = c
+	p.mu.Unlock()
+}
+
+// forget drops key's entry once the pool holds nothing under it.
+func (p *pool) forget(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n, _ := p.References(key); n == 0 {
+		delete(p.conns, key)
+	}
+}
+
+// open is every connection of a key some module holds now.
+func (p *pool) open() map[string]*connection.Conn {
+	p.mu.Lock()
+	out := make(map[string]*connection.Conn, len(p.conns))
+	for k, c := range p.conns {
+		out[k] = c
+	}
+	p.mu.Unlock()
+	for k := range out {
+		if n, _ := p.References(k); n == 0 {
+			delete(out, k)
+		}
+	}
+	return out
 }
 
 // ReturnMemoryEvery is the least time between two returns of memory to
@@ -66,7 +106,9 @@ func Dial(key string, spec connection.Spec) (*connection.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return v.(*connection.Conn), nil
+	c := v.(*connection.Conn)
+	connections.remember(key, c)
+	return c, nil
 }
 
 // Release gives back a connection (or an Engine's shared state) by its
@@ -74,6 +116,7 @@ func Dial(key string, spec connection.Spec) (*connection.Conn, error) {
 func Release(key string) {
 	if key != "" {
 		_, _ = connections.Delete(key)
+		connections.forget(key)
 	}
 }
 
@@ -86,12 +129,9 @@ func References(key string) int {
 // Connections returns the open daemon connections, by kind and address.
 func Connections() []*connection.Conn {
 	var out []*connection.Conn
-	connections.Range(func(_, v any) bool {
-		if c, ok := v.(*connection.Conn); ok && c != nil {
-			out = append(out, c)
-		}
-		return true
-	})
+	for _, c := range connections.open() {
+		out = append(out, c)
+	}
 	slices.SortFunc(out, func(a, b *connection.Conn) int {
 		if d := strings.Compare(a.Kind(), b.Kind()); d != 0 {
 			return d
@@ -142,34 +182,27 @@ func RegisterMetrics(ctx caddy.Context, more ...prometheus.Collector) {
 // key, as Dial would, for the tests of what reads the open connections;
 // Release(key) takes it out.
 func Adopt(key string, c *connection.Conn) error {
-	_, _, err := connections.LoadOrNew(key, func() (caddy.Destructor, error) { return c, nil })
-	return err
+	if _, _, err := connections.LoadOrNew(key, func() (caddy.Destructor, error) { return c, nil }); err != nil {
+		return err
+	}
+	connections.remember(key, c)
+	return nil
 }
 
 // Lookup is the open connection of key, nil if none, without taking a
 // reference: for tests.
 func Lookup(key string) *connection.Conn {
-	var out *connection.Conn
-	connections.Range(func(k, v any) bool {
-		if k == key {
-			out, _ = v.(*connection.Conn)
-			return false
-		}
-		return true
-	})
-	return out
+	return connections.open()[key]
 }
 
 // Holders is how many modules hold the open connection c (0: it is not
 // open): for tests that check modules share one.
 func Holders(c *connection.Conn) int {
-	n := 0
-	connections.Range(func(k, v any) bool {
-		if v == c {
-			n, _ = connections.References(k)
-			return false
+	for k, o := range connections.open() {
+		if o == c {
+			n, _ := connections.References(k)
+			return n
 		}
-		return true
-	})
-	return n
+	}
+	return 0
 }
