@@ -148,7 +148,7 @@ test-podman: ## the Docker backend's Engine tests against Podman from Debian (ro
 	MODES="$(or $(MODES),rootful rootless)" ./e2e/podman/run.sh
 # The Engine suite's package: one line to change when it moves
 ENGINE_SUITE ?= ./e2e/engine
-engine29-bin: ## build (once per version) Docker Engine 29's dockerd, docker-proxy and runc into bin/engine29, nothing run: .ci/run builds them beside make test
+engine29-bin: ## build (once per version) Docker Engine 29's dockerd, docker-proxy and runc into bin/engine29, nothing run
 	BUILD_ONLY=1 ./e2e/engine29/run.sh
 test-engine29: ## the Docker backend's Engine tests against Docker Engine 29 (root): dockerd and runc built from their Go modules once per version (bin/engine29), run in a network namespace of their own beside this Engine (20.10), the test images loaded from it; a chosen subset (e2e/engine29/run.sh); removes all it made
 	go vet ./internal/docker/ $(ENGINE_SUITE)
