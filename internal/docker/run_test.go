@@ -104,10 +104,17 @@ func (e *countingEngine) Events(ctx context.Context, o events.ListOptions) (<-ch
 				select {
 				case out <- m:
 				case <-ctx.Done():
+					// The adapter's stream ends on an error, as the
+					// client's does when ctx ends: never leave it
+					// waiting for one (its Run would not return).
+					outErr <- ctx.Err()
 					return
 				}
 			case err := <-errs:
 				outErr <- err
+				return
+			case <-ctx.Done():
+				outErr <- ctx.Err()
 				return
 			}
 		}
