@@ -313,8 +313,9 @@ func (s *upstreamSource) admit(r *http.Request, snap *catalog.Snapshot, route ca
 	}
 	waited, err := q.Enter(r.Context(), capacity, grow)
 	if err != nil {
+		waiting := q.Waiting() // the host's queue, which max_queued bounds
 		s.queue.done(host, q)
-		return snap, nil, s.refuse(r, err)
+		return snap, nil, s.refuse(r, err, waiting)
 	}
 	if vars != nil {
 		vars[queuedVar] = true
@@ -333,13 +334,14 @@ func (s *upstreamSource) admit(r *http.Request, snap *catalog.Snapshot, route ca
 }
 
 // refuse answers a request the queue did not let in: 503 with
-// Retry-After, unless the client left (no answer).
-func (s *upstreamSource) refuse(r *http.Request, err error) []*reverseproxy.Upstream {
+// Retry-After, unless the client left (no answer); waiting is how many
+// wait in its host's queue.
+func (s *upstreamSource) refuse(r *http.Request, err error, waiting int) []*reverseproxy.Upstream {
 	switch {
 	case errors.Is(err, queue.ErrFull):
 		s.queueObs.full.Inc()
 		if s.conn != nil { // nil: not provisioned (unit tests)
-			s.conn.QueueOverflow(s.queueObs.route, r.Host, s.queue.Waiting(), s.queueObs.size) // R13e
+			s.conn.QueueOverflow(s.queueObs.route, r.Host, waiting, s.queueObs.size) // R13e
 		}
 	case errors.Is(err, queue.ErrTimeout):
 		s.queueObs.timedOut.Inc()
