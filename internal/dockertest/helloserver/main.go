@@ -23,6 +23,9 @@
 // it; GET /first-request answers when the first HTTP request reached it
 // (a readiness probe only connects: the first request a proxy routed).
 //
+// Every answer carries the request's path as it arrived in X-Path, so a
+// test can tell whether a proxy stripped a prefix.
+//
 // POST or PUT /sha256 reads the whole body and answers
 // "sha256=<hex> bytes=<n> count=<k>\n": its SHA-256, its length, and how
 // many requests /sha256 has had in this process (this one included), so a
@@ -139,6 +142,7 @@ func main() {
 	})
 	first := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		firstRequest.CompareAndSwap(0, time.Now().UnixNano())
+		w.Header().Set("X-Path", r.URL.Path) // the path it got, after a proxy's stripping
 		mux.ServeHTTP(w, r)
 	})
 	srv := &http.Server{Addr: ":" + port, Handler: first, ReadHeaderTimeout: 10 * time.Second}
