@@ -2,6 +2,7 @@ package standby
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.uber.org/zap"
@@ -89,10 +90,11 @@ func CPUPercent(prev, cur CPUSample, window time.Duration) (pct float64, over ti
 
 // cpuKeepsAwake reads the CPU of s, due for standby, and reports whether
 // it keeps s awake (above its caddy.standby_cpu): then s is not looked at
-// again before cpuRecheck. Past maxCPUReads reads at once, s is kept
-// awake that long unread. A read that fails keeps nothing awake (warned
-// once per Engine): an Engine that will not tell must not keep every
-// labelled container up for good.
+// again before cpuRecheck. Past maxCPUReads reads at once, or when the
+// read times out, s is kept awake that long unread. A read the Engine
+// refuses or fails keeps nothing awake (warned once per Engine): an
+// Engine that will not tell must not keep every labelled container up for
+// good.
 func (w *Waker) cpuKeepsAwake(ctx context.Context, s standbyJob) bool {
 	e := w.engine
 	reader, ok := e.actions.(CPUReader)
@@ -110,6 +112,12 @@ func (w *Waker) cpuKeepsAwake(ctx context.Context, s standbyJob) bool {
 	rctx, cancel := context.WithTimeout(ctx, cpuReadTimeout)
 	defer cancel()
 	cur, err := reader.CPU(rctx, id, s.s.Labels)
+	if err != nil && w.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		// A slow Engine cannot tell now: awake until the next look, not
+		// cut on a timeout.
+		e.holdForCPU(id, w.now().Add(cpuRecheck(after)), nil)
+		return true
+	}
 	if err != nil {
 		if w.ctx.Err() == nil && e.firstCPUFailure() {
 			w.logger.Warn("cannot read the CPU of an idle instance labelled caddy.standby_cpu: it goes on standby "+

@@ -232,3 +232,25 @@ func TestStandby_R5r_cpu_reads_bounded(t *testing.T) {
 		t.Errorf("%d stop calls of busy containers", n)
 	}
 }
+
+// R5r: a read that times out (a slow Engine) cuts nothing: the container
+// is kept awake until its next look, and read again then.
+func TestStandby_R5r_a_read_that_times_out_keeps_it_awake(t *testing.T) {
+	f := &cpuActions{busy: func(string) float64 { return 1 }, readErr: fmt.Errorf("stats: %w", context.DeadlineExceeded)}
+	f.then = func(string, string) error { return nil }
+	cat := catalog.New(catalog.Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	w := Join(ctx, NewEngine(f), cat, zap.NewNop(), Options{})
+	t.Cleanup(func() { cancel(); w.Close() })
+	cat.Replace([]catalog.Instance{cpuSleeper("slow", 200*time.Millisecond)})
+	served(t, w, cat, "slow")
+	for deadline := time.Now().Add(5 * time.Second); f.reads.Load() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d reads, want a second one at the next look", f.reads.Load())
+		}
+		time.Sleep(10 * time.Millisecond) // poll the condition
+	}
+	if n := f.calls.Load(); n != 0 {
+		t.Errorf("%d stop calls after reads that timed out", n)
+	}
+}
