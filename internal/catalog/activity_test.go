@@ -92,7 +92,9 @@ func TestStandbyCPU_R5r_label(t *testing.T) {
 	if warned != 5 {
 		t.Errorf("%d warnings naming caddy.standby_cpu, want 5 (one per bad value)", warned)
 	}
-	c.Put(inst("a", sleeps("1m"), label(catalog.LabelStandbyCPU, "lots"), addr("10.0.0.9")))
+	c.Put(inst("a", sleeps("1m"), label(catalog.LabelStandbyCPU, "much")))
+	warned = logs.FilterMessageSnippet("label caddy.standby_cpu is not valid").Len()
+	c.Put(inst("a", sleeps("1m"), label(catalog.LabelStandbyCPU, "much"), addr("10.0.0.9")))
 	if n := logs.FilterMessageSnippet("label caddy.standby_cpu is not valid").Len(); n != warned {
 		t.Error("the same bad value warned again")
 	}
