@@ -74,6 +74,7 @@ var KnownLabels = []string{
 	LabelWeight, LabelSessionKey, LabelMaintenance,
 	LabelPath, LabelStripPath, LabelSoftLimit, LabelDependsOn,
 	LabelMaxReplicas, LabelMinReplicas, LabelHeal, LabelMaxRequests,
+	LabelStandbyCPU, LabelStandbyIgnore,
 }
 
 // State is an instance's lifecycle state, as its daemon reports it.

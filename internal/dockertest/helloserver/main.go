@@ -31,6 +31,10 @@
 // many requests /sha256 has had in this process (this one included), so a
 // test can tell that a body arrived whole and once.
 //
+// GET /burn?for=<duration> keeps one core busy for that long (at most 10
+// minutes) in the background and answers at once: a container busy with
+// no request open (R5r); GET /burning answers how many burns run.
+//
 // With -healthcheck it is the health check itself: it GETs
 // http://127.0.0.1:$PORT/healthz and exits 0 on a 200, else 1.
 package main
@@ -117,6 +121,30 @@ func main() {
 				flusher.Flush()
 			}
 		}
+	})
+	// /burn?for=10s keeps one core busy for that long (at most 10 min),
+	// answering at once: CPU with no request open (R5r).
+	var burning atomic.Int64
+	mux.HandleFunc("/burn", func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("for"))
+		d = min(d, 10*time.Minute)
+		burning.Add(1)
+		go func() {
+			defer burning.Add(-1)
+			x := uint64(1)
+			for end := time.Now().Add(d); time.Now().Before(end); {
+				for range 100000 {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+			}
+			if x == 42 {
+				fmt.Fprintln(os.Stderr, "burn:", x) // keeps the loop from being optimised out
+			}
+		}()
+		_, _ = io.WriteString(w, "burning for "+d.String()+"\n")
+	})
+	mux.HandleFunc("/burning", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, strconv.FormatInt(burning.Load(), 10)+"\n")
 	})
 	var hashed atomic.Int64
 	sum := func(w http.ResponseWriter, r *http.Request) {
