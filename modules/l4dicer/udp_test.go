@@ -428,3 +428,32 @@ func TestUnmarshalCaddyfile_R14d_flow_settings(t *testing.T) {
 		t.Errorf("max_flows_per_client defaults to %d of max_flows 16, want 4", q.MaxFlowsPerClient)
 	}
 }
+
+// R14d: a client past its share of flows that sends fast stalls nobody:
+// the flows dropped are read until caddy-l4 forgets them (else its one
+// loop waits on a dropped flow's full queue for good).
+func TestL4_R14d_a_dropped_flow_does_not_stall_the_listener(t *testing.T) {
+	echo := startUDPEcho(t)
+	src, name := newHeldSource(t, echo.pc.LocalAddr().String())
+	src.hold = func(c netip.Prefix) bool { return c == netip.MustParsePrefix("127.0.0.1/32") }
+	addr := startUDPProxy(t, name, 10*time.Second, map[string]any{"max_flows_per_client": 1})
+	a := udpClient(t, "127.0.0.1", addr)
+	send(t, a, "held")
+	testkit.Eventually(t, 10*time.Second, "client a's first flow waits for its instance", func() bool { return src.asked.Load() == 1 })
+	flood := udpClient(t, "127.0.0.1", addr) // a second flow: past the share
+	for range 20 {
+		for range 100 {
+			send(t, flood, "flood")
+		}
+		time.Sleep(time.Millisecond) // the loopback socket's buffer would drop the rest
+	}
+	b := udpClient(t, "127.0.0.2", addr)
+	send(t, b, "b")
+	if got, err := receive(b, 1, 10*time.Second); err != nil || got[0] != "b" {
+		t.Fatalf("client b, after client a's dropped flow sent 2,000 datagrams: %q, %v; want its answer", got, err)
+	}
+	if n := src.asked.Load(); n != 2 {
+		t.Errorf("the source was asked %d times, want 2 (a's held flow and b's): the dropped flows ask nothing", n)
+	}
+	close(src.gate)
+}
