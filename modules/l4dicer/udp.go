@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -86,7 +87,7 @@ func (p *Proxy) handlePacket(cx *l4.Connection) error {
 	release, why := p.takeFlow(client, known)
 	if release == nil {
 		p.logger.Debug("dropping a UDP flow: "+why, zap.String("remote", cx.RemoteAddr().String()))
-		endFlow(cx, buf[:])
+		endFlow(cx, buf[:], false)
 		return nil
 	}
 	defer release()
@@ -106,13 +107,11 @@ func (p *Proxy) handlePacket(cx *l4.Connection) error {
 		return err
 	}
 	n, err := cx.Read(buf[:])
-	if n == 0 {
-		endFlow(cx, buf[:])
-		return nil
+	if n > 0 {
+		f.fromClient(buf[:n])
 	}
-	f.fromClient(buf[:n])
-	if err != nil {
-		endFlow(cx, buf[:])
+	if n == 0 || err != nil {
+		endFlow(cx, buf[:], errors.Is(err, io.EOF))
 		return nil
 	}
 	if err := cx.SetReadDeadline(time.Time{}); err != nil {
@@ -127,13 +126,15 @@ func (p *Proxy) handlePacket(cx *l4.Connection) error {
 		defer stopReading(cx) // the instance's side ended: so does the flow
 		wakeErr = f.connect(ctx, client, known)
 	})
+	var err2 error
 	for {
-		n, err := cx.Read(buf[:])
+		var n int
+		n, err2 = cx.Read(buf[:])
 		if n > 0 {
 			f.fromClient(buf[:n])
 		}
-		if err != nil {
-			break // the server's idle_timeout, or the instance's side ended
+		if err2 != nil {
+			break // the server's idle_timeout (io.EOF), or the instance's side ended
 		}
 	}
 	cancel()
@@ -143,7 +144,7 @@ func (p *Proxy) handlePacket(cx *l4.Connection) error {
 	}
 	f.mu.Unlock()
 	wg.Wait()
-	endFlow(cx, buf[:])
+	endFlow(cx, buf[:], errors.Is(err2, io.EOF))
 	if f.dropped > 0 {
 		p.logger.Debug("dropped datagrams of a UDP flow while its instance woke",
 			zap.Int("dropped", f.dropped), zap.String("remote", cx.RemoteAddr().String()))
@@ -300,13 +301,17 @@ func stopReading(cx *l4.Connection) {
 // datagrams from one loop, blocking while a flow's queue (5 datagrams) is
 // full, and learns that a flow ended from a message that loop reads: a
 // handler that returned without reading on would let a client that sends
-// fast stall the listener for every client. buf must hold a whole
-// datagram (maxDatagram), so that a read never keeps a part of one
-// behind while Close runs.
-func endFlow(cx *l4.Connection, buf []byte) {
+// fast stall the listener for every client. told: the last read ended
+// with io.EOF, so caddy-l4 was told already (its idle_timeout) and is not
+// told again (each message forgets the flow of that address, a newer one
+// too). buf must hold a whole datagram (maxDatagram), so that a read never
+// keeps a part of one behind while Close runs.
+func endFlow(cx *l4.Connection, buf []byte, told bool) {
 	done := make(chan struct{})
 	go func() {
-		_ = cx.Close()
+		if !told {
+			_ = cx.Close()
+		}
 		close(done)
 	}()
 	_ = cx.SetReadDeadline(time.Now().Add(3 * time.Second))
