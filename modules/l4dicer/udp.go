@@ -45,6 +45,9 @@ const (
 	// resendFirst bounds the resends of the first datagrams that the
 	// instance refused (ICMP port unreachable: it does not listen yet).
 	resendFirst = 20
+	// lateAnswers is how long a flow that caddy-l4 ended still carries
+	// answers after its last datagram reached the instance (linger).
+	lateAnswers = 5 * time.Second
 )
 
 // isPacket reports whether cx is a flow of datagrams (caddy-l4's UDP
@@ -70,6 +73,7 @@ type flow struct {
 	heldBytes int
 	dropped   int
 	first     [][]byte // what went to up at once, kept for a resend until its first answer
+	lastSent  time.Time
 	answered  atomic.Bool
 
 	// doneWaiting gives back the flow's place under max_waiting, once.
@@ -122,9 +126,10 @@ func (p *Proxy) handlePacket(cx *l4.Connection) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	var wakeErr error
+	connected := make(chan struct{}) // closed once connect has sent the held datagrams, or ended
 	wg.Go(func() {
 		defer stopReading(cx) // the instance's side ended: so does the flow
-		wakeErr = f.connect(ctx, client, known)
+		wakeErr = f.connect(ctx, client, known, connected)
 	})
 	var err2 error
 	for {
@@ -136,6 +141,12 @@ func (p *Proxy) handlePacket(cx *l4.Connection) error {
 		if err2 != nil {
 			break // the server's idle_timeout (io.EOF), or the instance's side ended
 		}
+	}
+	if errors.Is(err2, io.EOF) {
+		// caddy-l4 ended the flow: read what it still delivers until it
+		// has forgotten the flow, then carry the answers.
+		drain(cx, buf[:], f.fromClient)
+		f.linger(connected)
 	}
 	cancel()
 	f.mu.Lock()
@@ -150,6 +161,32 @@ func (p *Proxy) handlePacket(cx *l4.Connection) error {
 			zap.Int("dropped", f.dropped), zap.String("remote", cx.RemoteAddr().String()))
 	}
 	return wakeErr
+}
+
+// linger keeps a flow that caddy-l4 ended (no datagram from its client
+// for the server's idle_timeout) carrying answers while they may come:
+// until its instance is chosen and the datagrams kept meanwhile are sent
+// (a wake may take longer than idle_timeout), then lateAnswers after the
+// last datagram sent to it. The client's next datagram starts a new flow
+// meanwhile; answers to this one still reach it.
+func (f *flow) linger(connected chan struct{}) {
+	<-connected
+	f.mu.Lock()
+	wait := time.Until(f.lastSent.Add(lateAnswers))
+	up := f.up
+	f.mu.Unlock()
+	if up != nil && wait > 0 {
+		time.Sleep(wait)
+	}
+}
+
+// closeOnce closes c unless it is closed.
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
 }
 
 // takeFlow counts a new flow under max_flows and max_flows_per_client
@@ -195,7 +232,8 @@ func (p *Proxy) doneWaiting(client netip.Prefix, known bool) {
 // connect chooses the flow's instance, waking one if none is routable
 // (held under the client's share of max_held, R5d), sends it what the
 // client sent meanwhile and copies its answers back until it ends.
-func (f *flow) connect(ctx context.Context, client netip.Prefix, known bool) error {
+func (f *flow) connect(ctx context.Context, client netip.Prefix, known bool, connected chan struct{}) error {
+	defer closeOnce(connected)
 	p := f.p
 	hold := ctx
 	if known {
@@ -221,7 +259,9 @@ func (f *flow) connect(ctx context.Context, client netip.Prefix, known bool) err
 	for _, d := range f.first {
 		_, _ = up.Write(d)
 	}
+	f.lastSent = time.Now()
 	f.mu.Unlock()
+	closeOnce(connected)
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -241,6 +281,7 @@ func (f *flow) fromClient(d []byte) {
 		if _, err := f.up.Write(d); errors.Is(err, syscall.ECONNREFUSED) {
 			_, _ = f.up.Write(d) // the error was an earlier datagram's
 		}
+		f.lastSent = time.Now()
 		return
 	}
 	if len(f.held) >= firstDatagrams || f.heldBytes+len(d) > firstDatagramBytes {
@@ -314,13 +355,23 @@ func endFlow(cx *l4.Connection, buf []byte, told bool) {
 		}
 		close(done)
 	}()
+	drain(cx, buf, nil)
+	<-done
+}
+
+// drain reads cx until caddy-l4 has closed its queue (io.EOF), at most 3
+// seconds, handing each datagram to sink if it is not nil.
+func drain(cx *l4.Connection, buf []byte, sink func([]byte)) {
 	_ = cx.SetReadDeadline(time.Now().Add(3 * time.Second))
 	for {
-		if _, err := cx.Read(buf); err != nil {
-			break
+		n, err := cx.Read(buf)
+		if n > 0 && sink != nil {
+			sink(buf[:n])
+		}
+		if err != nil {
+			return
 		}
 	}
-	<-done
 }
 
 // getDatagramBuf returns a datagram buffer from the pool.

@@ -474,3 +474,22 @@ func TestL4_R14d_a_dropped_flow_does_not_stall_the_listener(t *testing.T) {
 	}
 	close(src.gate)
 }
+
+// R14d: a wake longer than the server's idle_timeout still answers: the
+// flow caddy-l4 ended meanwhile delivers its datagrams once the instance
+// is ready and carries the answers back.
+func TestL4_R14d_a_wake_longer_than_idle_timeout_is_answered(t *testing.T) {
+	echo := startUDPEcho(t)
+	src, name := newHeldSource(t, echo.pc.LocalAddr().String())
+	const idle = time.Second
+	addr := startUDPProxy(t, name, idle, nil)
+	c := udpClient(t, "127.0.0.1", addr)
+	send(t, c, "slow")
+	testkit.Eventually(t, 10*time.Second, "the flow waits for its instance", func() bool { return src.asked.Load() == 1 })
+	time.Sleep(3 * idle) // the wake takes three idle_timeouts
+	close(src.gate)
+	if got, err := receive(c, 1, 10*time.Second); err != nil || got[0] != "slow" {
+		t.Fatalf("the client got %q, %v; want its datagram answered after a wake longer than idle_timeout", got, err)
+	}
+	testkit.Eventually(t, lateAnswers+10*time.Second, "the flow ends", func() bool { return src.open.Load() == 0 })
+}
