@@ -1,4 +1,4 @@
-// Package l4dicer routes TCP connections of Caddy's layer-4 app
+// Package l4dicer routes TCP connections and UDP flows of Caddy's layer-4 app
 // (github.com/mholt/caddy-l4) to the instances a machine daemon runs,
 // chosen by their labels, with the same daemon settings, catalog,
 // readiness, rotation and scale to zero as the HTTP upstream sources of
@@ -56,6 +56,11 @@ func init() {
 //			}
 //		}
 //	}
+//
+// On a UDP listener (`udp/:53`), each flow of datagrams (one client
+// address and port) goes to one instance, woken by its first datagram,
+// which is delivered once it is ready (R14d); `max_flows` and
+// `max_flows_per_client` bound the flows.
 //
 // By TLS server name: after caddy-l4's `tls` matcher, the name the client
 // asked for routes as a request's host does, by the `caddy.host` label:
