@@ -45,8 +45,9 @@ const (
 	// resendFirst bounds the resends of the first datagrams that the
 	// instance refused (ICMP port unreachable: it does not listen yet).
 	resendFirst = 20
-	// lateAnswers is how long a flow that caddy-l4 ended still carries
-	// answers after its last datagram reached the instance (linger).
+	// lateAnswers is how long a flow that caddy-l4 ended while its
+	// instance woke still carries answers after the datagrams it kept
+	// reached the instance (linger).
 	lateAnswers = 5 * time.Second
 )
 
@@ -73,7 +74,7 @@ type flow struct {
 	heldBytes int
 	dropped   int
 	first     [][]byte // what went to up at once, kept for a resend until its first answer
-	lastSent  time.Time
+	delivered time.Time // when the datagrams kept while it woke went to the instance
 	answered  atomic.Bool
 
 	// doneWaiting gives back the flow's place under max_waiting, once.
@@ -166,13 +167,15 @@ func (p *Proxy) handlePacket(cx *l4.Connection) error {
 // linger keeps a flow that caddy-l4 ended (no datagram from its client
 // for the server's idle_timeout) carrying answers while they may come:
 // until its instance is chosen and the datagrams kept meanwhile are sent
-// (a wake may take longer than idle_timeout), then lateAnswers after the
-// last datagram sent to it. The client's next datagram starts a new flow
-// meanwhile; answers to this one still reach it.
+// (a wake may take longer than idle_timeout), then lateAnswers after they
+// were sent. A flow whose datagrams went to its instance as they came had
+// idle_timeout for its answers already, and ends at once. The client's
+// next datagram starts a new flow meanwhile; answers to this one still
+// reach it.
 func (f *flow) linger(connected chan struct{}) {
 	<-connected
 	f.mu.Lock()
-	wait := time.Until(f.lastSent.Add(lateAnswers))
+	wait := time.Until(f.delivered.Add(lateAnswers))
 	up := f.up
 	f.mu.Unlock()
 	if up != nil && wait > 0 {
@@ -259,7 +262,7 @@ func (f *flow) connect(ctx context.Context, client netip.Prefix, known bool, con
 	for _, d := range f.first {
 		_, _ = up.Write(d)
 	}
-	f.lastSent = time.Now()
+	f.delivered = time.Now()
 	f.mu.Unlock()
 	closeOnce(connected)
 	if ctx.Err() != nil {
@@ -281,7 +284,6 @@ func (f *flow) fromClient(d []byte) {
 		if _, err := f.up.Write(d); errors.Is(err, syscall.ECONNREFUSED) {
 			_, _ = f.up.Write(d) // the error was an earlier datagram's
 		}
-		f.lastSent = time.Now()
 		return
 	}
 	if len(f.held) >= firstDatagrams || f.heldBytes+len(d) > firstDatagramBytes {
