@@ -337,7 +337,7 @@ func TestL4_R14d_flows_bounded_whatever_the_sources(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, c := range socks {
 		wg.Go(func() {
-			if _, err := receive(c, 1, 2*time.Second); err == nil {
+			if _, err := receive(c, 1, 5*time.Second); err == nil {
 				mu.Lock()
 				answered++
 				mu.Unlock()
