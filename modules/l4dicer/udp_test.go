@@ -44,14 +44,25 @@ func (udpTestSource) CaddyModule() caddy.ModuleInfo {
 
 var heldSources sync.Map // name -> *heldSource
 
+// src is the heldSource of s, nil once its test ended (caddy.Stop does
+// not wait for the flows of caddy-l4's handlers to end).
 func (s udpTestSource) src() *heldSource {
 	v, _ := heldSources.Load(s.Name)
-	return v.(*heldSource)
+	h, _ := v.(*heldSource)
+	return h
 }
 func (s udpTestSource) ConnTargets(ctx context.Context, host string) []connection.Target {
-	return s.src().ConnTargets(ctx, host)
+	if h := s.src(); h != nil {
+		return h.ConnTargets(ctx, host)
+	}
+	return nil
 }
-func (s udpTestSource) Opened(t connection.Target) func() { return s.src().Opened(t) }
+func (s udpTestSource) Opened(t connection.Target) func() {
+	if h := s.src(); h != nil {
+		return h.Opened(t)
+	}
+	return func() {}
+}
 
 // heldSource routes every flow to dial; a flow of a client that hold
 // names waits until gate is closed (an instance waking), or its context
