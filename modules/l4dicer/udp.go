@@ -73,7 +73,7 @@ type flow struct {
 	held      [][]byte // the client's datagrams while up is nil, in order
 	heldBytes int
 	dropped   int
-	first     [][]byte // what went to up at once, kept for a resend until its first answer
+	first     [][]byte  // what went to up at once, kept for a resend until its first answer
 	delivered time.Time // when the datagrams kept while it woke went to the instance
 	answered  atomic.Bool
 
