@@ -69,7 +69,11 @@ type DockerEngine struct {
 	// and the rest), each read as those proxies' own documentation writes
 	// them. A container whose labels ask for what a dynamic source cannot
 	// do (basic_auth, headers, middlewares, matchers...) is not routed at
-	// all, with one warning naming the label. Example: `labels caddy-dicer
+	// all, with one warning naming the label. Under any sets, a container
+	// carrying their protection labels (caddy.basic_auth, caddy.forward_auth,
+	// a Traefik router's middlewares...) is not routed either, unless the
+	// word `skip-foreign-protections` is there too: then it is routed by the
+	// labels read, those protections skipped. Example: `labels caddy-dicer
 	// caddy-docker-proxy traefik`. Default: `caddy-dicer`.
 	Labels []string `json:"labels,omitempty"`
 

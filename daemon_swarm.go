@@ -39,7 +39,8 @@ type SwarmManager struct {
 	// Labels are the label sets services are routed by (R2f), as for
 	// the Docker modules: `caddy-dicer` (always read),
 	// `caddy-docker-proxy`, `traefik`, read in each service's
-	// deploy.labels. Default: `caddy-dicer`.
+	// deploy.labels, and the opt-out `skip-foreign-protections`.
+	// Default: `caddy-dicer`.
 	Labels []string `json:"labels,omitempty"`
 
 	// Readiness holds readiness_timeout, the readiness probe's bound.

@@ -41,7 +41,7 @@ func (p *DockerPermission) Provision(ctx caddy.Context) error {
 //		address             <endpoint>
 //		published_port_host <host>
 //		readiness_timeout   <duration>
-//		labels              caddy-dicer|caddy-docker-proxy|traefik...
+//		labels              caddy-dicer|caddy-docker-proxy|traefik|skip-foreign-protections...
 //		tls {
 //			ca   <file>
 //			cert <file>

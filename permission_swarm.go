@@ -41,7 +41,7 @@ func (p *SwarmPermission) Provision(ctx caddy.Context) error {
 //		address           <endpoint>
 //		endpoint          tasks|vip
 //		readiness_timeout <duration>
-//		labels            caddy-dicer|caddy-docker-proxy|traefik...
+//		labels            caddy-dicer|caddy-docker-proxy|traefik|skip-foreign-protections...
 //		tls {
 //			ca   <file>
 //			cert <file>

@@ -87,7 +87,7 @@ func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 //		depends_on_scope project|any
 //		published_port_host <host>
 //		readiness_timeout <duration>
-//		labels caddy-dicer|caddy-docker-proxy|traefik...
+//		labels caddy-dicer|caddy-docker-proxy|traefik|skip-foreign-protections...
 //		tls {
 //			ca <file>
 //			cert <file>

@@ -48,25 +48,38 @@ type QueueSettings struct {
 	queueObs queueObserved
 }
 
-// hostQueues are a route's queues, one per host it serves (R5q): a host's
-// requests wait for a slot on that host's instances only, so a tenant
-// whose host is at its limit, or an outsider holding its slots, holds no
-// other tenant's host on the route. A host's queue is made at its first
-// request and dropped when no request is in it or waiting, so there are
-// never more than the hosts with requests at that moment, and at most
-// maxHostQueues: past that, a new host's requests go straight to Caddy's
-// own count of each instance's requests in flight (MaxRequests), which
-// passes over an instance at its limit.
+// hostQueues are a route's queues, one per group of hosts it serves
+// (R5q, catalog.Snapshot.HostGroup): a host an instance lists exactly is
+// a group of its own; the names under one caddy.host wildcard are one
+// group, and so are the names a selector route's instances without
+// caddy.host serve: those are served by the same instances whatever the
+// name, so an outsider sending many names makes no more queues, nor more
+// slots on those instances, than one. A host's requests wait for a slot
+// on its group's instances only, so a tenant whose host is at its limit,
+// or an outsider holding its slots, holds no other tenant's host on the
+// route. A group's queue is made at its first request and dropped when no
+// request is in it or waiting, so there are never more than the groups
+// with requests at that moment, and at most maxHostQueues: past that, a
+// new group's requests go straight to Caddy's own count of each
+// instance's requests in flight (MaxRequests), which passes over an
+// instance at its limit.
 type hostQueues struct {
 	opts queue.Options
 	mu   sync.Mutex
-	m    map[string]*hostQueue
+	m    map[hostGroup]*hostQueue
 	// used is len(m), read without the lock: a route whose hosts have
 	// no limit takes no lock per request.
 	used atomic.Int32
 }
 
-// hostQueue is one host's queue and how many requests use it.
+// hostGroup is a group of hosts: a host, a wildcard's suffix, or "" (any
+// other name of a selector route).
+type hostGroup struct {
+	name     string
+	wildcard bool
+}
+
+// hostQueue is one group's queue and how many requests use it.
 type hostQueue struct {
 	*queue.Queue
 	users int // requests let in or waiting; the queue goes at 0
@@ -77,7 +90,7 @@ const maxHostQueues = 10_000
 
 // take returns host's queue, made if need be, counted as used once more;
 // nil when the route has maxHostQueues queues already.
-func (h *hostQueues) take(host string) *hostQueue {
+func (h *hostQueues) take(host hostGroup) *hostQueue {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	q := h.m[host]
@@ -94,7 +107,7 @@ func (h *hostQueues) take(host string) *hostQueue {
 }
 
 // done ends one use of host's queue q, and drops it with its last.
-func (h *hostQueues) done(host string, q *hostQueue) {
+func (h *hostQueues) done(host hostGroup, q *hostQueue) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if q.users--; q.users == 0 && h.m[host] == q {
@@ -106,7 +119,7 @@ func (h *hostQueues) done(host string, q *hostQueue) {
 // unlimit lets every request waiting in host's queue in: the host has an
 // instance without a limit now. It takes no lock while the route has no
 // queue in use.
-func (h *hostQueues) unlimit(host string) {
+func (h *hostQueues) unlimit(host hostGroup) {
 	if h.used.Load() == 0 {
 		return
 	}
@@ -224,7 +237,7 @@ func (q *QueueSettings) provisionQueue(kind, daemon, route string) error {
 	}
 	depth := q.queueObs.depth
 	q.queue = &hostQueues{opts: queue.Options{Size: size, Timeout: timeout, Depth: func(delta int) { depth.Add(float64(delta)) }},
-		m: make(map[string]*hostQueue)}
+		m: make(map[hostGroup]*hostQueue)}
 	return nil
 }
 
@@ -295,15 +308,17 @@ func (s *upstreamSource) admit(r *http.Request, snap *catalog.Snapshot, route ca
 	if s.queue == nil {
 		return snap, targets, nil
 	}
+	var group hostGroup
+	group.name, group.wildcard = snap.HostGroup(route, host)
 	if capacity == 0 { // a host without a limit (now): its requests never wait
-		s.queue.unlimit(host)
+		s.queue.unlimit(group)
 		return snap, targets, nil
 	}
 	vars, _ := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
 	if vars != nil && vars[queuedVar] != nil {
 		return snap, targets, nil
 	}
-	q := s.queue.take(host)
+	q := s.queue.take(group)
 	if q == nil {
 		return snap, targets, nil // past maxHostQueues: Caddy's own count of each instance
 	}
@@ -313,8 +328,8 @@ func (s *upstreamSource) admit(r *http.Request, snap *catalog.Snapshot, route ca
 	}
 	waited, err := q.Enter(r.Context(), capacity, grow)
 	if err != nil {
-		waiting := q.Waiting() // the host's queue, which max_queued bounds
-		s.queue.done(host, q)
+		waiting := q.Waiting() // the host's group's queue, which max_queued bounds
+		s.queue.done(group, q)
 		return snap, nil, s.refuse(r, err, waiting)
 	}
 	if vars != nil {
@@ -322,7 +337,7 @@ func (s *upstreamSource) admit(r *http.Request, snap *catalog.Snapshot, route ca
 	}
 	context.AfterFunc(r.Context(), func() { // the slot is handed on as the request ends
 		q.Leave()
-		s.queue.done(host, q)
+		s.queue.done(group, q)
 	})
 	s.queueObs.wait.Observe(waited.Seconds())
 	if waited == 0 {

@@ -73,7 +73,7 @@ func (u *SwarmUpstreams) Provision(ctx caddy.Context) error {
 //		network <network>
 //		endpoint tasks|vip
 //		readiness_timeout <duration>
-//		labels caddy-dicer|caddy-docker-proxy|traefik...
+//		labels caddy-dicer|caddy-docker-proxy|traefik|skip-foreign-protections...
 //		tls {
 //			ca <file>
 //			cert <file>

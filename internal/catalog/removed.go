@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/budget"
 )
 
 // Sleepers that were removed (R5o): `docker rm` and `docker system prune`
@@ -15,8 +17,9 @@ import (
 
 // Bounds of the removed sleepers a catalog remembers (R5o, docs/state.md).
 const (
-	// MaxRemovedSleepers is how many it remembers; past that the oldest
-	// is forgotten first.
+	// MaxRemovedSleepers is how many it remembers; past that, the oldest
+	// of the tenant holding the most is forgotten first (see tenantOf):
+	// one tenant's churn forgets its own records, not another's.
 	MaxRemovedSleepers = 256
 	// RemovedSleeperAge is how long it remembers one.
 	RemovedSleeperAge = 24 * time.Hour
@@ -52,6 +55,61 @@ type RemovedSleeper struct {
 	// label's cap serves no host): the hosts it served, beside Hosts.
 	wildcards  []string
 	restricted bool
+	// tenant is the share it counts against (tenantOf).
+	tenant string
+}
+
+// tenantOf is the share of the record a removed instance counts against
+// (R5o): the registered domain of its first caddy.host host (exact, else
+// a wildcard's suffix; public-suffix aware, as the issuance budgets count,
+// R7d), or, without caddy.host, the first (by canonical selector) of the
+// routes' selectors that match its labels. Labels are no boundary between
+// tenants who set their own (a tenant may list a host under another's
+// domain, or copy another's selector labels), but one who does could
+// already claim that host and forget the record; a tenant under its own
+// domains and selectors spends only its own share. c.mu is held.
+func (c *Catalog) tenantOf(e *entry) string {
+	switch {
+	case len(e.hosts) > 0:
+		return "domain " + budget.RegisteredDomain(e.hosts[0])
+	case len(e.wildcards) > 0:
+		return "domain " + budget.RegisteredDomain(e.wildcards[0])
+	case e.restricted:
+		return "domain " // a caddy.host over its caps: serves no host
+	}
+	best := ""
+	for key, v := range c.views {
+		if (best == "" || key < best) && v.sel.Matches(e.inst.Labels) {
+			best = key
+		}
+	}
+	return "route " + best
+}
+
+// forgetOne drops one record from list, which is one over
+// MaxRemovedSleepers: the oldest of the tenant holding the most, and of
+// those with as many as the newcomer's tenant (the last record), the
+// newcomer's own. So another tenant's churn never takes a tenant below
+// its fair share (MaxRemovedSleepers over the tenants remembered) nor
+// forgets its last record; a tenant alone keeps all.
+func forgetOne(list removedSleepers) removedSleepers {
+	counts := make(map[string]int, 16)
+	for _, r := range list {
+		counts[r.tenant]++
+	}
+	own := list[len(list)-1].tenant
+	most, largest := own, counts[own]
+	for _, r := range list { // ties: the newcomer's, else the oldest record's
+		if counts[r.tenant] > largest {
+			most, largest = r.tenant, counts[r.tenant]
+		}
+	}
+	for i, r := range list {
+		if r.tenant == most {
+			return slices.Delete(list, i, i+1)
+		}
+	}
+	return list
 }
 
 // served reports whether r served host on route: a host its caddy.host
@@ -96,10 +154,7 @@ func (c *Catalog) noteRemoved(old *entry, now time.Time) {
 		return
 	}
 	cur := c.liveRemoved(now)
-	next := make(removedSleepers, 0, min(len(cur)+1, MaxRemovedSleepers))
-	if len(cur) >= MaxRemovedSleepers {
-		cur = cur[len(cur)-MaxRemovedSleepers+1:]
-	}
+	next := make(removedSleepers, 0, min(len(cur)+1, MaxRemovedSleepers+1))
 	for _, r := range cur {
 		if r.ID != old.inst.ID {
 			next = append(next, r)
@@ -118,7 +173,10 @@ func (c *Catalog) noteRemoved(old *entry, now time.Time) {
 	}
 	next = append(next, RemovedSleeper{ID: old.inst.ID, Name: name, Hosts: slices.Clone(old.hosts),
 		Labels: labels, Image: old.inst.Image, RemovedAt: now,
-		wildcards: slices.Clone(old.wildcards), restricted: old.restricted})
+		wildcards: slices.Clone(old.wildcards), restricted: old.restricted, tenant: c.tenantOf(old)})
+	if len(next) > MaxRemovedSleepers {
+		next = forgetOne(next)
+	}
 	c.removed.Store(&next)
 }
 

@@ -69,15 +69,15 @@ func containsChange(list []Change, ch Change) bool {
 	return false
 }
 
-// R5o: at most MaxRemovedSleepers, the oldest forgotten first; none older
-// than RemovedSleeperAge.
+// R5o: at most MaxRemovedSleepers, a tenant's oldest forgotten first;
+// none older than RemovedSleeperAge.
 func TestRemovedSleepers_R5o_bounded_in_count_and_age(t *testing.T) {
 	c := New(Options{})
 	c.Replace(nil)
 	n := MaxRemovedSleepers + 44
 	for i := range n {
 		id := fmt.Sprintf("s%03d", i)
-		c.Put(sleeperInst(id, id+".test", StateStopped))
+		c.Put(sleeperInst(id, id+".one.test", StateStopped))
 		backdate(c, id, time.Minute)
 		c.Delete(id)
 	}
@@ -98,7 +98,7 @@ func TestRemovedSleepers_R5o_bounded_in_count_and_age(t *testing.T) {
 	if got := len(c.RemovedSleepers()); got != MaxRemovedSleepers-10 {
 		t.Errorf("%d remembered, want %d: those over %s are forgotten", got, MaxRemovedSleepers-10, RemovedSleeperAge)
 	}
-	if _, ok := c.RemovedSleeper(Route{}, "s044.test"); ok {
+	if _, ok := c.RemovedSleeper(Route{}, "s044.one.test"); ok {
 		t.Error("one over the age is still found")
 	}
 }

@@ -150,6 +150,26 @@ func (s *Snapshot) ClaimsExactly(route Route, host string) bool {
 	return anyIn(listing, s.views[route.View])
 }
 
+// HostGroup names the hosts of route that host shares its instances with
+// (R5q: they share one queue): host itself when an instance lists it
+// exactly (on a selector route, one the selector matches); else, when an
+// instance's wildcard claims it, the wildcard's suffix (wildcard set:
+// `w.test` for `x.w.test`); else "" (on a selector route, the instances
+// without caddy.host serve any name alike). So the names a client sends
+// make no more groups than the instances' caddy.host labels list, plus
+// one. Index lookups only; no allocation.
+func (s *Snapshot) HostGroup(route Route, host string) (name string, wildcard bool) {
+	if route.View != nil && s.ClaimsExactly(route, host) || route.View == nil && s.ListsExactly(host) {
+		return host, false
+	}
+	if suffix, ok := WildcardSuffix(host); ok {
+		if list, _ := s.wildcards.Get(suffix); len(list) > 0 {
+			return suffix, true
+		}
+	}
+	return "", false
+}
+
 // anyIn reports whether one of list is in sorted, a list sorted by name.
 func anyIn(list, sorted []*entry) bool {
 	for _, e := range list {

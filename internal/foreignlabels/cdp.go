@@ -293,6 +293,11 @@ func refuseDirective(key string, segs []string, v string) *Refusal {
 	case name == "reverse_proxy" || name == "handle" || name == "handle_path":
 		why = "sets " + name + " options or nests it otherwise; only reverse_proxy {{upstreams}}, alone or in a handle or handle_path, is read"
 	}
+	for _, s := range segs[1:] {
+		if n := directiveName(s); n == "basic_auth" || n == "basicauth" || n == "forward_auth" {
+			v = "..." // nested, as in handle_path { basic_auth { ... } }: no credentials in logs either
+		}
+	}
 	line := name
 	for _, s := range segs[1:] {
 		line += " { " + directiveName(s)

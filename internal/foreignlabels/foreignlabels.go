@@ -29,17 +29,25 @@ type Set uint8
 
 // The label sets. SetCaddyDicer's own labels are always read: they are the
 // model the others translate into.
+//
+// SetSkipProtections is no set but the operator's opt-out (the word
+// skip-foreign-protections): a container carrying protection labels of a
+// set not read (Protection) is routed by the labels read, that protection
+// skipped. Without it such a container is not routed (R2f).
 const (
 	SetCaddyDicer Set = 1 << iota
 	SetCaddyDockerProxy
 	SetTraefik
+	SetSkipProtections
 )
 
-// Names of the sets, as the `labels` setting spells them.
+// Names of the sets, as the `labels` setting spells them, and of the
+// opt-out.
 const (
 	NameCaddyDicer       = "caddy-dicer"
 	NameCaddyDockerProxy = "caddy-docker-proxy"
 	NameTraefik          = "traefik"
+	NameSkipProtections  = "skip-foreign-protections"
 )
 
 // ParseSets reads the words of the `labels` setting: any of caddy-dicer,
@@ -57,8 +65,10 @@ func ParseSets(words []string) (Set, error) {
 			b = SetCaddyDockerProxy
 		case NameTraefik:
 			b = SetTraefik
+		case NameSkipProtections:
+			b = SetSkipProtections
 		default:
-			return 0, errors.New(strconv.QuoteToASCII(clip(w)) + " is not a label set: caddy-dicer, caddy-docker-proxy or traefik")
+			return 0, errors.New(strconv.QuoteToASCII(clip(w)) + " is not a label set: caddy-dicer, caddy-docker-proxy or traefik (or the opt-out skip-foreign-protections)")
 		}
 		if seen&b != 0 {
 			return 0, errors.New(w + " is named twice")
@@ -77,6 +87,9 @@ func (s Set) Words() []string {
 	}
 	if s&SetTraefik != 0 {
 		out = append(out, NameTraefik)
+	}
+	if s&SetSkipProtections != 0 {
+		out = append(out, NameSkipProtections)
 	}
 	return out
 }
@@ -166,13 +179,28 @@ func clip(s string) string {
 // set that routes it, or two foreign sets that route it, is refused: which
 // one was meant cannot be told, and the other's protections could be the
 // ones skipped.
+//
+// Under any sets, caddy-dicer's alone included, an instance carrying a
+// protection label of caddy-docker-proxy or Traefik (Protection) is
+// refused, unless sets has SetSkipProtections: a selector or its own
+// caddy.host would route it with that protection silently skipped.
 func Apply(sets Set, labels map[string]string) map[string]string {
 	if _, forged := labels[catalog.LabelRefused]; forged {
 		labels = maps.Clone(labels)
 		delete(labels, catalog.LabelRefused)
 	}
-	if sets&(SetCaddyDockerProxy|SetTraefik) == 0 || len(labels) == 0 {
+	if len(labels) == 0 {
 		return labels
+	}
+	if sets&(SetCaddyDockerProxy|SetTraefik) == 0 {
+		if sets&SetSkipProtections != 0 {
+			return labels
+		}
+		r := Protection(labels)
+		if r == nil {
+			return labels
+		}
+		return refused(labels, r)
 	}
 	var found []Translated
 	var refusal *Refusal
@@ -192,19 +220,19 @@ func Apply(sets Set, labels map[string]string) map[string]string {
 			found = append(found, t)
 		}
 	}
+	if refusal == nil && sets&SetSkipProtections == 0 {
+		refusal = Protection(labels) // of a set not read: a read one's refused above
+	}
 	if refusal == nil && len(found) == 0 {
 		return labels
 	}
 	if refusal == nil {
 		refusal = mixed(found, labels)
 	}
-	out := maps.Clone(labels)
 	if refusal != nil {
-		delete(out, catalog.LabelHost)
-		delete(out, catalog.LabelPath)
-		out[catalog.LabelRefused] = refusal.String()
-		return out
+		return refused(labels, refusal)
 	}
+	out := maps.Clone(labels)
 	t := found[0]
 	out[catalog.LabelHost] = strings.Join(t.Hosts, ",")
 	if len(t.Paths) > 0 {
@@ -217,6 +245,16 @@ func Apply(sets Set, labels map[string]string) map[string]string {
 	if t.Network != "" {
 		out[catalog.LabelNetwork] = t.Network
 	}
+	return out
+}
+
+// refused is a copy of labels routed by nothing: no caddy.host, no
+// caddy.path, and catalog.LabelRefused saying why.
+func refused(labels map[string]string, r *Refusal) map[string]string {
+	out := maps.Clone(labels)
+	delete(out, catalog.LabelHost)
+	delete(out, catalog.LabelPath)
+	out[catalog.LabelRefused] = r.String()
 	return out
 }
 
