@@ -113,12 +113,12 @@ type Change int
 
 // Changes.
 const (
-	Nothing Change = iota
-	Passed         // a step passed (judged, or `then proceed` unjudged)
-	Failed         // a step failed: rolled back
-	Finished       // the last step passed: done
-	Halted         // too few requests: held
-	Left           // the new version left: abandoned; or the old one left: done
+	Nothing  Change = iota
+	Passed          // a step passed (judged, or `then proceed` unjudged)
+	Failed          // a step failed: rolled back
+	Finished        // the last step passed: done
+	Halted          // too few requests: held
+	Left            // the new version left: abandoned; or the old one left: done
 )
 
 // Advance moves st at now: newer and old are the totals of the new and
