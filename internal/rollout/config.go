@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
 )
 
@@ -19,15 +20,15 @@ const (
 	// LabelRollout turns rollouts on for the instances' route: `true`, or
 	// `<steps> [every <d>] [settle <d>] [min <n>] [wait <d>] [then
 	// proceed|stop]`, such as `5%,25%,50%,100% every 1m`.
-	LabelRollout = "caddy.rollout"
+	LabelRollout = catalog.LabelRollout
 	// LabelVersion names the instance's version; default its image.
-	LabelVersion = "caddy.version"
+	LabelVersion = catalog.LabelVersion
 	// LabelMaxErrors is how many percentage points the new version's
 	// error rate may exceed the old one's: `1%` (the default), `0.5%`.
-	LabelMaxErrors = "caddy.rollout_max_errors"
+	LabelMaxErrors = catalog.LabelRolloutMaxErrors
 	// LabelMaxLatency is how many times the old version's p99 latency the
 	// new one's may be: `1.5x` (the default), `2x`.
-	LabelMaxLatency = "caddy.rollout_max_latency"
+	LabelMaxLatency = catalog.LabelRolloutMaxLatency
 )
 
 // Bounds of the settings.
