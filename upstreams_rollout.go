@@ -455,7 +455,7 @@ func (s *upstreamSource) RolloutCommand(action, who string) error {
 		return err
 	}
 	if !found {
-		return errNoRollout
+		return rollout.ErrNoRollout
 	}
 	if action == "abort" {
 		s.conn.RolledBack(rr.name, map[string]any{"why": "aborted by " + who})
@@ -463,5 +463,3 @@ func (s *upstreamSource) RolloutCommand(action, who string) error {
 	rr.look(now) // the weights now
 	return nil
 }
-
-var errNoRollout = errors.New("no rollout under way on the route")

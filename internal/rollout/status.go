@@ -1,5 +1,10 @@
 package rollout
 
+import "errors"
+
+// ErrNoRollout is a command's error on a route with no rollout under way.
+var ErrNoRollout = errors.New("no rollout under way on the route")
+
 // Status is a route's rollout as the admin API (`GET /dicer/rollouts`)
 // answers it and `caddy dicer rollouts` prints it.
 type Status struct {
