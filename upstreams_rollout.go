@@ -262,8 +262,8 @@ func (rr *routeRollout) look(now time.Time) {
 		if next, err = decide(raw); err == nil && next != nil {
 			rr.mem, _, _ = rollout.Decode(next, now)
 		}
-	} else {
-		_, err = rr.s.conn.UpdateRollouts(ctx, decide)
+	} else if follows := rr.follows(ctx, self, now); !follows {
+		_, err = rr.s.conn.UpdateRollouts(ctx, decide) // under the lock: one verdict
 	}
 	if err != nil {
 		rr.warnOnce("write", "the route's rollout cannot be read or written: its weights stay", zap.Error(err))
@@ -286,6 +286,26 @@ func (rr *routeRollout) look(now time.Time) {
 	if st.Verdict != rollout.Abandoned || active {
 		rr.applyWeights(st, versions)
 	}
+}
+
+// follows reads the record without the storage's lock and reports
+// whether another Caddy decides the route's rollout (then rr.state is its
+// entry): a follower never takes the lock.
+func (rr *routeRollout) follows(ctx context.Context, self string, now time.Time) bool {
+	raw, err := rr.s.conn.LoadRollouts(ctx)
+	if err != nil {
+		return false
+	}
+	rec, _, err := rollout.Decode(raw, now)
+	if err != nil {
+		return false
+	}
+	st, ok := rec.Rollouts[rr.name]
+	if !ok || rollout.Owns(st, self, now) {
+		return false
+	}
+	rr.state, rr.decider = &st, false
+	return true
 }
 
 // configure reads the rollout's settings from the newest version's

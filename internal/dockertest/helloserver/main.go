@@ -23,6 +23,11 @@
 // it; GET /first-request answers when the first HTTP request reached it
 // (a readiness probe only connects: the first request a proxy routed).
 //
+// To stand in for a bad release (R4f's rollouts): $ERROR_RATE (a fraction
+// from 0 to 1, such as 0.2) of the requests to / answer 500, evenly spread
+// (every fifth for 0.2), and $DELAY (a Go duration) delays every answer
+// of /.
+//
 // POST or PUT /sha256 reads the whole body and answers
 // "sha256=<hex> bytes=<n> count=<k>\n": its SHA-256, its length, and how
 // many requests /sha256 has had in this process (this one included), so a
@@ -84,7 +89,16 @@ func main() {
 		_, _ = io.WriteString(w, "now healthy\n")
 	})
 	body := "hello from " + name + "\n"
+	errRate, _ := strconv.ParseFloat(os.Getenv("ERROR_RATE"), 64)
+	delay := envDuration("DELAY")
+	var served atomic.Int64
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(delay)
+		n := served.Add(1)
+		if errRate > 0 && int64(float64(n)*errRate) > int64(float64(n-1)*errRate) {
+			http.Error(w, "a bad release", http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, body)
 	})
