@@ -183,6 +183,11 @@ func Advance(st State, w *Window, cfg Config, now time.Time, newCount, oldCount 
 		st.Share(), wn.ErrorRate, ref.ErrorRate, wn.P99, ref.P99, wn.Requests))
 }
 
+// LatencyFloor is the least difference of p99 latencies that fails a
+// step: below it, a p99 over few requests is the jitter of the slowest
+// one (a 2 ms p99 against a 1 ms one is not a slower release).
+const LatencyFloor = 10 * time.Millisecond
+
 // judge says why the new version's figures fail against the old one's,
 // "" when they pass.
 func judge(cfg Config, n, o Figures) string {
@@ -190,7 +195,7 @@ func judge(cfg Config, n, o Figures) string {
 		return fmt.Sprintf("error rate %.2f%% over the old version's %.2f%% by more than %g points (%s), %d requests",
 			n.ErrorRate, o.ErrorRate, cfg.MaxErrors, LabelMaxErrors, n.Requests)
 	}
-	if o.P99 > 0 && float64(n.P99) > cfg.MaxLatency*float64(o.P99) {
+	if o.P99 > 0 && float64(n.P99) > cfg.MaxLatency*float64(o.P99) && n.P99-o.P99 > LatencyFloor {
 		return fmt.Sprintf("p99 latency %s over %gx the old version's %s (%s), %d requests",
 			n.P99, cfg.MaxLatency, o.P99, LabelMaxLatency, n.Requests)
 	}
