@@ -251,3 +251,27 @@ func TestFleet_R4f_a_good_version_goes_to_100_and_the_old_drains(t *testing.T) {
 		t.Errorf("%d requests reached v1 more than 1.5 s after it was drained", v1After)
 	}
 }
+
+// R4f: v2 healthy but 3x slower (60 ms against v1's 20 ms): rolled back
+// on its p99 latency, not on errors.
+func TestFleet_R4f_a_slower_version_is_rolled_back_on_latency(t *testing.T) {
+	app := dockertest.Name("ro-slow")
+	version(t, app, "v1", "DELAY=20ms")
+	p := newRolloutCaddy(t, "a", t.TempDir(), app)
+	routes(t, p, "rollout.test")
+	l := startLoad(p)
+	time.Sleep(time.Second)
+	version(t, app, "v2", "DELAY=60ms")
+	st := awaitVerdict(t, p, rollout.RolledBack, 40*time.Second)
+	answers := l.end()
+	failed := 0
+	for _, a := range answers {
+		if a.err || a.status != 200 {
+			failed++
+		}
+	}
+	t.Logf("%d requests, %d failed; %s", len(answers), failed, st.Why)
+	if !strings.Contains(st.Why, "p99") || failed != 0 {
+		t.Errorf("rolled back for %q with %d failed requests; want on the p99 latency, none failed", st.Why, failed)
+	}
+}
