@@ -87,6 +87,7 @@ type Figures struct {
 	Requests  uint64        `json:"requests"`
 	ErrorRate float64       `json:"error_rate"`
 	P99       time.Duration `json:"p99"`
+	P90       time.Duration `json:"p90"`
 }
 
 // Figures of s.
@@ -102,13 +103,19 @@ func (s Sample) Figures() Figures {
 	if n == 0 {
 		return f
 	}
-	rank := uint64(math.Ceil(0.99 * float64(n)))
+	f.P90, f.P99 = s.quantile(n, 0.90), s.quantile(n, 0.99)
+	return f
+}
+
+// quantile is the upper bound of the bucket holding the q quantile of
+// the n latencies counted.
+func (s Sample) quantile(n uint64, q float64) time.Duration {
+	rank := uint64(math.Ceil(q * float64(n)))
 	var cum uint64
 	for i, b := range s.Buckets {
 		if cum += b; cum >= rank {
-			f.P99 = bucketBound(i)
-			break
+			return bucketBound(i)
 		}
 	}
-	return f
+	return bucketBound(Buckets - 1)
 }

@@ -49,6 +49,8 @@ type sim struct {
 	now      time.Time
 	old, new *version
 	changes  []Change
+	// hook, if set, serves the new version's requests instead.
+	hook func(n int)
 	// newSeen counts the requests and errors the new version answered.
 	newSeen, newErrs uint64
 }
@@ -64,7 +66,11 @@ func (s *sim) run(d time.Duration, rps int) {
 		s.now = s.now.Add(time.Second)
 		n := rps * s.st.Share() / 100
 		before := s.new.total()
-		s.new.serve(n)
+		if s.hook != nil {
+			s.hook(n)
+		} else {
+			s.new.serve(n)
+		}
 		s.old.serve(rps - n)
 		after := s.new.total()
 		s.newSeen += after.Requests - before.Requests
@@ -144,6 +150,15 @@ func TestRollout_R4f_slower_p99_rolls_back_on_latency(t *testing.T) {
 	s.run(5*time.Minute, 1000)
 	if s.st.Verdict != RolledBack || !strings.Contains(s.st.Why, "p99") || !strings.Contains(s.st.Why, LabelMaxLatency) {
 		t.Fatalf("verdict %s (%s); want rolled back on latency", s.st.Verdict, s.st.Why)
+	}
+	// A few slow answers (a GC pause, a loaded host: 2% at 200 ms) in a
+	// version as fast as the old one do not fail it.
+	jittery := &jitter{every: 50, slow: 200 * time.Millisecond, version: version{latency: 10 * time.Millisecond}}
+	s = newSim(t, cfg, &version{latency: 10 * time.Millisecond}, &jittery.version)
+	s.hook = jittery.serve
+	s.run(10*time.Minute, 1000)
+	if s.st.Verdict != Done {
+		t.Fatalf("2%% slow answers: verdict %s (%s); want done", s.st.Verdict, s.st.Why)
 	}
 	// Slower but within the factor passes.
 	s = newSim(t, cfg, &version{latency: 10 * time.Millisecond}, &version{latency: 13 * time.Millisecond})
@@ -355,4 +370,22 @@ func equalChanges(a, b []Change) bool {
 		}
 	}
 	return true
+}
+
+// jitter is a version whose every Nth answer takes slow.
+type jitter struct {
+	version
+	every int
+	slow  time.Duration
+	n     int
+}
+
+func (j *jitter) serve(n int) {
+	for range n {
+		if j.n++; j.n%j.every == 0 {
+			j.c.Record(200, j.slow)
+		} else {
+			j.c.Record(200, j.latency)
+		}
+	}
 }
