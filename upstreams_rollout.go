@@ -32,6 +32,11 @@ import (
 // rolloutEvery is how often a route looks at its rollout.
 var rolloutEvery = time.Second
 
+// lookGap is the least time between two looks: a route looks at once when
+// its catalog changes (a new version's first instance gets its share
+// without waiting for the tick), but not at every change of a burst.
+const lookGap = 200 * time.Millisecond
+
 // routeRollout is a route's rollout as this Caddy sees it.
 type routeRollout struct {
 	s      *upstreamSource
@@ -99,6 +104,11 @@ func (rr *routeRollout) run() {
 		case <-changed:
 		}
 		rr.look(time.Now())
+		select { // a burst of catalog changes costs a look every lookGap
+		case <-rr.stop:
+			return
+		case <-time.After(lookGap):
+		}
 	}
 }
 
