@@ -219,7 +219,8 @@ func (dockerActions) Unreachable(err error) bool {
 
 // Interface guards
 var (
-	_ daemonSettings  = (*DockerEngine)(nil)
-	_ standby.Actions = dockerActions{}
-	_ heal.Actions    = dockerActions{}
+	_ daemonSettings    = (*DockerEngine)(nil)
+	_ standby.Actions   = dockerActions{}
+	_ standby.CPUReader = dockerActions{}
+	_ heal.Actions      = dockerActions{}
 )

@@ -170,6 +170,11 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		if ups := s.maintenancePage(r, snap, host); ups != nil { // R5i
 			return ups, nil
 		}
+		if s.group == nil {
+			if ups := s.asleepAnswer(r, snap, route, host); ups != nil { // R5r, upstreams_activity.go: ignored, not woken
+				return ups, nil
+			}
+		}
 		ups, err := s.wake(r, route, host, buf[:0])
 		if len(ups) == 0 && err == nil && s.group == nil {
 			ups = s.removedPage(r, route, host) // R5o
@@ -189,6 +194,11 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 		s.conn.Grow(snap, s.route, host, targets) // R5j: atomics unless every target is past its soft limit
 	}
 	if pick == catalog.PickedStandby {
+		if s.group == nil && targets[0].Ignore != nil && ignoredBy(r, targets[0].Ignore) { // R5r: a connection would wake it
+			if ups := s.asleepAnswer(r, snap, route, host); ups != nil {
+				return ups, nil
+			}
+		}
 		if s.wakes != nil && s.group == nil { // as before: a multi's member counts none
 			s.wakes.Inc() // the connection wakes it (R5)
 		}
@@ -237,7 +247,7 @@ func (s *upstreamSource) upstreams(r *http.Request, snap *catalog.Snapshot, host
 		if names != nil {
 			names[i] = t.Instance
 		}
-		if t.Activity != nil {
+		if t.Activity != nil && (t.Ignore == nil || !ignoredBy(r, t.Ignore)) { // R5r: an ignored request is no use
 			recordUse(s.conn, r, t.Activity, u) // scale to zero, R5j (upstreams_standby.go)
 		}
 	}

@@ -650,6 +650,7 @@ func (c *Catalog) warnNoRequests(old, e *entry) {
 	name := zap.String("instance", e.inst.Name)
 	c.warnWeighting(old, e) // R4c, R4d
 	c.warnPool(old, e)      // R5j, R5k
+	c.warnActivity(old, e)  // R5r
 	if bad := e.note().badStandby; bad != "" && (old == nil || old.inst.Labels[bad] != e.inst.Labels[bad]) {
 		c.logger.Warn("instance is never put on standby nor woken by Caddy: label "+bad+
 			" is not valid (caddy.standby_after: a positive duration such as 15m; caddy.standby: stop or pause)",

@@ -59,6 +59,9 @@ type entry struct {
 	standby Standby
 	// pool is the caddy.soft_limit and caddy.depends_on labels (poollabels.go).
 	pool poolLabels
+	// ignore is its caddy.standby_ignore (R5r, activity.go); nil when
+	// absent or bad.
+	ignore *Ignore
 	// weighting is its weight and session identity (R4c, R4d, weight.go).
 	weighting
 	// port is the parsed caddy.port label: 0 when absent, -1 when invalid.
@@ -139,6 +142,9 @@ type entryNotes struct {
 	badStandby string
 	// badPool names the pool label whose value is not valid (R5j, R5k).
 	badPool string
+	// badActivity names caddy.standby_cpu or caddy.standby_ignore when its
+	// value is not valid (R5r).
+	badActivity string
 	// maintMsg is the maintenance message (R5i).
 	maintMsg string
 }
@@ -197,6 +203,10 @@ func newEntry(inst Instance) *entry {
 	e.standby, notes.badStandby = parseStandby(inst.Labels)
 	e.weighting = newWeighting(&inst)
 	e.pool, notes.badPool = parsePool(inst.Labels)
+	e.standby.CPU, e.ignore, notes.badActivity = parseActivity(inst.Labels) // R5r
+	if e.standby.After == 0 {
+		e.standby.CPU = 0 // without standby_after, nothing to keep awake
+	}
 	if notes != noNotes {
 		e.notes = &notes
 	}

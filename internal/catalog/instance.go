@@ -82,6 +82,7 @@ var KnownLabels = []string{
 	LabelWeight, LabelSessionKey, LabelMaintenance,
 	LabelPath, LabelStripPath, LabelSoftLimit, LabelDependsOn,
 	LabelMaxReplicas, LabelMinReplicas, LabelHeal, LabelMaxRequests,
+	LabelStandbyCPU, LabelStandbyIgnore,
 	LabelRollout, LabelVersion, LabelRolloutMaxErrors, LabelRolloutMaxLatency,
 }
 

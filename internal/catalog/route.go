@@ -51,6 +51,10 @@ type Target struct {
 	// Queued is set by the request path when the route has requests
 	// waiting for a slot (R5q, MarkQueued).
 	Queued bool
+	// Ignore is its caddy.standby_ignore (R5r, activity.go): the requests
+	// the request path does not count as its activity, nor, on standby,
+	// wake it for; nil when none.
+	Ignore *Ignore
 }
 
 // Targets appends to dst where a request for host (normalized with
@@ -94,7 +98,7 @@ func (s *Snapshot) Pick(dst []Target, route Route, host string, claimedElsewhere
 		}
 		if ep := e.resolve(route, s.reach); ep.dial != "" {
 			dst = append(dst, Target{Instance: e.inst.Name, Dial: ep.dial, Activity: e.activity,
-				Weight: e.effectiveWeight(), Identity: e.identity, SoftLimit: e.pool.softLimit, MaxRequests: e.pool.maxRequests})
+				Weight: e.effectiveWeight(), Identity: e.identity, SoftLimit: e.pool.softLimit, MaxRequests: e.pool.maxRequests, Ignore: e.ignore})
 		}
 	}
 	if len(dst) > n {
@@ -103,7 +107,7 @@ func (s *Snapshot) Pick(dst []Target, route Route, host string, claimedElsewhere
 	e, pick := s.fallback(candidates, route, host, exact)
 	if e != nil {
 		dst = append(dst, Target{Instance: e.inst.Name, Dial: e.resolve(route, s.reach).dial,
-			Weight: e.effectiveWeight(), Identity: e.identity})
+			Weight: e.effectiveWeight(), Identity: e.identity, Ignore: e.ignore})
 	}
 	return dst, pick
 }

@@ -19,6 +19,9 @@ type Standby struct {
 	After time.Duration
 	// Pause is set by caddy.standby=pause: freeze instead of stop.
 	Pause bool
+	// CPU is caddy.standby_cpu (R5r, activity.go): kept awake while its
+	// CPU, in percent of one core, is above it; 0 when absent or bad.
+	CPU float64
 }
 
 // parseStandby reads the caddy.standby_after and caddy.standby labels; bad

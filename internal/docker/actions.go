@@ -2,8 +2,10 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"syscall"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 )
 
 // Actions are the only writes the plugin makes to the Engine: for scale
@@ -154,4 +157,43 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// ErrNoStandbyCPU is returned by CPU for a container without a
+// caddy.standby_cpu label.
+var ErrNoStandbyCPU = errors.New("container is not labelled " + catalog.LabelStandbyCPU)
+
+// maxStatsBytes bounds the Engine's stats answer read by CPU.
+const maxStatsBytes = 1 << 20
+
+// CPU reads the CPU time a container labelled caddy.standby_cpu has used
+// (R5r): one GET /containers/{id}/stats?stream=0, which the Engine
+// answers with its next sample and the one before it (about a second
+// apart), a read a socket proxy allows with the other container reads.
+func (x *Actions) CPU(ctx context.Context, id string, labels map[string]string) (standby.CPUSample, error) {
+	var sample standby.CPUSample
+	if _, ok := labels[catalog.LabelStandbyCPU]; !ok {
+		return sample, fmt.Errorf("docker %s: stats %s: %w", x.a.host, shortID(id), ErrNoStandbyCPU)
+	}
+	err := x.call("stats", id, func(cli *client.Client) error {
+		res, err := cli.ContainerStats(ctx, id, false)
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		var st container.StatsResponse
+		if err := json.NewDecoder(io.LimitReader(res.Body, maxStatsBytes)).Decode(&st); err != nil {
+			return fmt.Errorf("reading the stats: %w", err)
+		}
+		if st.Read.IsZero() {
+			return errors.New("the stats have no time: the container is not running")
+		}
+		sample = standby.CPUSample{Used: time.Duration(st.CPUStats.CPUUsage.TotalUsage), At: st.Read,
+			PrevUsed: time.Duration(st.PreCPUStats.CPUUsage.TotalUsage)}
+		if !st.PreRead.IsZero() && st.PreRead.Year() > 1 && st.PreCPUStats.CPUUsage.TotalUsage > 0 {
+			sample.PrevAt = st.PreRead
+		}
+		return nil
+	})
+	return sample, err
 }

@@ -309,6 +309,11 @@ func tlsReason(err error) (string, bool) {
 	return "TLS handshake failed: " + cause.Error(), true
 }
 
+var (
+	_ follow.Conn       = (*conn)(nil)
+	_ follow.Prefetcher = (*conn)(nil)
+)
+
 // conn is one session's connection: the Docker Engine's side of
 // follow.Conn.
 type conn struct {
@@ -526,7 +531,21 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 
 // Fetch inspects one container.
 func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
-	in, err := c.eng.ContainerInspect(ctx, id)
+	raw, err := c.Inspect(ctx, id)
+	return c.Finish(id, raw, err)
+}
+
+// Inspect is Fetch's Engine call (follow.Prefetcher): a burst of events
+// is inspected several containers at once.
+func (c *conn) Inspect(ctx context.Context, id string) (any, error) {
+	return c.eng.ContainerInspect(ctx, id)
+}
+
+// Finish is the rest of Fetch (follow.Prefetcher), in the session's
+// goroutine: it keeps the container's stop timeout and recheck, and
+// translates it.
+func (c *conn) Finish(id string, raw any, err error) (catalog.Instance, error) {
+	in, _ := raw.(container.InspectResponse)
 	if cerrdefs.IsNotFound(err) || podmanGone(err) {
 		delete(c.stopTimeouts, id)
 		return catalog.Instance{}, follow.WrapCall("ContainerInspect", follow.ErrNotFound)

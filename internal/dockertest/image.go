@@ -79,9 +79,15 @@ func BuildImage(ctx context.Context, cli client.APIClient) (string, error) {
 }
 
 func buildImage(ctx context.Context, cli client.APIClient) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	ver, err := cli.ServerVersion(ctx)
+	// Compiling is the toolchain's work, not the Engine's: on a fresh
+	// machine with a cold build cache and other builds beside it, it took
+	// over two minutes (killed, and every test of the package failed with
+	// it). It gets its own, generous bound; the Engine's calls keep theirs.
+	compileCtx, cancelCompile := context.WithTimeout(ctx, compileTimeout)
+	defer cancelCompile()
+	verCtx, cancelVer := context.WithTimeout(ctx, opTimeout)
+	defer cancelVer()
+	ver, err := cli.ServerVersion(verCtx)
 	if err != nil {
 		return "", fmt.Errorf("asking the Engine its platform: %w", err)
 	}
@@ -92,10 +98,12 @@ func buildImage(ctx context.Context, cli client.APIClient) (string, error) {
 	if arch == "" {
 		arch = runtime.GOARCH
 	}
-	bin, err := compileHello(ctx, arch)
+	bin, err := compileHello(compileCtx, arch)
 	if err != nil {
 		return "", err
 	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	sum := sha256.Sum256(bin)
 	ref := ImageRepo + ":" + hex.EncodeToString(sum[:])[:12]
 	if _, err := cli.ImageInspect(ctx, ref); err == nil {
@@ -177,6 +185,9 @@ func readBuildOutput(r io.Reader) error {
 		}
 	}
 }
+
+// compileTimeout bounds the compilation of the helloserver binary.
+const compileTimeout = 15 * time.Minute
 
 // compileHello builds the helloserver command, statically, for linux/arch,
 // and returns the binary. The build is reproducible (-trimpath, no build

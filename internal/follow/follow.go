@@ -85,6 +85,17 @@ type Conn interface {
 	Close() error
 }
 
+// Prefetcher is a Conn whose Fetch is a daemon call that may run beside
+// others (Inspect: concurrently safe, no state of the connection changed)
+// followed by the rest (Finish: called from the session's goroutine, one at
+// a time, as Fetch is). Fetch(ctx, id) must equal Finish(id,
+// Inspect(ctx, id)). A session fetches a batch of events' IDs with it,
+// PrefetchWorkers calls at once.
+type Prefetcher interface {
+	Inspect(ctx context.Context, id string) (any, error)
+	Finish(id string, raw any, err error) (catalog.Instance, error)
+}
+
 // Stream reads a subscription until it ends, calling report for each
 // event, and returns the error that ended it (the Subscribe context being
 // done included). It must not call the daemon otherwise: the session

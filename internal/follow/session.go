@@ -191,8 +191,9 @@ func (l *Loop) runSession(ctx context.Context, sink catalog.Sink, reconnect bool
 				return listedAt, err
 			}
 		}
+		fetched := s.prefetch(sctx, ids)
 		for id, ev := range ids {
-			if err := s.apply(sctx, id, ev); err != nil {
+			if err := s.apply(sctx, id, ev, fetched[id]); err != nil {
 				return listedAt, err
 			}
 			trace.eventApplied(ev.Received)
@@ -310,18 +311,88 @@ func (s *session) fetchTimeout() time.Duration {
 	return CallTimeout
 }
 
+// prefetch makes the daemon calls of a batch of pending IDs at once, up
+// to PrefetchWorkers at a time, when the connection is a Prefetcher and
+// the batch has more than one ID to fetch: a burst of starts (a tenant
+// scaling up by a hundred) then costs the other IDs of the batch the
+// daemon's answer time once per PrefetchWorkers calls, not once per call
+// before them. The results are finished one at a time by apply, in the
+// session's goroutine. Nil when there is nothing to do at once.
+func (s *session) prefetch(ctx context.Context, ids map[string]PendingEvent) map[string]*prefetched {
+	pf, ok := s.conn.(Prefetcher)
+	if !ok {
+		return nil
+	}
+	var todo []string
+	for id, ev := range ids {
+		if !ev.Deleted {
+			todo = append(todo, id)
+		}
+	}
+	if len(todo) < 2 {
+		return nil
+	}
+	out := make(map[string]*prefetched, len(todo))
+	for _, id := range todo {
+		out[id] = &prefetched{}
+	}
+	work := make(chan string)
+	var wg sync.WaitGroup
+	for range min(PrefetchWorkers, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range work {
+				r := out[id] // written by this worker only; read after Wait
+				cctx, cancel := context.WithTimeout(ctx, s.fetchTimeout())
+				r.raw, r.err = pf.Inspect(cctx, id)
+				r.timedOut = cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+				cancel()
+			}
+		}()
+	}
+	for _, id := range todo {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	return out
+}
+
+// PrefetchWorkers is how many daemon calls of one batch of events a
+// session makes at once (prefetch).
+const PrefetchWorkers = 8
+
+// prefetched is one ID's daemon call made by prefetch.
+type prefetched struct {
+	raw      any
+	err      error
+	timedOut bool
+}
+
 // apply brings one instance up to date: one Fetch per pending ID, whatever
-// the number of instances; none for a deleted one.
-func (s *session) apply(ctx context.Context, id string, ev PendingEvent) error {
+// the number of instances; none for a deleted one. pre, when not nil, is
+// the daemon's answer prefetch got for it, finished here.
+func (s *session) apply(ctx context.Context, id string, ev PendingEvent, pre *prefetched) error {
 	if ev.Deleted {
 		delete(s.holds, id)
 		s.drop(id)
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.fetchTimeout())
-	in, err := s.conn.Fetch(cctx, id)
-	timedOut := cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
-	cancel()
+	var (
+		in       catalog.Instance
+		err      error
+		timedOut bool
+	)
+	if pre != nil {
+		in, err = s.conn.(Prefetcher).Finish(id, pre.raw, pre.err)
+		timedOut = pre.timedOut
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, s.fetchTimeout())
+		in, err = s.conn.Fetch(cctx, id)
+		timedOut = cctx.Err() == context.DeadlineExceeded && ctx.Err() == nil
+		cancel()
+	}
 	if err != nil && timedOut && s.loop.Resync > 0 {
 		// As for a re-listing: a daemon that answers nothing on this
 		// connection within ResyncTimeout is stalled, and a session that

@@ -43,7 +43,16 @@ const (
 	// KindRemoved: the host's instance was removed while on standby, and
 	// nothing will wake it (R5o); Message says which and when.
 	KindRemoved = "removed"
+	// KindAsleep: the answer to a request the instance ignores (R5r,
+	// caddy.standby_ignore) while it is on standby (Message "asleep") or
+	// on its way up ("waking"): 200, never a page, with StateHeader
+	// saying which, so that a monitor tells asleep from down.
+	KindAsleep = "asleep"
 )
+
+// StateHeader is the response header of a KindAsleep answer: `asleep` or
+// `waking` (R5r).
+const StateHeader = "Dicer-State"
 
 // maxRemovedName bounds the instance name a removed page shows, in bytes.
 const maxRemovedName = 128
@@ -256,6 +265,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		_, _ = w.Write([]byte("503 Service Unavailable\n"))
+		return
+	}
+	if d.Kind == KindAsleep { // R5r: wakeable, not down
+		state, line := "asleep", "asleep: the service is on standby and wakes on its next request that is not ignored\n"
+		if d.Message == "waking" {
+			state, line = "waking", "waking: the service is on its way up\n"
+		}
+		h.Set(StateHeader, state)
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(line))
 		return
 	}
 	if d.RetryAfter > 0 {

@@ -148,6 +148,11 @@ type Engine struct {
 	// heals is the Engine's healing state (R1e), shared by its
 	// connections as the rest is.
 	heals *heal.Ledger
+
+	// cpuReads bounds the CPU reads in flight (R5r, cpu.go), and
+	// cpuFailed says one failed (warned once, under mu).
+	cpuReads  chan struct{}
+	cpuFailed bool
 }
 
 // sharedActivity is the Activity every connection's catalog entry for one
@@ -160,6 +165,9 @@ type sharedActivity struct {
 	// it is read every second (R5j).
 	after time.Duration
 	pool  bool
+	// cpu is what the CPU veto remembers of it (R5r, cpu.go): nil until
+	// its first read; it goes with the instance.
+	cpu *cpuState
 }
 
 // NewEngine is the scale-to-zero state of the Engine that actions write
@@ -169,6 +177,7 @@ func NewEngine(actions Actions) *Engine {
 		actions: actions, wakes: map[string]*wake{}, failures: map[string]*failure{},
 		acting: map[string]bool{}, shared: map[string]*sharedActivity{}, members: map[*Waker]bool{},
 		held: map[string]time.Time{}, fleetKick: make(chan struct{}, 1), heals: heal.NewLedger(),
+		cpuReads: make(chan struct{}, maxCPUReads),
 	}
 }
 

@@ -163,6 +163,12 @@ func (w *Waker) consider(q *idleQueue, it *idleItem, now time.Time) {
 		q.schedule(it, until) // another Caddy of the fleet keeps it awake (R5m)
 		return
 	}
+	if s.Policy.CPU > 0 {
+		if until := w.engine.cpuHeldUntil(s.ID); now.Before(until) {
+			q.schedule(it, until) // its CPU keeps it awake (R5r, cpu.go)
+			return
+		}
+	}
 	w.putOnStandby(s, idleSince)
 	// Looked at again in a while, in case it is still up then (a request
 	// came meanwhile, or the call failed); the catalog's change of it
@@ -359,6 +365,12 @@ func (w *Waker) standby(job standbyJob) {
 	defer cancel()
 	if w.fleetHolds(ctx, s) {
 		return // another Caddy of the fleet keeps it awake, or the fleet cannot tell (R5m)
+	}
+	if w.cpuKeepsAwake(ctx, job) {
+		return // busy with no request open (R5r, cpu.go): looked at again later
+	}
+	if !s.Activity.Last().Equal(job.last) || s.Activity.InFlight() > 0 || w.ctx.Err() != nil {
+		return // a request came during the read
 	}
 	action, call := "stop", e.actions.Stop
 	if s.Policy.Pause {

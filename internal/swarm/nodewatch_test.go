@@ -75,8 +75,14 @@ func TestNodeWatchRefusedIsAnAnswer(t *testing.T) {
 	f.update(func() { f.tasks["web-t1"] = task("web", 1, "n2", running, swarm.TaskStateShutdown) })
 	f.events <- serviceEvent("web", "update")
 	sink.WaitFor(t, wait, "web-t1 gone", func(v followtest.View) bool { _, ok := v.ByID["web-t1"]; return !ok })
+	// A round of probes that began before the task left may still dial
+	// it once: wait until a round has begun and ended since (the other
+	// node's task dialled twice more), then count; three more rounds
+	// must not dial it again.
+	other := f.Calls("dial 10.0.1.12:8080")
+	waitCalls(t, f, "dial 10.0.1.12:8080", other+2)
 	n := f.Calls("dial 10.0.1.11:8080")
-	time.Sleep(100 * time.Millisecond)
+	waitCalls(t, f, "dial 10.0.1.12:8080", other+5)
 	if m := f.Calls("dial 10.0.1.11:8080"); m != n {
 		t.Errorf("a task being shut down was still probed (%d more times)", m-n)
 	}

@@ -1,4 +1,4 @@
-// Package l4dicer routes TCP connections of Caddy's layer-4 app
+// Package l4dicer routes TCP connections and UDP flows of Caddy's layer-4 app
 // (github.com/mholt/caddy-l4) to the instances a machine daemon runs,
 // chosen by their labels, with the same daemon settings, catalog,
 // readiness, rotation and scale to zero as the HTTP upstream sources of
@@ -57,6 +57,11 @@ func init() {
 //		}
 //	}
 //
+// On a UDP listener (`udp/:53`), each flow of datagrams (one client
+// address and port) goes to one instance, woken by its first datagram,
+// which is delivered once it is ready (R14d); `max_flows` and
+// `max_flows_per_client` bound the flows.
+//
 // By TLS server name: after caddy-l4's `tls` matcher, the name the client
 // asked for routes as a request's host does, by the `caddy.host` label:
 //
@@ -101,12 +106,26 @@ type Proxy struct {
 	// max_waiting, at least 4 (128 of the default 1024).
 	MaxWaitingPerClient int `json:"max_waiting_per_client,omitempty"`
 
-	source  connSource
-	next    atomic.Uint32
-	waiting atomic.Int64   // connections waiting for their first bytes
-	shares  *clients.Share // of waiting, per client
-	logger  *zap.Logger
-	bufs    sync.Pool // of *[copyBufSize]byte: two per open connection
+	// MaxFlows caps the UDP flows (the datagrams of one client address
+	// and port) open at once, per handler (R14d); a new flow beyond it is
+	// dropped at once, with a debug log. Each holds a socket to its
+	// instance and two 9,000-byte buffers. Default: 1024.
+	MaxFlows int `json:"max_flows,omitempty"`
+
+	// MaxFlowsPerClient caps the UDP flows one client (an IPv4 address,
+	// an IPv6 /64) may have open at once, of max_flows (R14d). Default:
+	// an eighth of max_flows, at least 4 (128 of the default 1024).
+	MaxFlowsPerClient int `json:"max_flows_per_client,omitempty"`
+
+	source     connSource
+	next       atomic.Uint32
+	waiting    atomic.Int64   // connections waiting for their first bytes; UDP flows for their instance
+	shares     *clients.Share // of waiting, per client
+	flows      atomic.Int64   // UDP flows open
+	flowShares *clients.Share // of flows, per client
+	logger     *zap.Logger
+	bufs       sync.Pool // of *[copyBufSize]byte: two per open connection
+	dgrams     sync.Pool // of *[maxDatagram]byte: two per UDP flow
 }
 
 // connSource is what the sources of caddy-dicer answer for a connection
@@ -164,6 +183,12 @@ func (p *Proxy) Provision(ctx caddy.Context) error {
 	if p.MaxWaitingPerClient < 0 {
 		return setting.Errorf("max_waiting_per_client", "%d is negative", p.MaxWaitingPerClient)
 	}
+	if p.MaxFlows < 0 {
+		return setting.Errorf("max_flows", "%d is negative", p.MaxFlows)
+	}
+	if p.MaxFlowsPerClient < 0 {
+		return setting.Errorf("max_flows_per_client", "%d is negative", p.MaxFlowsPerClient)
+	}
 	p.setCaps()
 	if p.SourceRaw == nil {
 		return setting.Errorf("source", "a source is required, e.g. `dicer_proxy docker app=pg 5432`")
@@ -189,10 +214,21 @@ func (p *Proxy) setCaps() {
 		p.MaxWaitingPerClient = clients.ShareOf(p.MaxWaiting)
 	}
 	p.shares = clients.NewShare(p.MaxWaitingPerClient)
+	if p.MaxFlows == 0 {
+		p.MaxFlows = defaultMaxFlows
+	}
+	if p.MaxFlowsPerClient == 0 {
+		p.MaxFlowsPerClient = clients.ShareOf(p.MaxFlows)
+	}
+	p.flowShares = clients.NewShare(p.MaxFlowsPerClient)
 }
 
-// Handle proxies cx to an instance of the route.
+// Handle proxies cx to an instance of the route: a TCP connection, or a
+// flow of a UDP listener (R14d).
 func (p *Proxy) Handle(cx *l4.Connection, _ l4.Handler) error {
+	if isPacket(cx) {
+		return p.handlePacket(cx)
+	}
 	client, known := clients.Of(cx.RemoteAddr())
 	var first []byte
 	if p.WakeOn != wakeOnConnect && len(cx.MatchingBytes()) == 0 {
@@ -215,7 +251,7 @@ func (p *Proxy) Handle(cx *l4.Connection, _ l4.Handler) error {
 	bufDown, bufUp := p.getBuf(), p.getBuf()
 	defer p.bufs.Put(bufDown)
 	defer p.bufs.Put(bufUp)
-	up, t, err := p.dial(cx.Context, targets)
+	up, t, err := p.dial(cx.Context, "tcp", targets)
 	if err != nil {
 		return err
 	}
@@ -303,8 +339,9 @@ func sendPrefix(up net.Conn, cx *l4.Connection, first, buf []byte) error {
 	return nil
 }
 
-// dial connects to the next target in rotation, trying each once.
-func (p *Proxy) dial(ctx context.Context, targets []connection.Target) (net.Conn, connection.Target, error) {
+// dial connects to the next target in rotation over network (tcp, udp),
+// trying each once.
+func (p *Proxy) dial(ctx context.Context, network string, targets []connection.Target) (net.Conn, connection.Target, error) {
 	timeout := time.Duration(p.DialTimeout)
 	if timeout == 0 {
 		timeout = defaultDialTimeout
@@ -314,7 +351,7 @@ func (p *Proxy) dial(ctx context.Context, targets []connection.Target) (net.Conn
 	var errs []error
 	for i := range targets {
 		t := targets[(start+i)%len(targets)]
-		c, err := d.DialContext(ctx, "tcp", t.Dial)
+		c, err := d.DialContext(ctx, network, t.Dial)
 		if err == nil {
 			return c, t, nil
 		}
@@ -375,6 +412,8 @@ func closeWrite(c net.Conn) {
 //		first_byte_timeout <duration>
 //		max_waiting <count>
 //		max_waiting_per_client <count>
+//		max_flows <count>
+//		max_flows_per_client <count>
 //		<the source's settings>
 //	}
 //
@@ -446,7 +485,7 @@ func (p *Proxy) takeOwnSettings(d *caddyfile.Dispenser) error {
 			}
 			p.FirstByteTimeout = caddy.Duration(dur)
 			d.DeleteN(2)
-		case "max_waiting", "max_waiting_per_client":
+		case "max_waiting", "max_waiting_per_client", "max_flows", "max_flows_per_client":
 			var v string
 			if !d.Args(&v) || d.NextArg() {
 				return d.ArgErr()
@@ -455,10 +494,15 @@ func (p *Proxy) takeOwnSettings(d *caddyfile.Dispenser) error {
 			if err != nil || n <= 0 {
 				return d.Errf("%s: %q is not a positive whole number", key, v)
 			}
-			if key == "max_waiting" {
+			switch key {
+			case "max_waiting":
 				p.MaxWaiting = n
-			} else {
+			case "max_waiting_per_client":
 				p.MaxWaitingPerClient = n
+			case "max_flows":
+				p.MaxFlows = n
+			default:
+				p.MaxFlowsPerClient = n
 			}
 			d.DeleteN(2)
 		default: // the source's, or in a block of the source's

@@ -28,10 +28,17 @@
 // (every fifth for 0.2), and $DELAY (a Go duration) delays every answer
 // of /.
 //
+// Every answer carries the request's path as it arrived in X-Path, so a
+// test can tell whether a proxy stripped a prefix.
+//
 // POST or PUT /sha256 reads the whole body and answers
 // "sha256=<hex> bytes=<n> count=<k>\n": its SHA-256, its length, and how
 // many requests /sha256 has had in this process (this one included), so a
 // test can tell that a body arrived whole and once.
+//
+// GET /burn?for=<duration> keeps one core busy for that long (at most 10
+// minutes) in the background and answers at once: a container busy with
+// no request open (R5r); GET /burning answers how many burns run.
 //
 // With -healthcheck it is the health check itself: it GETs
 // http://127.0.0.1:$PORT/healthz and exits 0 on a 200, else 1.
@@ -129,6 +136,30 @@ func main() {
 			}
 		}
 	})
+	// /burn?for=10s keeps one core busy for that long (at most 10 min),
+	// answering at once: CPU with no request open (R5r).
+	var burning atomic.Int64
+	mux.HandleFunc("/burn", func(w http.ResponseWriter, r *http.Request) {
+		d, _ := time.ParseDuration(r.URL.Query().Get("for"))
+		d = min(d, 10*time.Minute)
+		burning.Add(1)
+		go func() {
+			defer burning.Add(-1)
+			x := uint64(1)
+			for end := time.Now().Add(d); time.Now().Before(end); {
+				for range 100000 {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+			}
+			if x == 42 {
+				fmt.Fprintln(os.Stderr, "burn:", x) // keeps the loop from being optimised out
+			}
+		}()
+		_, _ = io.WriteString(w, "burning for "+d.String()+"\n")
+	})
+	mux.HandleFunc("/burning", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, strconv.FormatInt(burning.Load(), 10)+"\n")
+	})
 	var hashed atomic.Int64
 	sum := func(w http.ResponseWriter, r *http.Request) {
 		h := sha256.New()
@@ -153,6 +184,7 @@ func main() {
 	})
 	first := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		firstRequest.CompareAndSwap(0, time.Now().UnixNano())
+		w.Header().Set("X-Path", r.URL.Path) // the path it got, after a proxy's stripping
 		mux.ServeHTTP(w, r)
 	})
 	srv := &http.Server{Addr: ":" + port, Handler: first, ReadHeaderTimeout: 10 * time.Second}
