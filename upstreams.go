@@ -86,6 +86,10 @@ type upstreamSource struct {
 	// own per request only then.
 	observed        sourceObserved
 	countsInstances bool
+	// rollout watches the route's rollouts (R4f, upstreams_rollout.go),
+	// nil for a route without a selector; its requests are counted while
+	// one is under way (rollout.counting).
+	rollout *routeRollout
 }
 
 // provision joins the daemon's shared connection and, for a selector,
@@ -126,7 +130,8 @@ func (s *upstreamSource) provision(ctx caddy.Context, daemon daemonSettings, net
 	s.readsPicks = pick.HandlerReads(s.keepAlive.handler)
 	s.observed = sourceObserved{conn: s.conn, route: name}
 	s.countsInstances = httpMetricsOn(ctx)
-	s.conn.AddRoute(s, name) // last: the admin API reads s.group
+	s.startRollouts(sel, name) // R4f
+	s.conn.AddRoute(s, name)   // last: the admin API reads s.group
 	ctx.Logger().Debug("upstream source ready", zap.String("selector", sel.String()),
 		zap.Int("port", s.Port), zap.String("network", network))
 	return nil
@@ -292,6 +297,7 @@ func (s *upstreamSource) Cleanup() error {
 		s.conn.RemoveRoute(s) // first: the admin API reads the route
 	}
 	s.leaveGroup()
+	s.stopRollouts()
 	if s.view != nil {
 		s.conn.Catalog().Unwatch(s.view)
 		s.view = nil

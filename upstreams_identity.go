@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/rollout"
 )
 
 // Who served a request (R13a, R13b). Caddy knows only the address it
@@ -99,8 +100,8 @@ func (s *upstreamSource) record(r *http.Request) *served {
 	sv.picks = sv.inline[:0]
 	repl.Map(sv.replace)
 	vars[servedVar] = sv
-	if s.countsInstances {
-		instanceSeries.pend(sv, ctx) // R13b
+	if s.countsInstances || s.rollout.counts() {
+		instanceSeries.pend(sv, ctx) // R13b; R4f: a rollout's requests are counted
 	}
 	return sv
 }
@@ -254,17 +255,28 @@ func (sv *served) done() {
 	sv.mu.Lock()
 	p, i := sv.selected()
 	var st *instanceStats
+	var rc *rollout.Counters
 	if p != nil && p.src.observed.conn != nil { // nil: not provisioned (unit tests)
-		st = p.src.observed.stats(p.names[i])
-		st.learnHost(p.ups[i].Host)
+		if p.src.countsInstances {
+			st = p.src.observed.stats(p.names[i])
+			st.learnHost(p.ups[i].Host)
+		}
+		if rr := p.src.rollout; rr.counts() { // R4f
+			rc = rr.counter(p.names[i])
+		}
 	}
 	sv.mu.Unlock()
-	if st == nil {
+	if st == nil && rc == nil {
 		return
 	}
 	status, _ := sv.repl.Get("http.reverse_proxy.status_code")
 	code, _ := status.(int)
 	latency, _ := sv.repl.Get("http.reverse_proxy.upstream.latency")
 	d, _ := latency.(time.Duration)
-	st.record(code, d)
+	if st != nil {
+		st.record(code, d)
+	}
+	if rc != nil {
+		rc.Record(code, d)
+	}
 }

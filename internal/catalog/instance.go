@@ -64,6 +64,14 @@ const (
 	// restarts it, with a growing backoff and at most heal_max_restarts
 	// restarts an hour.
 	LabelHeal = "caddy.heal"
+
+	// LabelRollout, LabelVersion, LabelRolloutMaxErrors and
+	// LabelRolloutMaxLatency are a progressive rollout's (R4f): their
+	// meaning lives in package rollout.
+	LabelRollout           = "caddy.rollout"
+	LabelVersion           = "caddy.version"
+	LabelRolloutMaxErrors  = "caddy.rollout_max_errors"
+	LabelRolloutMaxLatency = "caddy.rollout_max_latency"
 )
 
 // KnownLabels is every label key caddy-dicer gives a meaning to, the one
@@ -75,6 +83,7 @@ var KnownLabels = []string{
 	LabelPath, LabelStripPath, LabelSoftLimit, LabelDependsOn,
 	LabelMaxReplicas, LabelMinReplicas, LabelHeal, LabelMaxRequests,
 	LabelStandbyCPU, LabelStandbyIgnore,
+	LabelRollout, LabelVersion, LabelRolloutMaxErrors, LabelRolloutMaxLatency,
 }
 
 // State is an instance's lifecycle state, as its daemon reports it.

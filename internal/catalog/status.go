@@ -21,8 +21,11 @@ type InstanceStatus struct {
 	DaemonState string
 	Health      string
 	Labels      map[string]string
-	Networks    []NetworkStatus
-	Ports       []PortStatus
+	// Image is what it runs (Instance.Image), "" unknown: its version for
+	// a rollout without caddy.version (R4f).
+	Image    string
+	Networks []NetworkStatus
+	Ports    []PortStatus
 	// Routable is set when the instance gets requests (R1-R4) on a route
 	// without network or port settings, or, for an instance that names no
 	// port of its own, on one of the routes' port settings.
@@ -81,7 +84,7 @@ func (c *Catalog) Instances(sel func(labels map[string]string) bool) []InstanceS
 		why := c.verdict(e)
 		st := InstanceStatus{
 			ID: e.inst.ID, Name: e.inst.Name, State: e.inst.State.String(), Health: e.inst.Health.String(),
-			Labels:     maps.Clone(e.inst.Labels),
+			Labels: maps.Clone(e.inst.Labels), Image: e.inst.Image,
 			Networks:   make([]NetworkStatus, 0, len(e.inst.Networks)),
 			Ports:      make([]PortStatus, 0, len(e.inst.Ports)),
 			Routable:   why == "",

@@ -26,6 +26,7 @@ var metrics = struct {
 	leasesRefused  *prometheus.CounterVec
 	heals          *prometheus.CounterVec
 	labelsRefused  *prometheus.CounterVec
+	rollbacks      *prometheus.CounterVec
 }{
 	eventsReceived: counter("events_received_total", "Events received from the daemon's event stream.", "kind", "daemon"),
 	eventsApplied: counter("events_applied_total",
@@ -65,6 +66,9 @@ var metrics = struct {
 	labelsRefused: counter("foreign_labels_refused_total",
 		"Instances whose caddy-docker-proxy or Traefik labels were refused, not routed (R2f), by set: caddy-docker-proxy, "+
 			"traefik; once per instance and change of its refusal, as the warning.", "kind", "daemon", "set"),
+	rollbacks: counter("rollbacks_total",
+		"Rollouts rolled back (R4f): a step failed, or an operator aborted; counted by the Caddy that decided, by route.",
+		"kind", "daemon", "route"),
 	budgetRefused: counter("certificate_budget_refused_total",
 		"On-demand certificates refused by an issuance budget (R7d), by budget: domain, instance, names.", "kind", "daemon", "budget"),
 }
@@ -87,7 +91,7 @@ func Collectors(open func() []*Conn) []prometheus.Collector {
 	return []prometheus.Collector{
 		metrics.eventsReceived, metrics.eventsApplied, metrics.relists, metrics.eventLatency,
 		metrics.probes, metrics.wakes, metrics.decisions, metrics.noUpstream, metrics.budgetRefused, metrics.fleetErrors,
-		metrics.fleetCalls, metrics.leasesRefused, metrics.heals, metrics.labelsRefused, eventsDropped,
+		metrics.fleetCalls, metrics.leasesRefused, metrics.heals, metrics.labelsRefused, metrics.rollbacks, eventsDropped,
 		newStateCollector(open), poolMetrics.wakesStarted, &poolCollector{desc: poolInstances, open: open},
 	}
 }

@@ -39,10 +39,13 @@ const (
 	// QueueOverflow: a request found a route's queue full; data: route,
 	// host, queued, max_queued.
 	QueueOverflow = "dicer_queue_overflow"
+	// RolledBack: a rollout's step failed, or an operator aborted it
+	// (R4f); data: route, old, new, step, share, why, and the figures.
+	RolledBack = "dicer_rollout_rolled_back"
 )
 
 // Names are every event name, in the order docs/events.md lists them.
-var Names = []string{Joined, Left, Waking, Standby, HealRestart, Removed, QueueOverflow}
+var Names = []string{Joined, Left, Waking, Standby, HealRestart, Removed, QueueOverflow, RolledBack}
 
 // Instance is who an event is about: the identity every event's data
 // carries (id, name, hosts, image). Zero for an event about a route

@@ -176,6 +176,9 @@ func fromTask(svc *service, t swarm.Task, c *local) (inst catalog.Instance, ok b
 		State:    taskState(t.Status.State),
 		Networks: taskNetworks(t.NetworksAttachments),
 	}
+	if cs := t.Spec.ContainerSpec; cs != nil {
+		inst.Image = cs.Image // the task's image spec: its version in a rollout (R4f)
+	}
 	if c != nil {
 		inst.State, inst.Health = c.state, c.health
 	}

@@ -56,6 +56,7 @@ func (a adminDicer) Routes() []caddy.AdminRoute {
 		{Pattern: "/dicer/weight", Handler: caddy.AdminHandlerFunc(a.weight)},            // admin_weight.go
 		{Pattern: "/dicer/dns", Handler: caddy.AdminHandlerFunc(getOnly(a.dns))},         // admin_dns.go
 		{Pattern: "/dicer/removed", Handler: caddy.AdminHandlerFunc(getOnly(a.removed))}, // admin_removed.go
+		{Pattern: "/dicer/rollouts", Handler: caddy.AdminHandlerFunc(a.rollouts)},        // admin_rollouts.go
 	}, a.moreRoutes()...) // admin_pages.go
 }
 

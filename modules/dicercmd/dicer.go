@@ -102,9 +102,10 @@ func dicerCommand(cmd *cobra.Command) {
 		},
 	}
 	cmd.AddCommand(daemons, instances, explain, dns, weightCommand())
-	cmd.AddCommand(maintenanceCommand()) // maintenance.go
-	cmd.AddCommand(dashboardCommand())   // dashboard.go
-	cmd.AddCommand(removedCommand())     // removed.go
+	cmd.AddCommand(maintenanceCommand())                // maintenance.go
+	cmd.AddCommand(dashboardCommand())                  // dashboard.go
+	cmd.AddCommand(removedCommand())                    // removed.go
+	cmd.AddCommand(rolloutsCommand(), rolloutCommand()) // rollouts.go
 }
 
 // query GETs uri from the admin endpoint the flags name, and prints it as

@@ -23,6 +23,11 @@
 // it; GET /first-request answers when the first HTTP request reached it
 // (a readiness probe only connects: the first request a proxy routed).
 //
+// To stand in for a bad release (R4f's rollouts): $ERROR_RATE (a fraction
+// from 0 to 1, such as 0.2) of the requests to / answer 500, evenly spread
+// (every fifth for 0.2), and $DELAY (a Go duration) delays every answer
+// of /.
+//
 // Every answer carries the request's path as it arrived in X-Path, so a
 // test can tell whether a proxy stripped a prefix.
 //
@@ -91,7 +96,16 @@ func main() {
 		_, _ = io.WriteString(w, "now healthy\n")
 	})
 	body := "hello from " + name + "\n"
+	errRate, _ := strconv.ParseFloat(os.Getenv("ERROR_RATE"), 64)
+	delay := envDuration("DELAY")
+	var served atomic.Int64
 	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		time.Sleep(delay)
+		n := served.Add(1)
+		if errRate > 0 && int64(float64(n)*errRate) > int64(float64(n-1)*errRate) {
+			http.Error(w, "a bad release", http.StatusInternalServerError)
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, body)
 	})

@@ -1,0 +1,111 @@
+package caddydicer
+
+import (
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
+	"github.com/caddy-dicer/caddy-dicer/internal/connection"
+	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
+	"github.com/caddy-dicer/caddy-dicer/internal/rollout"
+	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
+	"github.com/caddy-dicer/caddy-dicer/selector"
+)
+
+// rolloutInstance is a routable instance of app=web at version v.
+func rolloutInstance(v string, i int) catalog.Instance {
+	name := "web-" + v
+	return catalog.Instance{ID: name, Name: name, State: catalog.StateRunning, Image: "sha256:" + v,
+		Labels: map[string]string{"app": "web", rollout.LabelVersion: v,
+			rollout.LabelRollout: "20%,50%,100% every 10s settle 2s min 10"},
+		Networks: []catalog.Attachment{{Network: "default", Address: "10.0.0." + string(rune('1'+i))}},
+		Ports:    []catalog.PublishedPort{{GuestPort: 8080, HostPort: uint16(20000 + i)}},
+	}
+}
+
+// rolloutCaddy is one Caddy of a fleet on storage, as its route sees it.
+func rolloutCaddy(t *testing.T, id string, storage fleet.Storage, insts ...catalog.Instance) (*routeRollout, *catalog.Catalog) {
+	t.Helper()
+	c := catalog.New(catalog.Options{})
+	c.Replace(insts)
+	conn := connection.Fixture{Kind: "docker", Address: "unix:///rollout.sock", Catalog: c}.Conn()
+	conn.ShareThrough(storage, fleet.Self{ID: id})
+	t.Cleanup(func() { _ = conn.Destruct() })
+	src := &upstreamSource{conn: conn, logger: zap.NewNop()}
+	return newRouteRollout(src), c
+}
+
+func newRouteRollout(src *upstreamSource) *routeRollout {
+	rr := &routeRollout{s: src, name: "app=web port 8080", match: selector.MustParse("app=web").Matches, logger: zap.NewNop(),
+		first: map[string]time.Time{}, warned: map[string]bool{}}
+	src.rollout = rr
+	return rr
+}
+
+func weightOf(c *catalog.Catalog, name string) int {
+	for _, st := range c.Instances(nil) {
+		if st.Name == name {
+			return st.Weight
+		}
+	}
+	return -1
+}
+
+// R4f through the fleet's record: two Caddys on one storage, one decides
+// and writes the shares, the other applies them within a second (its
+// switches read); a step passes on the decider's counters; the decider
+// restarted resumes at its step; a silent decider is replaced.
+func TestRollout_R4f_two_Caddys_one_verdict_and_a_restart_resumes(t *testing.T) {
+	storage := &fleet.Memory{}
+	v1, v2 := rolloutInstance("v1", 0), rolloutInstance("v2", 1)
+	a, ca := rolloutCaddy(t, "a", storage, v1)
+	b, cb := rolloutCaddy(t, "b", storage, v1)
+	t0 := time.Now()
+	a.look(t0)
+	if a.state != nil {
+		t.Fatalf("one version: a rollout %+v", *a.state)
+	}
+	ca.Replace([]catalog.Instance{v1, v2})
+	cb.Replace([]catalog.Instance{v1, v2})
+	a.look(t0.Add(time.Second))
+	b.look(t0.Add(time.Second + 100*time.Millisecond))
+	if a.state == nil || !a.decider || a.state.Share() != 20 || a.state.Old != "v1" || a.state.New != "v2" {
+		t.Fatalf("a: %+v, decider %v; want v1 -> v2 at 20%%, deciding", a.state, a.decider)
+	}
+	if b.state == nil || b.decider || b.state.Share() != 20 {
+		t.Fatalf("b: %+v, decider %v; want it following at 20%%", b.state, b.decider)
+	}
+	if wa1, wa2 := weightOf(ca, "web-v1"), weightOf(ca, "web-v2"); wa1 != 8000 || wa2 != 2000 {
+		t.Fatalf("a's weights %d/%d, want 8000/2000", wa1, wa2)
+	}
+	testkit.Eventually(t, 3*time.Second, "b applies the shares", func() bool {
+		return weightOf(cb, "web-v1") == 8000 && weightOf(cb, "web-v2") == 2000
+	})
+	// The decider's counters: a healthy window after the settle time.
+	serve := func(rr *routeRollout, n int) {
+		for range n {
+			rr.counter("web-v1").Record(200, 5*time.Millisecond)
+			rr.counter("web-v2").Record(200, 5*time.Millisecond)
+		}
+	}
+	serve(a, 5)
+	a.look(t0.Add(4 * time.Second)) // the window begins
+	serve(a, 20)
+	a.look(t0.Add(12 * time.Second)) // the step's end: passed
+	if a.state.Step != 1 || a.state.Share() != 50 {
+		t.Fatalf("a after the first step: %+v", *a.state)
+	}
+	// a restarts: a new route of the same Caddy resumes at its step.
+	a2 := newRouteRollout(a.s)
+	a2.look(t0.Add(13 * time.Second))
+	if a2.state == nil || !a2.decider || a2.state.Step != 1 || !a2.state.Started.Equal(a.state.Started) {
+		t.Fatalf("a restarted: %+v, decider %v; want step 1 of the same rollout", a2.state, a2.decider)
+	}
+	// a falls silent: b takes over after the claim's time.
+	b.look(t0.Add(13*time.Second + rollout.ClaimTTL + time.Second))
+	if !b.decider || b.state.Step != 1 || b.state.Owner != "b" {
+		t.Fatalf("b after a's silence: %+v, decider %v", b.state, b.decider)
+	}
+}
