@@ -206,7 +206,7 @@ func (s *upstreamSource) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream
 	}
 	ups := s.upstreams(r, snap, host, targets)
 	if limited {
-		s.limitUpstreams(ups, targets) // R5q
+		s.limitUpstreams(r, ups, targets) // R5q
 	}
 	return ups, nil
 }

@@ -378,13 +378,24 @@ func (s *upstreamSource) refuse(r *http.Request, err error, waiting int) []*reve
 
 // limitUpstreams gives each of ups, made from targets, its instance's
 // limit (R5q), so that reverse_proxy's selection passes over an instance
-// at its limit by its own count of requests in flight.
-func (s *upstreamSource) limitUpstreams(ups []*reverseproxy.Upstream, targets []catalog.Target) {
+// at its limit by its own count of requests in flight (an instance
+// listing several hosts takes requests from each host's queue). A request
+// the queue let in gets one more: the queue counts the slots, and the
+// request whose end freed this one may still be counted by reverse_proxy
+// (a client that closes its connection ends its request's context, which
+// frees the slot, before reverse_proxy uncounts it); at the limit itself,
+// the request let in would find every instance full and get
+// reverse_proxy's own 503, without Retry-After.
+func (s *upstreamSource) limitUpstreams(r *http.Request, ups []*reverseproxy.Upstream, targets []catalog.Target) {
+	extra := 0
+	if vars, _ := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); vars != nil && vars[queuedVar] != nil {
+		extra = 1
+	}
 	for i, t := range targets {
 		n := int(t.MaxRequests)
 		if n == 0 {
 			n = s.MaxRequests
 		}
-		ups[i].MaxRequests = n
+		ups[i].MaxRequests = n + extra
 	}
 }
