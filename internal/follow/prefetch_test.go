@@ -17,12 +17,12 @@ import (
 // Finish counts calls made beside another.
 type barrierConn struct {
 	fakeConn
-	want     int
-	mu       sync.Mutex
-	inFlight int
-	peak     int
-	released chan struct{}
-	once     sync.Once
+	want                  int
+	mu                    sync.Mutex
+	inFlight              int
+	peak                  int
+	released              chan struct{}
+	once                  sync.Once
 	finishing, overlapped atomic.Int32
 }
 
