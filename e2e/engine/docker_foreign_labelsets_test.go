@@ -133,7 +133,7 @@ http://%s:%d {
 	// a refused one, whose caddy.host is gone, is not taken either.
 	want := map[string]bool{}
 	for _, c := range cases {
-		if c.Want.None && c.Labels["caddy.host"] == "" {
+		if c.Want.None && c.Want.Protected == "" && c.Labels["caddy.host"] == "" {
 			want[hello(c.name)] = true
 		}
 	}
@@ -264,7 +264,7 @@ func (s *setCase) setName() string {
 // routed reports a set routed by its foreign labels, or by caddy-dicer's
 // own beside them (a set that applies to nothing but carries caddy.host).
 func (s *setCase) routed() bool {
-	return s.Want.Routed() || s.Want.None && s.Labels["caddy.host"] != ""
+	return s.Want.Routed() || s.Want.None && s.Want.Protected == "" && s.Labels["caddy.host"] != ""
 }
 
 // routedHosts are the hosts a routed set is routed at; a wildcard's as a
@@ -331,13 +331,17 @@ func (s *setCase) check(t *testing.T, logFile string) {
 				notReached(host, path)
 			}
 		}
+		refused := s.Want.Refused
+		if refused == "" {
+			refused = s.Want.Protected // refused under every set (R2f)
+		}
 		switch {
-		case s.Want.Refused == "" && len(warned) > 0:
+		case refused == "" && len(warned) > 0:
 			t.Errorf("warned about, want not: %s", warned[0])
-		case s.Want.Refused != "" && len(warned) != 1:
+		case refused != "" && len(warned) != 1:
 			t.Errorf("%d warnings, want 1: %q", len(warned), warned)
-		case s.Want.Refused != "" && !strings.Contains(warned[0], `label \"`+s.Want.Refused+`\"`): // quoted, in JSON
-			t.Errorf("the warning does not name %s: %s", s.Want.Refused, warned[0])
+		case refused != "" && !strings.Contains(warned[0], `label \"`+refused+`\"`): // quoted, in JSON
+			t.Errorf("the warning does not name %s: %s", refused, warned[0])
 		}
 		return
 	}

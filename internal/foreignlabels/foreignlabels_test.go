@@ -31,6 +31,9 @@ func check(t *testing.T, c labelsets.Case, got fl.Translated, r *fl.Refusal) {
 		if got.From != "" {
 			t.Fatalf("translated %+v, want nothing", got)
 		}
+		if p := fl.Protection(c.Labels); c.Want.Protected != "" && (p == nil || p.Label != c.Want.Protected) || c.Want.Protected == "" && p != nil {
+			t.Fatalf("protection %v, want %q", p, c.Want.Protected)
+		}
 		return
 	}
 	if !slices.Equal(got.Hosts, c.Want.Hosts) {

@@ -45,6 +45,10 @@ type Want struct {
 	// None says the set does not apply at all (no foreign label read):
 	// neither routed by it nor refused.
 	None bool
+	// Protected, with None, is the protection label (foreignlabels.
+	// Protection) for which the container is refused all the same: R2f
+	// refuses protections under every label set, read or not.
+	Protected string
 }
 
 // Routed reports whether the case is routed by its foreign labels.
@@ -282,7 +286,7 @@ var traefik = []Case{
 		Want:   Want{Refused: "traefik.http.routers.r.priority"}},
 	{Name: "disabled", Source: "reference/routing-configuration/other-providers/docker.md, traefik.enable",
 		Labels: map[string]string{"traefik.enable": "false", "traefik.http.routers.r.rule": "Host(`a.com`)", "traefik.http.routers.r.middlewares": "x"},
-		Want:   Want{None: true}},
+		Want:   Want{None: true, Protected: "traefik.http.routers.r.middlewares"}},
 	{Name: "no_router", Source: "edge case beside the docs (not in them)",
 		Labels: map[string]string{"traefik.enable": "true"},
 		Want:   Want{Refused: "traefik.http.routers"}},
