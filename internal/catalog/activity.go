@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -66,7 +67,7 @@ func parseStandbyCPU(labels map[string]string) (pct float64, bad bool) {
 type Ignore struct {
 	cidrs []netip.Prefix
 	paths []string
-	uas   []string // lower case
+	uas   [][]byte // lower case
 }
 
 // ParseIgnore parses a caddy.standby_ignore value (see
@@ -106,7 +107,7 @@ func ParseIgnore(raw string) (*Ignore, error) {
 			}
 			ig.paths = append(ig.paths, value)
 		case "ua":
-			ig.uas = append(ig.uas, lowerASCII(value))
+			ig.uas = append(ig.uas, []byte(lowerASCII(value)))
 		default:
 			return nil, errorf("item %q: kind is cidr, path or ua", item)
 		}
@@ -141,8 +142,8 @@ func (ig *Ignore) NeedsClient() bool { return ig != nil && len(ig.cidrs) > 0 }
 
 // Match reports whether a request from client (invalid: unknown), for
 // path, with the User-Agent ua, is one the instance ignores. It costs a
-// comparison per item, and at most IgnoreUABytes of ua per `ua:` item;
-// no allocation.
+// comparison per cidr: and path: item, and a linear search of at most
+// IgnoreUABytes of ua per `ua:` item; no allocation.
 func (ig *Ignore) Match(client netip.Addr, path, ua string) bool {
 	if ig == nil {
 		return false
@@ -160,33 +161,22 @@ func (ig *Ignore) Match(client netip.Addr, path, ua string) bool {
 			return true
 		}
 	}
-	if len(ua) > IgnoreUABytes {
-		ua = ua[:IgnoreUABytes]
+	if len(ig.uas) == 0 {
+		return false
+	}
+	// The User-Agent is an outsider's: lowered once, then each item found
+	// by bytes.Contains (linear search, not a comparison per offset and
+	// byte: 7 items of 128 bytes against a crafted agent cost 0.2-0.8 ms a
+	// call that way, and a route calls it per instance per request).
+	var low [IgnoreUABytes]byte
+	n := copy(low[:], ua)
+	for i, c := range low[:n] {
+		if 'A' <= c && c <= 'Z' {
+			low[i] = c + 'a' - 'A'
+		}
 	}
 	for _, u := range ig.uas {
-		if containsFold(ua, u) {
-			return true
-		}
-	}
-	return false
-}
-
-// containsFold reports whether s contains sub (lower case), ASCII case
-// ignored.
-func containsFold(s, sub string) bool {
-	n := len(sub)
-	for i := 0; i+n <= len(s); i++ {
-		j := 0
-		for ; j < n; j++ {
-			c := s[i+j]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			if c != sub[j] {
-				break
-			}
-		}
-		if j == n {
+		if bytes.Contains(low[:n], u) {
 			return true
 		}
 	}

@@ -53,7 +53,7 @@ func cdpProtection(k, rest, v string) *Refusal {
 	for rest != "" {
 		var seg string
 		seg, rest, _ = strings.Cut(rest, ".")
-		name := directiveName(seg)
+		name := protectionName(seg)
 		switch {
 		case strings.HasPrefix(name, "@"):
 			if containsFold(v, "remote_ip") || containsFold(v, "client_ip") {
@@ -69,6 +69,22 @@ func cdpProtection(k, rest, v string) *Refusal {
 		}
 	}
 	return nil
+}
+
+// protectionName is a segment's directive name as caddy-docker-proxy
+// reads it (^(?:(\d+)_)?(.*?)(?:_(\d+))?$: an ordering prefix and an
+// isolating suffix of any number of digits) and as the Caddyfile's lexer
+// then tokenizes it (no surrounding blanks). directiveName bounds the
+// digits at 4 for the routes caddy-dicer reads; a protection is refused
+// however many there are (R2f).
+func protectionName(seg string) string {
+	if i := strings.IndexByte(seg, '_'); i > 0 && allDigits(seg[:i]) {
+		seg = seg[i+1:]
+	}
+	if i := strings.LastIndexByte(seg, '_'); i >= 0 && allDigits(seg[i+1:]) {
+		seg = seg[:i]
+	}
+	return strings.TrimSpace(seg)
 }
 
 // traefikProtection reads the segments (rest) of a Traefik key:

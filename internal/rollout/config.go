@@ -84,7 +84,7 @@ func Parse(labels map[string]string) (cfg Config, ok bool, warn []error) {
 	}
 	if s, has := labels[LabelMaxErrors]; has {
 		f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
-		if err != nil || f < 0 || f > 100 || !strings.HasSuffix(strings.TrimSpace(s), "%") {
+		if err != nil || !(f >= 0 && f <= 100) || !strings.HasSuffix(strings.TrimSpace(s), "%") {
 			warn = append(warn, setting.Errorf(LabelMaxErrors, "%q is not a percentage from 0%% to 100%%, such as 1%%: the default 1%% applies", clip(s)))
 		} else {
 			cfg.MaxErrors = f
@@ -92,7 +92,7 @@ func Parse(labels map[string]string) (cfg Config, ok bool, warn []error) {
 	}
 	if s, has := labels[LabelMaxLatency]; has {
 		f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "x"), 64)
-		if err != nil || f < 1 || f > 100 {
+		if err != nil || !(f >= 1 && f <= 100) { // NaN fails both
 			warn = append(warn, setting.Errorf(LabelMaxLatency, "%q is not a factor from 1x to 100x, such as 1.5x: the default 1.5x applies", clip(s)))
 		} else {
 			cfg.MaxLatency = f
