@@ -9,7 +9,6 @@
 package activity
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,17 +29,7 @@ var (
 	caddyBin string
 )
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("e2e/activity: skipped under -short: needs the Docker Engine and the network to build Caddy; run make test-e2e")
-		os.Exit(0)
-	}
-	os.Exit(dockertest.MainWithCaddy(m, "e2e/activity", func(c *client.Client, bin string) (func(), error) {
-		cli, caddyBin = c, bin
-		return nil, nil
-	}))
-}
+func TestMain(m *testing.M) { os.Exit(dockertest.MainE2E(m, "e2e/activity", &cli, &caddyBin)) }
 
 // caddyProc is the Caddy of a test: its process, ports and log.
 type caddyProc struct {

@@ -12,7 +12,6 @@
 package fleet
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -36,17 +35,7 @@ var (
 	caddyBin string
 )
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("e2e/fleet: skipped under -short: needs the Docker Engine and the network to build Caddy; run make test-e2e")
-		os.Exit(0)
-	}
-	os.Exit(dockertest.MainWithCaddy(m, "e2e/fleet", func(c *client.Client, bin string) (func(), error) {
-		cli, caddyBin = c, bin
-		return nil, nil
-	}))
-}
+func TestMain(m *testing.M) { os.Exit(dockertest.MainE2E(m, "e2e/fleet", &cli, &caddyBin)) }
 
 // caddyProc is one Caddy of the fleet: its process, HOME, ports and log.
 type caddyProc struct {

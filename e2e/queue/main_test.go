@@ -8,8 +8,6 @@
 package queue
 
 import (
-	"flag"
-	"fmt"
 	"os"
 	"testing"
 
@@ -24,14 +22,4 @@ var (
 	caddyBin string
 )
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if testing.Short() {
-		fmt.Println("e2e/queue: skipped under -short: needs the Docker Engine and the network to build Caddy; run make test-e2e")
-		os.Exit(0)
-	}
-	os.Exit(dockertest.MainWithCaddy(m, "e2e/queue", func(c *client.Client, bin string) (func(), error) {
-		cli, caddyBin = c, bin
-		return nil, nil
-	}))
-}
+func TestMain(m *testing.M) { os.Exit(dockertest.MainE2E(m, "e2e/queue", &cli, &caddyBin)) }

@@ -18,6 +18,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -402,6 +403,22 @@ func do(ctx context.Context, method, addr, path string) (int, string, error) {
 }
 
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
+
+// MainE2E is the TestMain of an end-to-end package pkg ("e2e/fleet") whose
+// tests need the Engine's client and a Caddy built from this checkout,
+// nothing more: under -short it skips the package, else it runs
+// MainWithCaddy, which sets *cli and *caddyBin before m.Run.
+func MainE2E(m *testing.M, pkg string, cli **client.Client, caddyBin *string) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Printf("%s: skipped under -short: needs the Docker Engine and the network to build Caddy; run make test-e2e\n", pkg)
+		return 0
+	}
+	return MainWithCaddy(m, pkg, func(c *client.Client, bin string) (func(), error) {
+		*cli, *caddyBin = c, bin
+		return nil, nil
+	})
+}
 
 // MainWithCaddy runs the end-to-end tests of the package pkg ("e2e/fleet",
 // two folders below the module's root) against the Engine and a Caddy
