@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,10 +179,6 @@ type setCase struct {
 	opts    dockertest.Options
 }
 
-// hostToken is a host name in a label's value: dotted (a wildcard's `*.`
-// included) or localhost.
-var hostToken = regexp.MustCompile(`(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+|\blocalhost\b`)
-
 // newSetCase rewrites c's host names to ones unique to the run and to
 // index i, and gives it the container that serves what it wants.
 func newSetCase(set string, i int, c labelsets.Case) *setCase {
@@ -197,18 +192,7 @@ func newSetCase(set string, i int, c labelsets.Case) *setCase {
 		}
 		return h + "." + hostName(tag)
 	}
-	for k, v := range s.Labels {
-		if !hostKey(k) {
-			continue
-		}
-		s.Labels[k] = hostToken.ReplaceAllStringFunc(v, func(h string) string {
-			s.hosts[h] = rename(h)
-			return s.hosts[h]
-		})
-	}
-	for j, h := range s.Want.Hosts {
-		s.Want.Hosts[j] = rename(h)
-	}
+	s.RenameHosts(rename, func(h, to string) { s.hosts[h] = to })
 	for _, k := range []string{"caddy_ingress_network", "traefik.docker.network"} {
 		if n, ok := s.Labels[k]; ok {
 			s.network = tag + "-" + n
@@ -227,19 +211,6 @@ func newSetCase(set string, i int, c labelsets.Case) *setCase {
 	s.opts.Labels = s.Labels
 	s.opts.Env = []string{"PORT=" + strconv.Itoa(port)}
 	return s
-}
-
-// hostKey reports a label whose value names hosts: caddy-docker-proxy's
-// `caddy`, `caddy_N`; caddy-dicer's caddy.host; a Traefik router's rule.
-func hostKey(k string) bool {
-	if k == "caddy" || k == "caddy.host" {
-		return true
-	}
-	if n, ok := strings.CutPrefix(k, "caddy_"); ok {
-		_, err := strconv.Atoi(n)
-		return err == nil
-	}
-	return strings.HasPrefix(k, "traefik.") && strings.HasSuffix(k, ".rule")
 }
 
 // rewriteNetwork names the test's network where the set names its own.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -204,28 +203,16 @@ type serviceSet struct {
 	port  int
 }
 
-// swarmHost is a host name in a label's value: dotted or localhost.
-var swarmHost = regexp.MustCompile(`(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+|\blocalhost\b`)
-
 func newServiceSet(i int, c labelsets.Case) *serviceSet {
 	s := &serviceSet{Case: c, name: dockertest.Name(fmt.Sprintf("ls%02d", i)), port: 80}
 	rename := func(h string) string {
 		return fmt.Sprintf("ls%02d-%s.foreign.swarm.test", i, strings.ReplaceAll(strings.ToLower(h), ".", "-"))
 	}
-	for k, v := range s.Labels {
-		if k == "caddy" || strings.HasPrefix(k, "caddy_") && !strings.Contains(k, ".") && k != "caddy_ingress_network" ||
-			strings.HasPrefix(k, "traefik.") && strings.HasSuffix(k, ".rule") {
-			s.Labels[k] = swarmHost.ReplaceAllStringFunc(v, func(h string) string {
-				s.hosts = append(s.hosts, rename(h))
-				return rename(h)
-			})
-		}
-		if k == "caddy_ingress_network" || k == "traefik.docker.network" {
+	s.RenameHosts(rename, func(_, to string) { s.hosts = append(s.hosts, to) })
+	for _, k := range []string{"caddy_ingress_network", "traefik.docker.network"} {
+		if _, ok := s.Labels[k]; ok {
 			s.Labels[k] = network
 		}
-	}
-	for j, h := range s.Want.Hosts {
-		s.Want.Hosts[j] = rename(h)
 	}
 	if s.Want.Network != "" {
 		s.Want.Network = network

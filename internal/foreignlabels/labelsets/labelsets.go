@@ -11,7 +11,12 @@
 // `loadbalancer.server.scheme=https`) is refused.
 package labelsets
 
-import "maps"
+import (
+	"maps"
+	"regexp"
+	"strconv"
+	"strings"
+)
 
 // Case is one label set and its outcome.
 type Case struct {
@@ -53,6 +58,41 @@ type Want struct {
 
 // Routed reports whether the case is routed by its foreign labels.
 func (w Want) Routed() bool { return w.Refused == "" && !w.None }
+
+// hostToken is a host name in a label's value: dotted (a wildcard's `*.`
+// included) or localhost.
+var hostToken = regexp.MustCompile(`(\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)+|\blocalhost\b`)
+
+// HostKey reports a label whose value names hosts: caddy-docker-proxy's
+// `caddy`, `caddy_N`; caddy-dicer's caddy.host; a Traefik router's rule.
+func HostKey(k string) bool {
+	if k == "caddy" || k == "caddy.host" {
+		return true
+	}
+	if n, ok := strings.CutPrefix(k, "caddy_"); ok {
+		_, err := strconv.Atoi(n)
+		return err == nil
+	}
+	return strings.HasPrefix(k, "traefik.") && strings.HasSuffix(k, ".rule")
+}
+
+// RenameHosts rewrites, in the labels that name hosts (HostKey) and in
+// Want.Hosts, each host name h to rename(h) (a test gives each run and
+// case names of its own); renamed is told each name found in a label.
+func (c *Case) RenameHosts(rename func(h string) string, renamed func(h, to string)) {
+	for k, v := range c.Labels {
+		if HostKey(k) {
+			c.Labels[k] = hostToken.ReplaceAllStringFunc(v, func(h string) string {
+				to := rename(h)
+				renamed(h, to)
+				return to
+			})
+		}
+	}
+	for j, h := range c.Want.Hosts {
+		c.Want.Hosts[j] = rename(h)
+	}
+}
 
 // clone gives each caller its own copy: a test may rewrite the labels.
 func clone(cs []Case) []Case {
