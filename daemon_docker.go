@@ -115,7 +115,7 @@ func (e *DockerEngine) spec() (connSpec, error) {
 	}
 	spec := newConnSpec("docker", a.Address(), pph, docker.DaemonHost(a.Address()), keyParts, a.Loop().Run)
 	spec.opts.DependsOnAnyScope = e.DependsOnScope == dependsOnAny
-	spec.standbyEngine = "docker\x00" + a.Key() // every connection to this Engine (R5f)
+	spec.standbyEngine = "docker\x00" + a.EngineKey() // every connection to this Engine, whatever labels it reads (R5f)
 	spec.scaling = connection.Standby(dockerActions{a.Actions()}, standby.Options{MaxWakes: e.MaxWakes, MaxHeld: e.MaxHeld},
 		dicerapp.SharedEngine(spec.standbyEngine)).Healing(e.HealMaxRestarts)
 	return spec, nil

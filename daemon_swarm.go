@@ -7,6 +7,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
+	"github.com/caddy-dicer/caddy-dicer/modules/dicerapp"
 )
 
 // SwarmManager is how a module reaches a Docker Swarm: through the Engine
@@ -66,7 +67,16 @@ func (m *SwarmManager) spec() (connSpec, error) {
 	spec := newConnSpec("swarm", a.Address(), "", docker.DaemonHost(a.Address()), []string{a.Key()}, a.Loop().Run)
 	logger := spec.opts.Logger
 	spec.scaling = connection.Replicas(func(cat *catalog.Catalog, grew func()) (*swarm.Scaler, error) {
-		return a.Scaler(cat, logger, swarm.ScaleOptions{Grew: grew}) // endpoint vip: none
+		// The load of this Caddy's other connections to the swarm too (R5j).
+		book, release, err := dicerapp.SharedLoadBook(a.EngineKey())
+		if err != nil {
+			return nil, err
+		}
+		sc, err := a.Scaler(cat, logger, swarm.ScaleOptions{Grew: grew, Book: book, Release: release})
+		if sc == nil { // endpoint vip: none; or an error
+			release()
+		}
+		return sc, err
 	})
 	return spec, nil
 }

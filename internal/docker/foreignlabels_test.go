@@ -47,3 +47,28 @@ func TestNew_R2f_label_sets_in_the_key(t *testing.T) {
 		t.Error("same key")
 	}
 }
+
+// Two connections to one Engine that read different label sets are one
+// Engine: equal EngineKeys, so that they share its instances'
+// scale-to-zero state (R5f) and, on Swarm, the services' load (R5j);
+// another Engine has another.
+func TestNew_R5f_label_sets_are_one_engine(t *testing.T) {
+	a, err := New(Config{Host: DefaultHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := New(Config{Host: DefaultHost, Labels: foreignlabels.SetCaddyDockerProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{Host: "unix:///run/other.sock"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.EngineKey() != b.EngineKey() {
+		t.Error("the label sets changed the Engine's key: two standby states for one Engine's containers")
+	}
+	if a.EngineKey() == c.EngineKey() {
+		t.Error("two Engines with one key")
+	}
+}

@@ -110,6 +110,9 @@ type Adapter struct {
 	// resync, resyncTimeout and stallGrace are the Loop's (see Config).
 	resync, resyncTimeout, stallGrace time.Duration
 	key                               string
+	// engineKey is key without the settings that shape only what is
+	// read of the Engine (labels): equal ones are one Engine.
+	engineKey string
 	// labels are the label sets read (Config.Labels).
 	labels foreignlabels.Set
 	// wrap, if set, wraps each session's Engine client (tests count calls).
@@ -140,6 +143,7 @@ func New(cfg Config) (*Adapter, error) {
 		a.pace.ConnectMax = follow.LocalConnectMax
 	}
 	a.key = follow.Key(cfg.Host, cfg.CAFile, cfg.CertFile, cfg.KeyFile, string(material))
+	a.engineKey = a.key
 	if words := cfg.Labels.Words(); len(words) > 0 {
 		a.key = follow.Key(a.key, "labels "+strings.Join(words, " "))
 	}
@@ -154,6 +158,13 @@ func (a *Adapter) Address() string { return a.host }
 // contents included: equal keys can share one connection. It is a hash,
 // safe to keep, since the files hold a private key.
 func (a *Adapter) Key() string { return a.key }
+
+// EngineKey identifies the Engine reached: its endpoint and TLS files'
+// contents, not how its labels are read. Connections with equal
+// EngineKeys and different Keys (a route reading caddy-docker-proxy's
+// labels beside one that does not) follow one Engine, and share what is
+// the Engine's: its instances' scale-to-zero state (R5f). A hash.
+func (a *Adapter) EngineKey() string { return a.engineKey }
 
 // Loop returns the loop that follows the Engine once: its Run(ctx, sink,
 // log) feeds sink until ctx is done, logging to log (nil discards). It

@@ -103,6 +103,11 @@ func (a *Adapter) Address() string { return a.docker.Address() }
 // share one.
 func (a *Adapter) Key() string { return a.key }
 
+// EngineKey identifies the swarm manager reached (docker.Adapter's
+// EngineKey): connections with equal EngineKeys scale the same services,
+// and share their load (LoadBook).
+func (a *Adapter) EngineKey() string { return a.docker.EngineKey() }
+
 // Loop returns the loop that follows the swarm: its Run(ctx, sink, log)
 // feeds sink until ctx is done (see follow.Loop).
 //

@@ -54,6 +54,12 @@ type ScaleOptions struct {
 	Sample time.Duration
 	// Clock is the clock; nil: time.Now. Tests step it.
 	Clock func() time.Time
+	// Book, if set, is the load of the other Scalers of this process on
+	// the same swarm (LoadBook): set it whenever several connections may
+	// follow one swarm. Release, if set, is called once the Scaler is
+	// closed (to let go of the book).
+	Book    *LoadBook
+	Release func()
 
 	// afterLook and afterSample, if set, hear the end of each look at a
 	// service and of each sample (tests). They are options, not fields
@@ -86,6 +92,9 @@ type Scaler struct {
 
 	// fleet, if set, is the fleet the load is shared with (fleet.go).
 	fleet atomic.Pointer[fleetHook]
+	// book and release are ScaleOptions'.
+	book    *LoadBook
+	release func()
 }
 
 // scaleState is the Scaler's own state of one service, under its mu.
@@ -112,7 +121,8 @@ func (a *Adapter) Scaler(cat *catalog.Catalog, log *zap.Logger, opts ScaleOption
 		eng = a.wrap(cli).(scaleEngine)
 	}
 	s := &Scaler{eng: eng, cat: cat, index: a.index, log: log, grew: opts.Grew, now: time.Now,
-		sample: opts.Sample, states: map[string]*scaleState{}, afterLook: opts.afterLook, afterSample: opts.afterSample}
+		sample: opts.Sample, states: map[string]*scaleState{}, afterLook: opts.afterLook, afterSample: opts.afterSample,
+		book: opts.Book, release: opts.Release}
 	if opts.Clock != nil {
 		s.now = opts.Clock
 	}
@@ -136,6 +146,12 @@ func (s *Scaler) Close() {
 	s.cancel()
 	s.wg.Wait()
 	_ = s.eng.Close()
+	if s.book != nil {
+		s.book.leave(s)
+	}
+	if s.release != nil {
+		s.release()
+	}
 }
 
 // Grow is called with a route's routable targets for a request: when
@@ -214,14 +230,16 @@ func (s *Scaler) grow(id string, routable int) {
 // shrink takes one replica away from the service id if its fresh state
 // allows it: above its caddy.min_replicas, not converging, and not
 // updated (by any Caddy, for growth) for after.
-func (s *Scaler) shrink(id string, after time.Duration) {
+// load is the requests in flight at the sample that decided it (logged).
+func (s *Scaler) shrink(id string, after time.Duration, load int) {
 	changed := false
 	defer func() { s.done(id, changed) }()
 	svc, cur, policy, ok := s.inspect(id)
 	if !ok || cur <= policy.Min || s.now().Sub(svc.UpdatedAt) < after {
 		return
 	}
-	changed = s.update(svc, cur, cur-1, "the load has fitted in one replica fewer for caddy.standby_after: one replica less")
+	changed = s.update(svc, cur, cur-1, "the load has fitted in one replica fewer for caddy.standby_after: one replica less",
+		zap.Int("load", load), zap.Int("soft_limit", policy.SoftLimit))
 }
 
 // inspect reads the service id and its tasks: ok only if it is a
@@ -252,7 +270,7 @@ func (s *Scaler) inspect(id string) (svc swarm.Service, replicas int, policy cat
 
 // update writes the service's replica count from cur to n, at the
 // version inspected; it reports whether Swarm took it.
-func (s *Scaler) update(svc swarm.Service, cur, n int, why string) bool {
+func (s *Scaler) update(svc swarm.Service, cur, n int, why string, fields ...zap.Field) bool {
 	ctx, cancel := context.WithTimeout(s.ctx, scaleCallTimeout)
 	defer cancel()
 	spec := svc.Spec
@@ -277,7 +295,7 @@ func (s *Scaler) update(svc swarm.Service, cur, n int, why string) bool {
 		return false
 	}
 	s.failing(svc.ID, false)
-	s.log.Info(why, zap.String("service", svc.Spec.Name), zap.Int("replicas", cur), zap.Int("to", n))
+	s.log.Info(why, append([]zap.Field{zap.String("service", svc.Spec.Name), zap.Int("replicas", cur), zap.Int("to", n)}, fields...)...)
 	return true
 }
 
@@ -323,6 +341,9 @@ func (s *Scaler) considerShrinking() {
 		return
 	}
 	load := s.loadByService()
+	if s.book != nil {
+		s.book.share(s, load) // this Caddy's other connections to the swarm (LoadBook)
+	}
 	s.shareLoad(svcs, load) // a fleet's load (R5j, fleet.go)
 	now := s.now()
 	s.mu.Lock()
@@ -349,10 +370,10 @@ func (s *Scaler) considerShrinking() {
 		}
 		st.busy = true
 		s.wg.Add(1)
-		go func() {
+		go func(load int) {
 			defer s.wg.Done()
-			s.shrink(sv.id, after)
-		}()
+			s.shrink(sv.id, after, load)
+		}(load[sv.id])
 	}
 }
 

@@ -51,11 +51,17 @@ type scaled struct {
 // startScaled follows f into a catalog and starts its Scaler.
 func startScaled(t *testing.T, f *fakeSwarm) *scaled {
 	t.Helper()
+	return startScaledBook(t, f, nil)
+}
+
+// startScaledBook is startScaled with book as the Scaler's LoadBook.
+func startScaledBook(t *testing.T, f *fakeSwarm, book *LoadBook) *scaled {
+	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	log := zap.New(core)
 	sc := &scaled{f: f, cat: catalog.New(catalog.Options{Logger: log}), clock: &testClock{now: time.Now()}, logs: logs}
 	a := f.adapter(Config{Resync: time.Hour, NodeProbe: -1})
-	s, err := a.Scaler(sc.cat, log, ScaleOptions{Grew: func() { sc.grew.Add(1) }, Sample: 5 * time.Millisecond, Clock: sc.clock.Now,
+	s, err := a.Scaler(sc.cat, log, ScaleOptions{Grew: func() { sc.grew.Add(1) }, Sample: 5 * time.Millisecond, Clock: sc.clock.Now, Book: book,
 		afterLook: func() { sc.looks.Add(1) }, afterSample: func() { sc.samples.Add(1) }})
 	if err != nil {
 		t.Fatal(err)
@@ -327,6 +333,56 @@ func TestScale_R5j_shrinks_after_idle_not_below_floor(t *testing.T) {
 	sc.waitSamples(t, 2)
 	if got, n := sc.replicas(), f.Calls("ServiceUpdate"); got != 2 || n != 2 {
 		t.Fatalf("replicas %d after %d updates, want 2 (caddy.min_replicas) after 2", got, n)
+	}
+}
+
+// Two routes of one Caddy that follow one swarm through connections of
+// their own (one reads caddy-docker-proxy's labels, say): a request counts
+// in the catalog of its route only, yet the Scaler of the route that sends
+// the service nothing does not take away a replica the other route's load
+// needs; once that load ends, one replica less after
+// caddy.standby_after, as with one connection (R5j, LoadBook).
+func TestScale_R5j_connections_to_one_swarm_share_their_load(t *testing.T) {
+	f := newFakeSwarm()
+	labels := map[string]string{catalog.LabelSoftLimit: "2", catalog.LabelMaxReplicas: "2", catalog.LabelStandbyAfter: "2s"}
+	pool(f, 2, labels)
+	book := NewLoadBook()
+	busy, idle := startScaledBook(t, f, book), startScaledBook(t, f, book)
+	ts := busy.targets(t, 2)
+	idle.targets(t, 2)
+	end := load(ts, 2) // 4 in flight through busy's route: 1 replica of 2 would not hold them
+	both := func(d time.Duration) {
+		busy.waitSamples(t, 2)
+		idle.waitSamples(t, 2)
+		busy.clock.Add(d)
+		idle.clock.Add(d)
+		busy.waitSamples(t, 2)
+		idle.waitSamples(t, 2)
+	}
+	both(5 * time.Second)
+	if n := f.Calls("ServiceUpdate"); n != 0 {
+		t.Fatalf("%d updates (replicas now %d) under a load of 4 through the other connection that needs 2 replicas", n, busy.replicas())
+	}
+	end()
+	both(2100 * time.Millisecond)
+	testkit.Eventually(t, wait, "1 replica once the load ended", func() bool { return busy.replicas() == 1 })
+}
+
+// A closed Scaler's load leaves the book.
+func TestLoadBook_R5j_a_closed_Scaler_leaves(t *testing.T) {
+	book := NewLoadBook()
+	a, b := &Scaler{}, &Scaler{}
+	book.share(a, map[string]int{"s1": 3})
+	got := map[string]int{"s1": 1}
+	book.share(b, got)
+	if got["s1"] != 4 {
+		t.Fatalf("b sees %d on s1, want its 1 and a's 3", got["s1"])
+	}
+	book.leave(a)
+	got = map[string]int{"s1": 1}
+	book.share(b, got)
+	if got["s1"] != 1 {
+		t.Fatalf("b sees %d on s1 after a left, want its own 1", got["s1"])
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/standby"
+	"github.com/caddy-dicer/caddy-dicer/internal/swarm"
 )
 
 // The shared daemon connections: one per key (every setting that shapes
@@ -157,10 +158,26 @@ func SharedEngine(engine string) connection.SharedEngine {
 	}
 }
 
+// SharedLoadBook is the swarm.LoadBook of the swarm manager engine names
+// (swarm.Adapter.EngineKey): made by the first connection to it, shared
+// by the others of this process, for the Scalers' load (R5j). Call
+// release once done with it.
+func SharedLoadBook(engine string) (book *swarm.LoadBook, release func(), err error) {
+	key := "swarmload\x00" + engine
+	v, _, err := connections.LoadOrNew(key, func() (caddy.Destructor, error) {
+		return swarm.NewLoadBook(), nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return v.(*swarm.LoadBook), func() { Release(key) }, nil
+}
+
 // Interface guards
 var (
 	_ caddy.Destructor = (*connection.Conn)(nil)
 	_ caddy.Destructor = (*standby.Engine)(nil)
+	_ caddy.Destructor = (*swarm.LoadBook)(nil)
 )
 
 // RegisterMetrics registers the connections' metric collectors, and more,
