@@ -21,7 +21,7 @@ FUZZ_TARGETS := \
 # xcaddy resolves an unpublished module only at the zero pseudo-version.
 LOCAL_MODULE := $(MODULE)@v0.0.0-00010101000000-000000000000=$(CURDIR)
 
-.PHONY: engine29-bin test-engine29 help test test-short lint fmt build bench load load-base example test-e2e test-cluster generate fuzz image test-compose test-podman test-engine29 test-acme test-dns soak soak-short
+.PHONY: engine29-bin test-engine29 help test test-short lint fmt build bench load load-base example test-e2e test-e2e-noswarm test-e2e-swarm test-bins test-cluster generate fuzz image test-compose test-podman test-engine29 test-acme test-dns soak soak-short
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -34,10 +34,19 @@ test-short: ## the hermetic unit tests only (go test -short): no Docker Engine, 
 	go vet ./...
 	go test -short -count=1 ./...
 
-test-e2e: bin/caddy bin/image/caddy/caddy ## end-to-end: build Caddy with xcaddy, run it against a simulated Dicer host in a network namespace (root), and in a container on a single-node Docker swarm the test makes and leaves; several Caddys as one fleet (e2e/fleet, on bin/caddy)
+# The e2e packages' environment: which Caddy builds they run.
+E2E_ENV = CADDY_DICER_E2E_PLAIN_CADDY=$(CURDIR)/bin/caddy CADDY_DICER_E2E_CADDY=$(CURDIR)/bin/image/caddy/caddy \
+	CADDY_DICER_E2E_L4_CADDY=$(CURDIR)/bin/image/caddy/caddy CADDY_DICER_E2E_STATIC_CADDY=$(CURDIR)/bin/image/caddy/caddy CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION)
+
+test-e2e: test-e2e-noswarm test-e2e-swarm ## end-to-end: build Caddy with xcaddy, run it against a simulated Dicer host in a network namespace (root), and in a container on a single-node Docker swarm the test makes and leaves; several Caddys as one fleet (e2e/fleet, on bin/caddy)
+
+test-e2e-noswarm: bin/caddy bin/image/caddy/caddy ## the e2e packages that need no swarm (all but e2e/swarm and e2e/engine): they may run beside test-e2e-swarm and make test
 	go vet -tags e2e ./e2e/...
-	CADDY_DICER_E2E_PLAIN_CADDY=$(CURDIR)/bin/caddy CADDY_DICER_E2E_CADDY=$(CURDIR)/bin/image/caddy/caddy \
-		CADDY_DICER_E2E_L4_CADDY=$(CURDIR)/bin/image/caddy/caddy CADDY_DICER_E2E_STATIC_CADDY=$(CURDIR)/bin/image/caddy/caddy CADDY_VERSION=$(CADDY_VERSION) XCADDY_VERSION=$(XCADDY_VERSION) go test -tags e2e -count=1 -v -p 1 -timeout 20m $$(go list -tags e2e ./e2e/... | grep -v /e2e/engine$$)
+	$(E2E_ENV) go test -tags e2e -count=1 -v -p 1 -timeout 20m $$(go list -tags e2e ./e2e/... | grep -v -e '/e2e/engine$$' -e '/e2e/swarm$$')
+
+test-e2e-swarm: bin/caddy bin/image/caddy/caddy ## e2e/swarm: Caddy in a container on a single-node swarm of this Engine, made and left by the test (not beside test-cluster, which makes its own)
+	go vet -tags e2e ./e2e/swarm/
+	$(E2E_ENV) go test -tags e2e -count=1 -v -timeout 20m ./e2e/swarm/
 
 test-cluster: ## a real three-node swarm on this machine (root): this Engine as manager, two dockerd's in network namespaces as workers; crash, cut, drain, rolling update under load through Caddy; leaves nothing behind (docs/cluster.md)
 	./e2e/cluster/run.sh
@@ -47,6 +56,8 @@ lint: ## golangci-lint with the committed .golangci.yml
 
 fmt: ## format the code (gofmt -s)
 	gofmt -s -w $$(git ls-files '*.go' | grep -v '\.pb\.go$$')
+
+test-bins: bin/caddy bin/image/caddy/caddy bin/dicer-testd ## every binary the e2e targets run, built once (what .ci/run builds before its lanes start)
 
 build: bin/caddy bin/dicer-testd ## build bin/caddy (Caddy with the plugin) with xcaddy, as users do; only when something changed
 
