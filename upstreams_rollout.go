@@ -215,9 +215,13 @@ type routeVersion struct {
 }
 
 // idle reports whether no unit of the route has a rollout to look at:
-// none, or one ended whose claim is fresh.
+// none, or one ended whose claim is fresh (a rollout refused for want of
+// room in the record tries again at each look).
 func (rr *routeRollout) idle(now time.Time) bool {
 	for _, u := range rr.units {
+		if u.refused != "" {
+			return false
+		}
 		if u.state != nil && !(u.state.Final() && now.Sub(u.state.Claimed) < rollout.ClaimTTL/2) {
 			return false
 		}

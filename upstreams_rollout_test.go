@@ -182,3 +182,43 @@ func TestRollout_R4f_a_full_switches_record_blocks_visibly(t *testing.T) {
 		t.Errorf("after room, the step was not judged: %+v", *st)
 	}
 }
+
+// R4f: with the fleet's record of rollouts full (1,000 entries, none
+// ended), a new rollout is refused, and says so in its status (and once
+// in the log) rather than not rolling out unseen; it begins once there is
+// room.
+func TestRollout_R4f_a_full_record_of_rollouts_is_refused_visibly(t *testing.T) {
+	storage := &fleet.Memory{}
+	v1, v2 := rolloutInstance("v1", 0), rolloutInstance("v2", 1)
+	rr, c := rolloutCaddy(t, "x", storage, v1)
+	t0 := time.Now()
+	fill := func(n int) {
+		t.Helper()
+		if _, err := rr.s.conn.UpdateRollouts(t.Context(), func([]byte) ([]byte, error) {
+			var rec rollout.Record
+			for i := range n {
+				st := rollout.Begin("o1", "o2", rollout.Default(), t0)
+				st.Owner, st.Claimed = "other", t0
+				if err := rec.Put(fmt.Sprintf("other-route-%04d", i), st); err != nil {
+					return nil, err
+				}
+			}
+			return rec.Encode()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill(rollout.MaxRoutes)
+	rr.look(t0)
+	c.Replace([]catalog.Instance{v1, v2})
+	rr.look(t0.Add(time.Second))
+	sts := rr.s.RolloutStatuses()
+	if len(sts) != 1 || sts[0].Verdict != "" || sts[0].Old != "v1" || sts[0].New != "v2" || !strings.Contains(sts[0].Blocked, "no rollout recorded") {
+		t.Fatalf("statuses on a full record of rollouts: %+v; want v1 -> v2 refused, saying why", sts)
+	}
+	fill(rollout.MaxRoutes - 1)
+	rr.look(t0.Add(2 * time.Second)) // no catalog change: a refused rollout tries again
+	if st := un(rr, "").state; st == nil || st.New != "v2" || st.Share() != 20 || un(rr, "").refused != "" {
+		t.Fatalf("with room: %+v", st)
+	}
+}
