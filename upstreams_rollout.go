@@ -2,6 +2,8 @@ package caddydicer
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
+	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 	"github.com/caddy-dicer/caddy-dicer/internal/rollout"
 	"github.com/caddy-dicer/caddy-dicer/selector"
 )
@@ -37,7 +40,8 @@ var rolloutEvery = time.Second
 // without waiting for the tick), but not at every change of a burst.
 const lookGap = 200 * time.Millisecond
 
-// routeRollout is a route's rollout as this Caddy sees it.
+// routeRollout is a route's rollouts as this Caddy sees them: one per
+// unit of the route, the instances that list the same hosts (unitRollout).
 type routeRollout struct {
 	s      *upstreamSource
 	name   string
@@ -52,13 +56,8 @@ type routeRollout struct {
 	counting atomic.Bool
 
 	mu       sync.Mutex
-	state    *rollout.State // last known; nil: none
-	decider  bool
-	cfg      rollout.Config
-	cfgText  string
-	window   rollout.Window
-	first    map[string]time.Time // version -> when this Caddy first saw it routable
-	mem      rollout.Record       // the record without a shared storage
+	units    map[string]*unitRollout // by hosts key (hostsKey)
+	mem      rollout.Record          // the record without a shared storage
 	lastSnap *catalog.Snapshot
 	warned   map[string]bool // warnings given once, bounded by maxWarned
 
@@ -67,7 +66,82 @@ type routeRollout struct {
 	done     chan struct{}
 }
 
+// unitRollout is the rollout of one unit of a route: the instances whose
+// caddy.host lists the same hosts (hostsKey; "" for those without
+// caddy.host, which the route serves for any host). A route's versions
+// are a unit's, so that on a selector route serving several tenants'
+// hosts one tenant's deploy neither begins, abandons nor weighs another's
+// rollout (R4f): a unit's rollout writes weights only onto the instances
+// of its own versions.
+type unitRollout struct {
+	hosts string // the hosts key
+	key   string // its entry in the fleet's record (unitKey)
+
+	state   *rollout.State // last known; nil: none
+	decider bool
+	cfg     rollout.Config
+	cfgText string
+	window  rollout.Window
+	first   map[string]time.Time // version -> when this Caddy first saw it routable
+
+	// refused says why the unit's rollout has no entry in the fleet's
+	// record (full), weights why its shares cannot be written (the
+	// switches record full): both shown in its status, logged once.
+	refused, weights string
+
+	// Of the current look: the unit's routable instances by version,
+	// its versions oldest first, whether one carries caddy.rollout,
+	// whether a rollout was under way before, what the look did.
+	versions map[string]*routeVersion
+	present  []string
+	labelled bool
+	active   bool
+	began    bool
+	change   rollout.Change
+}
+
 const maxWarned = 256
+
+// hostsKey is the unit of an instance on its route (R4f): the hosts its
+// caddy.host lists (normalized as routing reads them, sorted, once
+// each), "" without caddy.host, "(none)" for a caddy.host that lists no
+// host it can serve.
+func hostsKey(labels map[string]string) string {
+	hosts, listed := catalog.RoutedHosts(labels)
+	if !listed {
+		return ""
+	}
+	if len(hosts) == 0 {
+		return "(none)"
+	}
+	slices.Sort(hosts)
+	return strings.Join(slices.Compact(hosts), ",")
+}
+
+// unitKey is the entry of a route's unit in the fleet's record: the
+// route's name for the instances without caddy.host (as before units),
+// else the name and the hosts after a line feed, which no route name
+// holds (a hash of the hosts when that is over rollout.MaxName).
+func unitKey(route, hosts string) string {
+	if hosts == "" {
+		return route
+	}
+	if k := route + "\n" + hosts; len(k) <= rollout.MaxName {
+		return k
+	}
+	sum := sha256.Sum256([]byte(hosts))
+	return route + "\nsha256:" + hex.EncodeToString(sum[:16])
+}
+
+// unit is the route's unit of hosts key hosts, made when missing.
+func (rr *routeRollout) unit(hosts string) *unitRollout {
+	u := rr.units[hosts]
+	if u == nil {
+		u = &unitRollout{hosts: hosts, key: unitKey(rr.name, hosts), first: map[string]time.Time{}}
+		rr.units[hosts] = u
+	}
+	return u
+}
 
 // startRollouts begins watching the route's rollouts, if it has a
 // selector.
@@ -76,7 +150,7 @@ func (s *upstreamSource) startRollouts(sel selector.Selector, name string) {
 		return
 	}
 	rr := &routeRollout{s: s, name: name, match: sel.Matches, logger: s.logger,
-		first: map[string]time.Time{}, warned: map[string]bool{},
+		units: map[string]*unitRollout{}, warned: map[string]bool{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	s.rollout = rr
 	go rr.run()
@@ -140,32 +214,53 @@ type routeVersion struct {
 	labels     map[string]string // of its first instance (by name) with caddy.rollout
 }
 
-// look is one look at the route's rollout at now.
+// idle reports whether no unit of the route has a rollout to look at:
+// none, or one ended whose claim is fresh (a rollout refused for want of
+// room in the record tries again at each look).
+func (rr *routeRollout) idle(now time.Time) bool {
+	for _, u := range rr.units {
+		if u.refused != "" {
+			return false
+		}
+		if u.state != nil && !(u.state.Final() && now.Sub(u.state.Claimed) < rollout.ClaimTTL/2) {
+			return false
+		}
+	}
+	return true
+}
+
+// look is one look at the route's rollouts at now.
 func (rr *routeRollout) look(now time.Time) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	snap := rr.s.conn.Catalog().Snapshot()
-	active := rr.state != nil && !rr.state.Final()
-	if snap == rr.lastSnap && (rr.state == nil || rr.state.Final() && now.Sub(rr.state.Claimed) < rollout.ClaimTTL/2) {
+	if snap == rr.lastSnap && rr.idle(now) {
 		return // nothing changed, nothing under way: the common case
 	}
 	rr.lastSnap = snap
-	versions, labelled := map[string]*routeVersion{}, false
+	for _, u := range rr.units {
+		u.versions, u.present, u.labelled = map[string]*routeVersion{}, u.present[:0], false
+		u.active, u.began, u.change = u.state != nil && !u.state.Final(), false, rollout.Nothing
+	}
 	live := map[string]bool{}
 	for _, st := range rr.s.conn.Catalog().Instances(rr.match) {
 		live[st.Name] = true
 		if !st.Routable || st.State == catalog.StateStandby.String() {
 			continue
 		}
+		u := rr.unit(hostsKey(st.Labels))
+		if u.versions == nil {
+			u.versions = map[string]*routeVersion{}
+		}
 		v := versionOf(st)
-		rv := versions[v]
+		rv := u.versions[v]
 		if rv == nil {
 			rv = &routeVersion{}
-			versions[v] = rv
+			u.versions[v] = rv
 		}
 		rv.ids, rv.names = append(rv.ids, st.ID), append(rv.names, st.Name)
 		if _, ok := st.Labels[rollout.LabelRollout]; ok {
-			labelled = true
+			u.labelled = true
 			if rv.labels == nil {
 				rv.labels = st.Labels
 			}
@@ -177,166 +272,218 @@ func (rr *routeRollout) look(now time.Time) {
 		}
 		return true
 	})
-	for v := range rr.first {
-		if versions[v] == nil {
-			delete(rr.first, v)
+	var work []*unitRollout
+	for hosts, u := range rr.units {
+		for v := range u.first {
+			if u.versions[v] == nil {
+				delete(u.first, v)
+			}
 		}
-	}
-	for v := range versions {
-		if _, ok := rr.first[v]; !ok {
-			rr.first[v] = now
+		for v := range u.versions {
+			if _, ok := u.first[v]; !ok {
+				u.first[v] = now
+			}
 		}
+		if !u.labelled && u.state == nil {
+			u.refused, u.weights = "", ""
+			if len(u.versions) == 0 {
+				delete(rr.units, hosts) // bounded by the route's instances
+			}
+			continue
+		}
+		for v := range u.versions {
+			u.present = append(u.present, v)
+		}
+		slices.SortFunc(u.present, func(a, b string) int {
+			if c := u.first[a].Compare(u.first[b]); c != 0 {
+				return c
+			}
+			return strings.Compare(a, b)
+		})
+		rr.configure(u)
+		work = append(work, u)
 	}
-	if !labelled && rr.state == nil {
+	slices.SortFunc(work, func(a, b *unitRollout) int { return strings.Compare(a.key, b.key) })
+	if len(work) == 0 {
 		rr.counting.Store(false)
 		return
 	}
-	present := make([]string, 0, len(versions))
-	for v := range versions {
-		present = append(present, v)
-	}
-	slices.SortFunc(present, func(a, b string) int {
-		if c := rr.first[a].Compare(rr.first[b]); c != 0 {
-			return c
-		}
-		return strings.Compare(a, b)
-	})
-	rr.configure(present, versions)
 	self := rr.s.conn.FleetID()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	var change rollout.Change
-	var began bool
-	decide := func(raw []byte) ([]byte, error) {
-		rec, refused, err := rollout.Decode(raw, now)
-		if err != nil {
-			rr.warnOnce("record", "the fleet's rollouts record is refused, and replaced", zap.Error(err))
-		}
-		for _, r := range refused {
-			rr.warnOnce("refused "+r.Route+" "+r.Owner+" "+r.Why, "a rollout entry of the fleet's record is refused, and replaced",
-				zap.String("route", r.Route), zap.String("owner", r.Owner), zap.String("why", r.Why))
-		}
-		st, has := rec.Rollouts[rr.name]
-		if has && !rollout.Owns(st, self, now) {
-			rr.state, rr.decider = &st, false
-			return nil, nil
-		}
-		rr.decider = true
-		var cur *rollout.State
-		if has {
-			cur = &st
-		}
-		if old, nw, ok := rollout.Next(cur, present); ok && labelled && rr.cfgText != "" {
-			if cur == nil && len(present) >= 2 && rr.first[present[0]].Equal(rr.first[present[len(present)-1]]) {
-				rr.warnOnce("tie "+strings.Join(present, ","), "two versions came in one listing and no rollout is recorded: "+
-					"none starts (which is old?); the weights stay as labelled")
-			} else {
-				st, has, began = rollout.Begin(old, nw, rr.cfg, now), true, true
+	decide := func(mine []*unitRollout) func(raw []byte) ([]byte, error) {
+		return func(raw []byte) ([]byte, error) {
+			rec, refused, err := rollout.Decode(raw, now)
+			if err != nil {
+				rr.warnOnce("record", "the fleet's rollouts record is refused, and replaced", zap.Error(err))
 			}
-		}
-		if !has {
-			return nil, nil
-		}
-		prev := st
-		n, o := versions[st.New], versions[st.Old]
-		st, change = rollout.Advance(st, &rr.window, rr.cfg, now, count(n), count(o), rr.totals(n), rr.totals(o))
-		if len(present) <= 1 {
-			if st.Lone.IsZero() {
-				st.Lone = now
+			for _, r := range refused {
+				rr.warnOnce("refused "+r.Route+" "+r.Owner+" "+r.Why, "a rollout entry of the fleet's record is refused, and replaced",
+					zap.String("entry", r.Route), zap.String("owner", r.Owner), zap.String("why", r.Why))
 			}
-		} else {
-			st.Lone = time.Time{}
-		}
-		if has && !began && change == rollout.Nothing && prev.Owner == self && prev.Lone.Equal(st.Lone) &&
-			now.Sub(prev.Claimed) < rollout.ClaimTTL/2 {
-			rr.state = &st
-			return nil, nil // nothing to say yet: no write
-		}
-		st.Owner, st.Claimed = self, now
-		if rollout.Ends(st, now) {
-			delete(rec.Rollouts, rr.name)
-			rr.state = nil
-		} else {
-			if err := rec.Put(rr.name, st); err != nil {
-				rr.warnOnce("full", "no rollout recorded", zap.Error(err))
+			wrote := false
+			for _, u := range mine {
+				if rr.decideUnit(u, &rec, self, now) {
+					wrote = true
+				}
+			}
+			if !wrote {
 				return nil, nil
 			}
-			rr.state = &st
+			return rec.Encode()
 		}
-		return rec.Encode()
 	}
 	var err error
 	if self == "" {
 		raw, _ := rr.mem.Encode()
 		var next []byte
-		if next, err = decide(raw); err == nil && next != nil {
+		if next, err = decide(work)(raw); err == nil && next != nil {
 			rr.mem, _, _ = rollout.Decode(next, now)
 		}
-	} else if follows := rr.follows(ctx, self, now); !follows {
-		_, err = rr.s.conn.UpdateRollouts(ctx, decide) // under the lock: one verdict
+	} else if mine := rr.follows(ctx, work, self, now); len(mine) > 0 {
+		_, err = rr.s.conn.UpdateRollouts(ctx, decide(mine)) // under the lock: one verdict
 	}
 	if err != nil {
 		rr.warnOnce("write", "the route's rollout cannot be read or written: its weights stay", zap.Error(err))
 		return
 	}
-	if rr.state == nil {
-		rr.counting.Store(false)
-		return
+	counting := false
+	for _, u := range rr.units {
+		if u.state != nil && !u.state.Final() {
+			counting = true
+		}
 	}
-	st := *rr.state
-	if !st.Final() {
-		rr.counting.Store(true)
-	} else {
-		rr.counting.Store(false)
-	}
-	if !rr.decider {
-		return
-	}
-	rr.report(st, began, change)
-	if st.Verdict != rollout.Abandoned || active {
-		rr.applyWeights(st, versions)
+	rr.counting.Store(counting)
+	for _, u := range work {
+		if u.state == nil || !u.decider {
+			continue
+		}
+		st := *u.state
+		rr.report(u, st)
+		if st.Verdict != rollout.Abandoned || u.active {
+			rr.applyWeights(u, st)
+		}
 	}
 }
 
-// follows reads the record without the storage's lock and reports
-// whether another Caddy decides the route's rollout (then rr.state is its
-// entry): a follower never takes the lock.
-func (rr *routeRollout) follows(ctx context.Context, self string, now time.Time) bool {
-	raw, err := rr.s.conn.LoadRollouts(ctx)
-	if err != nil {
+// decideUnit is the decider's look at u's entry of rec at now: it begins,
+// advances, renews or ends it, and reports whether rec changed. An entry
+// another Caddy owns makes u follow it.
+func (rr *routeRollout) decideUnit(u *unitRollout, rec *rollout.Record, self string, now time.Time) bool {
+	st, has := rec.Rollouts[u.key]
+	if has && !rollout.Owns(st, self, now) {
+		u.state, u.decider = &st, false
 		return false
 	}
-	rec, _, err := rollout.Decode(raw, now)
-	if err != nil {
+	u.decider = true
+	var cur *rollout.State
+	if has {
+		cur = &st
+	}
+	present := u.present
+	if old, nw, ok := rollout.Next(cur, present); ok && u.labelled && u.cfgText != "" {
+		if cur == nil && len(present) >= 2 && u.first[present[0]].Equal(u.first[present[len(present)-1]]) {
+			rr.warnOnce("tie "+u.key+" "+strings.Join(present, ","), "two versions came in one listing and no rollout is recorded: "+
+				"none starts (which is old?); the weights stay as labelled", zap.String("hosts", catalog.ClipLabel(u.hosts)))
+		} else {
+			retired := ""
+			if cur != nil {
+				// The rollout superseded: its version that is not the
+				// stable one gets 0 (it is one of its own versions).
+				if retired = cur.New; cur.Stable() == cur.New {
+					retired = cur.Old
+				}
+			}
+			st, has, u.began = rollout.Begin(old, nw, u.cfg, now), true, true
+			st.Retired = retired
+		}
+	}
+	if !has {
 		return false
 	}
-	st, ok := rec.Rollouts[rr.name]
-	if !ok || rollout.Owns(st, self, now) {
+	prev := st
+	n, o := u.versions[st.New], u.versions[st.Old]
+	if u.weights != "" && !st.Final() && count(n) > 0 && count(o) > 0 {
+		// Its shares are not in force: the step is not judged on
+		// requests they did not split, and starts its window again
+		// once they are.
+		u.window = rollout.Window{}
+	} else {
+		st, u.change = rollout.Advance(st, &u.window, u.cfg, now, count(n), count(o), rr.totals(n), rr.totals(o))
+	}
+	if len(present) <= 1 {
+		if st.Lone.IsZero() {
+			st.Lone = now
+		}
+	} else {
+		st.Lone = time.Time{}
+	}
+	if !u.began && u.change == rollout.Nothing && prev.Owner == self && prev.Lone.Equal(st.Lone) &&
+		now.Sub(prev.Claimed) < rollout.ClaimTTL/2 {
+		u.state = &st
+		return false // nothing to say yet: no write
+	}
+	st.Owner, st.Claimed = self, now
+	if rollout.Ends(st, now) {
+		delete(rec.Rollouts, u.key)
+		u.state = nil
+		return true
+	}
+	if err := rec.Put(u.key, st); err != nil {
+		u.refused = "no rollout recorded: " + err.Error()
+		rr.warnOnce("full "+u.key, "no rollout recorded", zap.String("hosts", catalog.ClipLabel(u.hosts)), zap.Error(err))
+		u.state = nil
 		return false
 	}
-	rr.state, rr.decider = &st, false
+	u.refused = ""
+	u.state = &st
 	return true
 }
 
-// configure reads the rollout's settings from the newest version's
+// follows reads the record without the storage's lock; the units whose
+// entry another Caddy decides follow it (their state is its entry), and
+// it returns the others, which take the lock: a Caddy that follows every
+// unit never takes it.
+func (rr *routeRollout) follows(ctx context.Context, work []*unitRollout, self string, now time.Time) []*unitRollout {
+	raw, err := rr.s.conn.LoadRollouts(ctx)
+	if err != nil {
+		return work
+	}
+	rec, _, err := rollout.Decode(raw, now)
+	if err != nil {
+		return work
+	}
+	var mine []*unitRollout
+	for _, u := range work {
+		st, ok := rec.Rollouts[u.key]
+		if !ok || rollout.Owns(st, self, now) {
+			mine = append(mine, u)
+			continue
+		}
+		u.state, u.decider = &st, false
+	}
+	return mine
+}
+
+// configure reads u's rollout settings from its newest version's
 // labels (else the first labelled one's), warning once per bad value.
-func (rr *routeRollout) configure(present []string, versions map[string]*routeVersion) {
+func (rr *routeRollout) configure(u *unitRollout) {
 	var labels map[string]string
-	for i := len(present) - 1; i >= 0 && labels == nil; i-- {
-		labels = versions[present[i]].labels
+	for i := len(u.present) - 1; i >= 0 && labels == nil; i-- {
+		labels = u.versions[u.present[i]].labels
 	}
 	if labels == nil {
 		return // keep the last settings: the labelled version left
 	}
 	cfg, ok, warns := rollout.Parse(labels)
 	for _, w := range warns {
-		rr.warnOnce("label "+w.Error(), "a rollout label is ignored", zap.Error(w))
+		rr.warnOnce("label "+w.Error(), "a rollout label is ignored", zap.String("hosts", catalog.ClipLabel(u.hosts)), zap.Error(w))
 	}
 	if !ok {
-		rr.cfgText = ""
+		u.cfgText = ""
 		return
 	}
-	rr.cfg, rr.cfgText = cfg, cfg.String()
+	u.cfg, u.cfgText = cfg, cfg.String()
 }
 
 func count(v *routeVersion) int {
@@ -360,21 +507,22 @@ func (rr *routeRollout) totals(v *routeVersion) rollout.Sample {
 	return s
 }
 
-// report logs what changed, once, and counts and emits a rollback.
-func (rr *routeRollout) report(st rollout.State, began bool, change rollout.Change) {
-	fields := []zap.Field{zap.String("route", rr.name), zap.String("old", st.Old), zap.String("new", st.New),
+// report logs what changed in u's rollout st, once, and counts and
+// emits a rollback.
+func (rr *routeRollout) report(u *unitRollout, st rollout.State) {
+	fields := []zap.Field{zap.String("route", rr.name), zap.String("hosts", catalog.ClipLabel(u.hosts)), zap.String("old", st.Old), zap.String("new", st.New),
 		zap.Int("share", st.Share()), zap.String("verdict", string(st.Verdict))}
-	if began {
-		rr.logger.Info("rollout begins", append(fields, zap.String("settings", rr.cfgText))...)
+	if u.began {
+		rr.logger.Info("rollout begins", append(fields, zap.String("settings", u.cfgText))...)
 	}
 	figures := []zap.Field{zap.String("why", st.Why),
 		zap.Uint64("new_requests", st.NewFigures.Requests), zap.Float64("new_error_rate", st.NewFigures.ErrorRate),
 		zap.Duration("new_p99", st.NewFigures.P99), zap.Uint64("old_requests", st.OldFigures.Requests),
 		zap.Float64("old_error_rate", st.OldFigures.ErrorRate), zap.Duration("old_p99", st.OldFigures.P99)}
-	switch change {
+	switch u.change {
 	case rollout.Failed:
 		rr.logger.Warn("rollout rolled back", append(fields, figures...)...)
-		rr.s.conn.RolledBack(rr.name, map[string]any{"old": st.Old, "new": st.New, "step": st.Step,
+		rr.s.conn.RolledBack(rr.name, map[string]any{"hosts": catalog.ClipLabel(u.hosts), "old": st.Old, "new": st.New, "step": st.Step,
 			"share": st.Steps[st.Step], "why": st.Why,
 			"new_requests": st.NewFigures.Requests, "new_error_rate": st.NewFigures.ErrorRate, "new_p99_ms": st.NewFigures.P99.Milliseconds(),
 			"old_requests": st.OldFigures.Requests, "old_error_rate": st.OldFigures.ErrorRate, "old_p99_ms": st.OldFigures.P99.Milliseconds()})
@@ -384,25 +532,39 @@ func (rr *routeRollout) report(st rollout.State, began bool, change rollout.Chan
 }
 
 // applyWeights writes the weights of st's share (rollout.Weights) onto
-// the route's instances: the new version's, the old version's, and 0 for
-// any other version.
-func (rr *routeRollout) applyWeights(st rollout.State, versions map[string]*routeVersion) {
-	n, o := versions[st.New], versions[st.Old]
+// the instances of u's rollout's own versions, and of none other: the
+// new version's, the old version's, and 0 onto the version of the
+// rollout st superseded (st.Retired). Instances of other units, and of a
+// version of u that is in no rollout, keep their weights. When the
+// switches record is full (fleet.ErrFull, R4e), u.weights says so: its
+// status shows it, and its steps wait.
+func (rr *routeRollout) applyWeights(u *unitRollout, st rollout.State) {
+	n, o := u.versions[st.New], u.versions[st.Old]
 	nw, ow := rollout.Weights(st.Share(), count(n), count(o))
 	want, names := map[string]int{}, map[string]string{}
-	for v, rv := range versions {
-		w := 0
-		switch v {
-		case st.New:
-			w = nw
-		case st.Old:
-			w = ow
+	add := func(rv *routeVersion, w int) {
+		if rv == nil {
+			return
 		}
 		for i, id := range rv.ids {
 			want[id], names[id] = w, rv.names[i]
 		}
 	}
-	if _, err := rr.s.conn.RolloutWeights(want, names); err != nil && !errors.Is(err, connection.ErrNoFleet) {
+	if r := st.Retired; r != "" && r != st.New && r != st.Old {
+		add(u.versions[r], 0)
+	}
+	add(n, nw)
+	add(o, ow)
+	_, err := rr.s.conn.RolloutWeights(want, names)
+	switch {
+	case err == nil || errors.Is(err, connection.ErrNoFleet):
+		u.weights = ""
+	case errors.Is(err, fleet.ErrFull):
+		u.weights = fmt.Sprintf("its weights are not written: the daemon's switches record holds %d runtime weights, none of a gone instance "+
+			"(clear some: caddy dicer weight <selector> clear); its step waits", fleet.MaxWeightSwitches)
+		rr.warnOnce("weights full "+u.key, "the rollout's weights cannot be written: the switches record is full; its step waits",
+			zap.String("hosts", catalog.ClipLabel(u.hosts)), zap.Error(err))
+	default:
 		rr.warnOnce("weights", "the rollout's weights cannot be written: they stay as they were", zap.Error(err))
 	}
 }
@@ -419,55 +581,87 @@ func (rr *routeRollout) warnOnce(key, msg string, fields ...zap.Field) {
 	rr.logger.Warn(msg, append([]zap.Field{zap.String("route", rr.name)}, fields...)...)
 }
 
-// RolloutStatus is the route's rollout as the admin API shows it; ok
-// false when it has none.
-func (s *upstreamSource) RolloutStatus() (rollout.Status, bool) {
+// RolloutStatuses are the route's rollouts as the admin API shows them,
+// one per unit with a rollout (or one refused), in the order of their
+// hosts.
+func (s *upstreamSource) RolloutStatuses() []rollout.Status {
 	rr := s.rollout
 	if rr == nil {
-		return rollout.Status{}, false
+		return nil
 	}
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
-	if rr.state == nil {
-		return rollout.Status{}, false
+	var out []rollout.Status
+	for _, u := range rr.units {
+		if u.state == nil && u.refused == "" {
+			continue
+		}
+		st := rollout.Status{Kind: s.conn.Kind(), Daemon: s.conn.Address(), Route: rr.name, Hosts: catalog.ClipLabel(u.hosts),
+			Decider: u.decider, Config: u.cfgText, Blocked: u.refused}
+		if u.state != nil {
+			st.State, st.Share, st.Drained = *u.state, u.state.Share(), u.state.Verdict == rollout.Done
+			if u.weights != "" && !u.state.Final() {
+				st.Blocked = u.weights
+			}
+		} else if old, nw, ok := rollout.Next(nil, u.present); ok {
+			st.Old, st.New = old, nw
+		}
+		out = append(out, st)
 	}
-	st := *rr.state
-	return rollout.Status{Kind: s.conn.Kind(), Daemon: s.conn.Address(), Route: rr.name, State: st,
-		Share: st.Share(), Drained: st.Verdict == rollout.Done, Decider: rr.decider, Config: rr.cfgText}, true
+	slices.SortFunc(out, func(a, b rollout.Status) int { return strings.Compare(a.Hosts, b.Hosts) })
+	return out
 }
 
-// RolloutCommand promotes or aborts the route's rollout (`caddy dicer
-// rollout promote|abort`), through the fleet's record: the route's
-// decider applies it at its next look. who names the operator's Caddy.
-func (s *upstreamSource) RolloutCommand(action, who string) error {
+// RolloutCommand promotes or aborts the route's rollouts under way
+// (`caddy dicer rollout promote|abort`): of the unit whose caddy.host
+// lists hosts (in any order), or of every unit when hosts is "", through
+// the fleet's record: each unit's decider applies it at its next look.
+// who names the operator's Caddy.
+func (s *upstreamSource) RolloutCommand(action, hosts, who string) error {
 	rr := s.rollout
 	if rr == nil {
 		return fmt.Errorf("the route %s has no selector: no rollout", s.Selector)
 	}
+	if action != "promote" && action != "abort" {
+		return fmt.Errorf("unknown action %q: promote or abort", action)
+	}
 	now := time.Now()
-	var found bool
-	var err error
+	rr.mu.Lock()
+	want := ""
+	if hosts != "" {
+		want = hostsKey(map[string]string{catalog.LabelHost: hosts})
+	}
+	var units []*unitRollout
+	for _, u := range rr.units {
+		if hosts == "" || u.hosts == want {
+			units = append(units, u)
+		}
+	}
+	var done []*unitRollout
 	cmd := func(raw []byte) ([]byte, error) {
+		done = done[:0]
 		rec, _, _ := rollout.Decode(raw, now)
-		st, ok := rec.Rollouts[rr.name]
-		if !ok || st.Final() {
+		for _, u := range units {
+			st, ok := rec.Rollouts[u.key]
+			if !ok || st.Final() {
+				continue
+			}
+			if action == "promote" {
+				st = rollout.Promote(st, now, who)
+			} else {
+				st = rollout.Abort(st, now, who)
+			}
+			if err := rec.Put(u.key, st); err != nil {
+				return nil, err
+			}
+			done = append(done, u)
+		}
+		if len(done) == 0 {
 			return nil, nil
-		}
-		found = true
-		switch action {
-		case "promote":
-			st = rollout.Promote(st, now, who)
-		case "abort":
-			st = rollout.Abort(st, now, who)
-		default:
-			return nil, fmt.Errorf("unknown action %q: promote or abort", action)
-		}
-		if err := rec.Put(rr.name, st); err != nil {
-			return nil, err
 		}
 		return rec.Encode()
 	}
-	rr.mu.Lock()
+	var err error
 	if rr.s.conn.FleetID() == "" {
 		raw, _ := rr.mem.Encode()
 		var next []byte
@@ -484,11 +678,13 @@ func (s *upstreamSource) RolloutCommand(action, who string) error {
 	if err != nil {
 		return err
 	}
-	if !found {
+	if len(done) == 0 {
 		return rollout.ErrNoRollout
 	}
 	if action == "abort" {
-		s.conn.RolledBack(rr.name, map[string]any{"why": "aborted by " + who})
+		for _, u := range done {
+			s.conn.RolledBack(rr.name, map[string]any{"hosts": catalog.ClipLabel(u.hosts), "why": "aborted by " + who})
+		}
 	}
 	rr.look(now) // the weights now
 	return nil

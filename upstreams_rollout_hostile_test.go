@@ -1,7 +1,6 @@
 package caddydicer
 
 import (
-	"os"
 	"testing"
 	"time"
 
@@ -10,40 +9,95 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/rollout"
 )
 
-// An open finding of the hostile review (R4f): a route's versions are
-// the route's, not a host's. On a selector route that serves two tenants'
-// hosts, tenant B rolls b1 out to b2; tenant A adding a container of a new
-// image with caddy.rollout abandons B's rollout (B's b2 gets weight 0) and
-// writes weight 0 onto B's instances in the daemon's switches. Skipped
-// unless DICER_OPEN_FINDINGS is set.
-func TestRollout_R4f_open_another_tenant_on_the_route_abandons_a_rollout(t *testing.T) {
-	if os.Getenv("DICER_OPEN_FINDINGS") == "" {
-		t.Skip("an open finding of the hostile review; set DICER_OPEN_FINDINGS=1 to run it")
-	}
-	at := func(v string, i int, host string) catalog.Instance {
-		in := rolloutInstance(v, i)
-		in.Labels["caddy.host"] = host
-		return in
-	}
-	b1, b2 := at("b1", 0, "b.example"), at("b2", 1, "b.example")
-	a1 := at("a1", 2, "a.example")
+// hostedInstance is rolloutInstance serving host (caddy.host).
+func hostedInstance(v string, i int, host string) catalog.Instance {
+	in := rolloutInstance(v, i)
+	in.Labels[catalog.LabelHost] = host
+	return in
+}
+
+// A finding of the hostile review (R4f): on a selector route that serves
+// several tenants' hosts, a route's versions were the route's. Tenant B
+// rolling b1 out to b2 wrote weight 0 onto tenant A's and C's instances
+// (any other version), and tenant A adding a container of a new image
+// with caddy.rollout abandoned B's rollout (b2 to 0) and wrote 0 onto B's
+// instances. A route's rollouts are now its units': the instances that
+// list the same hosts. Each tenant's rollout begins, advances and weighs
+// only its own versions' instances, under an entry of its own.
+func TestRollout_R4f_another_tenant_on_the_route_touches_no_other_rollout(t *testing.T) {
+	b1, b2 := hostedInstance("b1", 0, "b.example"), hostedInstance("b2", 1, "b.example")
+	a1 := hostedInstance("a1", 2, "a.example")
 	delete(a1.Labels, rollout.LabelRollout)
-	rr, c := rolloutCaddy(t, "x", &fleet.Memory{}, a1, b1)
+	c1 := hostedInstance("c1", 4, "c.example")
+	delete(c1.Labels, rollout.LabelRollout)
+	c1.Labels[catalog.LabelWeight] = "7"
+	storage := &fleet.Memory{}
+	rr, c := rolloutCaddy(t, "x", storage, a1, b1, c1)
 	t0 := time.Now()
 	rr.look(t0)
-	c.Replace([]catalog.Instance{a1, b1, b2})
+	c.Replace([]catalog.Instance{a1, b1, b2, c1})
 	rr.look(t0.Add(time.Second))
-	if rr.state == nil || rr.state.New != "b2" || rr.state.Share() != 20 {
-		t.Fatalf("B's rollout did not begin: %+v", rr.state)
+	b := un(rr, "b.example")
+	if b.state == nil || b.state.New != "b2" || b.state.Share() != 20 {
+		t.Fatalf("B's rollout did not begin: %+v", b.state)
 	}
-	a2 := at("a2", 3, "a.example")
-	c.Replace([]catalog.Instance{a1, b1, b2, a2})
-	rr.lastSnap = nil
+	if wb1, wb2 := weightOf(c, "web-b1"), weightOf(c, "web-b2"); wb1 != 8000 || wb2 != 2000 {
+		t.Fatalf("B's weights %d/%d, want 8000/2000", wb1, wb2)
+	}
+	if wa1, wc1 := weightOf(c, "web-a1"), weightOf(c, "web-c1"); wa1 != 1 || wc1 != 7 {
+		t.Errorf("B's rollout weighed other tenants' instances: a1 %d (want 1), c1 %d (want its label's 7)", wa1, wc1)
+	}
+	a2 := hostedInstance("a2", 3, "A.example.") // the same host, as routing reads it
+	c.Replace([]catalog.Instance{a1, b1, b2, a2, c1})
 	rr.look(t0.Add(2 * time.Second))
-	if rr.state == nil || rr.state.New != "b2" || rr.state.Verdict != rollout.Rolling {
-		t.Errorf("tenant A's new container changed B's rollout: %+v", rr.state)
+	if b.state == nil || b.state.New != "b2" || b.state.Old != "b1" || b.state.Verdict != rollout.Rolling || b.state.Share() != 20 {
+		t.Errorf("tenant A's new container changed B's rollout: %+v", b.state)
 	}
-	if w := weightOf(c, "web-b2"); w == 0 {
-		t.Errorf("B's new version has weight 0 after A's deploy")
+	if wb1, wb2 := weightOf(c, "web-b1"), weightOf(c, "web-b2"); wb1 != 8000 || wb2 != 2000 {
+		t.Errorf("B's weights after A's deploy %d/%d, want 8000/2000", wb1, wb2)
+	}
+	a := un(rr, "a.example")
+	if a.state == nil || a.state.Old != "a1" || a.state.New != "a2" || a.state.Share() != 20 {
+		t.Errorf("A's own rollout: %+v; want a1 -> a2 at 20%%", a.state)
+	}
+	if wa1, wa2, wc1 := weightOf(c, "web-a1"), weightOf(c, "web-a2"), weightOf(c, "web-c1"); wa1 != 8000 || wa2 != 2000 || wc1 != 7 {
+		t.Errorf("weights a1 %d, a2 %d, c1 %d; want 8000, 2000 and c1's label's 7", wa1, wa2, wc1)
+	}
+	raw, err := rr.s.conn.LoadRollouts(t.Context())
+	rec, _, _ := rollout.Decode(raw, t0.Add(2*time.Second))
+	if err != nil || len(rec.Rollouts) != 2 {
+		t.Errorf("the fleet's record: %d entries (%v), want one per tenant's hosts", len(rec.Rollouts), err)
+	}
+	sts := rr.s.RolloutStatuses()
+	if len(sts) != 2 || sts[0].Hosts != "a.example" || sts[1].Hosts != "b.example" || sts[1].New != "b2" {
+		t.Errorf("statuses: %+v; want A's then B's", sts)
+	}
+	// An operator aborts A's rollout by its hosts: B's goes on.
+	if err := rr.s.RolloutCommand("abort", "a.example", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if a.state.Verdict != rollout.RolledBack || b.state.Verdict != rollout.Rolling || weightOf(c, "web-a2") != 0 || weightOf(c, "web-b2") != 2000 {
+		t.Errorf("abort of a.example: A %s, B %s, a2 %d, b2 %d", a.state.Verdict, b.state.Verdict, weightOf(c, "web-a2"), weightOf(c, "web-b2"))
+	}
+}
+
+// Within one unit, a third version during a rollout abandons it: the
+// superseded new version gets 0 (it is one of the rollout's own
+// versions), and the newest rolls out against the stable one.
+func TestRollout_R4f_a_newer_version_retires_the_one_rolling(t *testing.T) {
+	v1, v2, v3 := rolloutInstance("v1", 0), rolloutInstance("v2", 1), rolloutInstance("v3", 2)
+	rr, c := rolloutCaddy(t, "x", &fleet.Memory{}, v1)
+	t0 := time.Now()
+	rr.look(t0)
+	c.Replace([]catalog.Instance{v1, v2})
+	rr.look(t0.Add(time.Second))
+	c.Replace([]catalog.Instance{v1, v2, v3})
+	rr.look(t0.Add(2 * time.Second))
+	st := un(rr, "").state
+	if st == nil || st.Old != "v1" || st.New != "v3" || st.Retired != "v2" || st.Share() != 20 {
+		t.Fatalf("after v3: %+v; want v1 -> v3 at 20%%, v2 retired", st)
+	}
+	if w1, w2, w3 := weightOf(c, "web-v1"), weightOf(c, "web-v2"), weightOf(c, "web-v3"); w1 != 8000 || w2 != 0 || w3 != 2000 {
+		t.Errorf("weights %d/%d/%d, want 8000/0/2000", w1, w2, w3)
 	}
 }

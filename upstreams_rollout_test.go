@@ -1,6 +1,8 @@
 package caddydicer
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,9 +41,18 @@ func rolloutCaddy(t *testing.T, id string, storage fleet.Storage, insts ...catal
 
 func newRouteRollout(src *upstreamSource) *routeRollout {
 	rr := &routeRollout{s: src, name: "app=web port 8080", match: selector.MustParse("app=web").Matches, logger: zap.NewNop(),
-		first: map[string]time.Time{}, warned: map[string]bool{}}
+		units: map[string]*unitRollout{}, warned: map[string]bool{}}
 	src.rollout = rr
 	return rr
+}
+
+// un is rr's unit of hosts key hosts ("": the instances without
+// caddy.host), a zero one when it has none.
+func un(rr *routeRollout, hosts string) *unitRollout {
+	if u := rr.units[hosts]; u != nil {
+		return u
+	}
+	return &unitRollout{}
 }
 
 func weightOf(c *catalog.Catalog, name string) int {
@@ -64,18 +75,18 @@ func TestRollout_R4f_two_Caddys_one_verdict_and_a_restart_resumes(t *testing.T) 
 	b, cb := rolloutCaddy(t, "b", storage, v1)
 	t0 := time.Now()
 	a.look(t0)
-	if a.state != nil {
-		t.Fatalf("one version: a rollout %+v", *a.state)
+	if un(a, "").state != nil {
+		t.Fatalf("one version: a rollout %+v", *un(a, "").state)
 	}
 	ca.Replace([]catalog.Instance{v1, v2})
 	cb.Replace([]catalog.Instance{v1, v2})
 	a.look(t0.Add(time.Second))
 	b.look(t0.Add(time.Second + 100*time.Millisecond))
-	if a.state == nil || !a.decider || a.state.Share() != 20 || a.state.Old != "v1" || a.state.New != "v2" {
-		t.Fatalf("a: %+v, decider %v; want v1 -> v2 at 20%%, deciding", a.state, a.decider)
+	if un(a, "").state == nil || !un(a, "").decider || un(a, "").state.Share() != 20 || un(a, "").state.Old != "v1" || un(a, "").state.New != "v2" {
+		t.Fatalf("a: %+v, decider %v; want v1 -> v2 at 20%%, deciding", un(a, "").state, un(a, "").decider)
 	}
-	if b.state == nil || b.decider || b.state.Share() != 20 {
-		t.Fatalf("b: %+v, decider %v; want it following at 20%%", b.state, b.decider)
+	if un(b, "").state == nil || un(b, "").decider || un(b, "").state.Share() != 20 {
+		t.Fatalf("b: %+v, decider %v; want it following at 20%%", un(b, "").state, un(b, "").decider)
 	}
 	if wa1, wa2 := weightOf(ca, "web-v1"), weightOf(ca, "web-v2"); wa1 != 8000 || wa2 != 2000 {
 		t.Fatalf("a's weights %d/%d, want 8000/2000", wa1, wa2)
@@ -94,18 +105,120 @@ func TestRollout_R4f_two_Caddys_one_verdict_and_a_restart_resumes(t *testing.T) 
 	a.look(t0.Add(4 * time.Second)) // the window begins
 	serve(a, 20)
 	a.look(t0.Add(12 * time.Second)) // the step's end: passed
-	if a.state.Step != 1 || a.state.Share() != 50 {
-		t.Fatalf("a after the first step: %+v", *a.state)
+	if un(a, "").state.Step != 1 || un(a, "").state.Share() != 50 {
+		t.Fatalf("a after the first step: %+v", *un(a, "").state)
 	}
 	// a restarts: a new route of the same Caddy resumes at its step.
 	a2 := newRouteRollout(a.s)
 	a2.look(t0.Add(13 * time.Second))
-	if a2.state == nil || !a2.decider || a2.state.Step != 1 || !a2.state.Started.Equal(a.state.Started) {
-		t.Fatalf("a restarted: %+v, decider %v; want step 1 of the same rollout", a2.state, a2.decider)
+	if un(a2, "").state == nil || !un(a2, "").decider || un(a2, "").state.Step != 1 || !un(a2, "").state.Started.Equal(un(a, "").state.Started) {
+		t.Fatalf("a restarted: %+v, decider %v; want step 1 of the same rollout", un(a2, "").state, un(a2, "").decider)
 	}
 	// a falls silent: b takes over after the claim's time.
 	b.look(t0.Add(13*time.Second + rollout.ClaimTTL + time.Second))
-	if !b.decider || b.state.Step != 1 || b.state.Owner != "b" {
-		t.Fatalf("b after a's silence: %+v, decider %v", b.state, b.decider)
+	if !un(b, "").decider || un(b, "").state.Step != 1 || un(b, "").state.Owner != "b" {
+		t.Fatalf("b after a's silence: %+v, decider %v", un(b, "").state, un(b, "").decider)
+	}
+}
+
+// R4f on a full switches record (R4e): when the rollout's weights cannot
+// be written (10,000 weights on the daemon, none of a gone instance), its
+// status says so and its step waits, unjudged, rather than going on with
+// shares not in force; once there is room, the weights are written and
+// the step is judged again.
+func TestRollout_R4f_a_full_switches_record_blocks_visibly(t *testing.T) {
+	storage := &fleet.Memory{}
+	f := fleet.New(fleet.Self{ID: "operator"})
+	f.SetStorage(storage)
+	fill := func(n int) {
+		t.Helper()
+		if _, err := f.UpdateSwitches(t.Context(), "docker unix:///rollout.sock", func(sw *fleet.Switches) error {
+			sw.Weights = map[string]fleet.WeightSwitch{}
+			for i := range n {
+				sw.Weights[fmt.Sprintf("other-%05d", i)] = fleet.WeightSwitch{Weight: 1, From: "operator", At: time.Now()}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill(fleet.MaxWeightSwitches)
+	v1, v2 := rolloutInstance("v1", 0), rolloutInstance("v2", 1)
+	rr, c := rolloutCaddy(t, "x", storage, v1)
+	t0 := time.Now()
+	rr.look(t0)
+	c.Replace([]catalog.Instance{v1, v2})
+	rr.look(t0.Add(time.Second))
+	sts := rr.s.RolloutStatuses()
+	if len(sts) != 1 || sts[0].Share != 20 || !strings.Contains(sts[0].Blocked, "switches record") {
+		t.Fatalf("statuses on a full record: %+v; want the rollout at 20%% with why it is blocked", sts)
+	}
+	if weightOf(c, "web-v2") != 1 {
+		t.Fatalf("web-v2's weight %d on a full record", weightOf(c, "web-v2"))
+	}
+	for i := 0; i < 20; i++ { // a whole step and more: it does not pass unjudged
+		rr.counter("web-v1").Record(200, time.Millisecond)
+		rr.counter("web-v2").Record(200, time.Millisecond)
+		rr.lastSnap = nil
+		rr.look(t0.Add(time.Duration(2+i) * time.Second))
+	}
+	if st := un(rr, "").state; st.Step != 0 || st.Verdict != rollout.Rolling {
+		t.Fatalf("the blocked step moved: %+v", *st)
+	}
+	fill(fleet.MaxWeightSwitches - 2)
+	rr.lastSnap = nil
+	rr.look(t0.Add(30 * time.Second))
+	if sts := rr.s.RolloutStatuses(); len(sts) != 1 || sts[0].Blocked != "" || weightOf(c, "web-v2") != 2000 || weightOf(c, "web-v1") != 8000 {
+		t.Fatalf("with room: %+v, weights %d/%d", sts, weightOf(c, "web-v1"), weightOf(c, "web-v2"))
+	}
+	for i := 0; i < 12; i++ { // judged again, on requests its shares split
+		for range 5 {
+			rr.counter("web-v1").Record(200, time.Millisecond)
+			rr.counter("web-v2").Record(200, time.Millisecond)
+		}
+		rr.look(t0.Add(time.Duration(31+i) * time.Second))
+	}
+	if st := un(rr, "").state; st.Step != 1 {
+		t.Errorf("after room, the step was not judged: %+v", *st)
+	}
+}
+
+// R4f: with the fleet's record of rollouts full (1,000 entries, none
+// ended), a new rollout is refused, and says so in its status (and once
+// in the log) rather than not rolling out unseen; it begins once there is
+// room.
+func TestRollout_R4f_a_full_record_of_rollouts_is_refused_visibly(t *testing.T) {
+	storage := &fleet.Memory{}
+	v1, v2 := rolloutInstance("v1", 0), rolloutInstance("v2", 1)
+	rr, c := rolloutCaddy(t, "x", storage, v1)
+	t0 := time.Now()
+	fill := func(n int) {
+		t.Helper()
+		if _, err := rr.s.conn.UpdateRollouts(t.Context(), func([]byte) ([]byte, error) {
+			var rec rollout.Record
+			for i := range n {
+				st := rollout.Begin("o1", "o2", rollout.Default(), t0)
+				st.Owner, st.Claimed = "other", t0
+				if err := rec.Put(fmt.Sprintf("other-route-%04d", i), st); err != nil {
+					return nil, err
+				}
+			}
+			return rec.Encode()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fill(rollout.MaxRoutes)
+	rr.look(t0)
+	c.Replace([]catalog.Instance{v1, v2})
+	rr.look(t0.Add(time.Second))
+	sts := rr.s.RolloutStatuses()
+	if len(sts) != 1 || sts[0].Verdict != "" || sts[0].Old != "v1" || sts[0].New != "v2" || !strings.Contains(sts[0].Blocked, "no rollout recorded") {
+		t.Fatalf("statuses on a full record of rollouts: %+v; want v1 -> v2 refused, saying why", sts)
+	}
+	fill(rollout.MaxRoutes - 1)
+	rr.look(t0.Add(2 * time.Second)) // no catalog change: a refused rollout tries again
+	if st := un(rr, "").state; st == nil || st.New != "v2" || st.Share() != 20 || un(rr, "").refused != "" {
+		t.Fatalf("with room: %+v", st)
 	}
 }

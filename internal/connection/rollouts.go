@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
@@ -54,7 +55,11 @@ func (c *Conn) LoadRollouts(ctx context.Context) ([]byte, error) {
 // weights, names[id] naming them for people: in a fleet through the
 // switches record, which every Caddy applies within a second (R4e), only
 // when one of them differs from the record; else in the catalog. It
-// reports whether anything changed.
+// reports whether anything changed. A record that would hold over
+// fleet.MaxWeightSwitches weights first loses the oldest weights of
+// instances gone from the synced catalog, as an operator's weight makes
+// room (R4e); when that is not enough, nothing is written and the error
+// is fleet.ErrFull (wrapped).
 func (c *Conn) RolloutWeights(want map[string]int, names map[string]string) (bool, error) {
 	f := c.shared()
 	if f == nil {
@@ -79,6 +84,7 @@ func (c *Conn) RolloutWeights(want map[string]int, names map[string]string) (boo
 		return false, nil
 	}
 	_, host, at := f.Stamp()
+	now, synced := c.switches.clock(), c.synced()
 	ctx, cancel := context.WithTimeout(c.runCtx, 10*time.Second)
 	defer cancel()
 	var written fleet.Switches
@@ -86,12 +92,25 @@ func (c *Conn) RolloutWeights(want map[string]int, names map[string]string) (boo
 		if sw.Weights == nil {
 			sw.Weights = map[string]fleet.WeightSwitch{}
 		}
+		lacked := map[string]bool{}
+		c.catalog.Holding(maps.Keys(sw.Weights), func(id string, held bool) {
+			if !held {
+				lacked[id] = true
+			}
+		})
 		for id, w := range want {
 			sw.Weights[id] = fleet.WeightSwitch{Weight: w, Name: clip(names[id], fleet.MaxSwitchName), From: "rollout", Host: host, At: at}
 		}
+		// Room as for an operator's weight (R4e): the oldest weights of
+		// instances gone from the synced catalog; else ErrFull, which
+		// the rollout shows and waits on.
+		_, err := sw.MakeRoom(now, func(id string) bool { return synced && lacked[id] })
 		written = *sw
-		return nil
+		return err
 	})
+	if errors.Is(err, fleet.ErrFull) {
+		return false, err
+	}
 	if err != nil {
 		c.metrics.fleetErrors("write").Inc()
 		return false, fmt.Errorf("%w: %w", ErrFleetStorage, err)

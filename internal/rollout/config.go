@@ -91,10 +91,16 @@ func Parse(labels map[string]string) (cfg Config, ok bool, warn []error) {
 		}
 	}
 	if s, has := labels[LabelMaxLatency]; has {
-		f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "x"), 64)
-		if err != nil || !(f >= 1 && f <= 100) { // NaN fails both
+		t := strings.TrimSpace(s)
+		f, err := strconv.ParseFloat(strings.TrimSuffix(t, "x"), 64)
+		switch {
+		case err == nil && !strings.HasSuffix(t, "x"):
+			// A bare number could be read as a factor, a percentage or
+			// milliseconds: the x says which, as the % of max errors does.
+			warn = append(warn, setting.Errorf(LabelMaxLatency, "%q has no x: a factor is written with it, such as %sx: the default 1.5x applies", clip(s), clip(t)))
+		case err != nil || !(f >= 1 && f <= 100): // NaN fails both
 			warn = append(warn, setting.Errorf(LabelMaxLatency, "%q is not a factor from 1x to 100x, such as 1.5x: the default 1.5x applies", clip(s)))
-		} else {
+		default:
 			cfg.MaxLatency = f
 		}
 	}

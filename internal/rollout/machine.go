@@ -59,6 +59,11 @@ type State struct {
 	// last said so.
 	Owner   string    `json:"owner"`
 	Claimed time.Time `json:"claimed"`
+	// Retired is the version of the rollout this one superseded that
+	// is not its stable one (a newer version came while it rolled, or
+	// after it ended): it keeps weight 0, the last weight a rollout of
+	// the route writes outside its own old and new.
+	Retired string `json:"retired,omitempty"`
 }
 
 // Begin is a rollout of newer against old from now.

@@ -81,7 +81,7 @@ func cmpString(a, b string) int {
 // bad says why a reader refuses an entry, "" when it does not.
 func bad(route string, st State, now time.Time) string {
 	switch {
-	case len(route) > MaxName || len(st.Old) > MaxName || len(st.New) > MaxName || len(st.Owner) > MaxName || len(st.Why) > 4*MaxName:
+	case len(route) > MaxName || len(st.Old) > MaxName || len(st.New) > MaxName || len(st.Owner) > MaxName || len(st.Retired) > MaxName || len(st.Why) > 4*MaxName:
 		return "huge"
 	case !st.Verdict.Known(), len(st.Steps) == 0, len(st.Steps) > MaxSteps, st.Step < 0, st.Step >= len(st.Steps), !growing(st.Steps):
 		return "corrupt"

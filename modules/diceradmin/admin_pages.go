@@ -18,7 +18,7 @@ import (
 
 // The admin API's pages and switches, beside admin.go's JSON:
 //
-//	GET  /dicer/dashboard     a read-only page: daemons, routes and their targets, instances and their verdicts, live (R13d)
+//	GET  /dicer/dashboard     a read-only page: daemons, routes and their targets, rollouts (R4f), instances and their verdicts, live (R13d)
 //	GET  /dicer/routes        each route and its targets now, per host its instances claim
 //	GET  /dicer/maintenance   the selectors in maintenance, per daemon (R5i)
 //	POST /dicer/maintenance   {"selector": S, "on": true|false, "message": M}: puts the instances S matches in maintenance, on every daemon

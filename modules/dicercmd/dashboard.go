@@ -25,8 +25,8 @@ import (
 // can type. Caddy's admin endpoint refuses a browser's request that has
 // neither an Origin nor a Referer of its own origins, which is what a
 // typed address sends, so the command serves the page on a loopback port
-// of its own and relays the page's three reads (GET /dicer/daemons,
-// /dicer/routes, /dicer/instances) to the admin endpoint, as the other
+// of its own and relays the page's four reads (GET /dicer/daemons,
+// /dicer/routes, /dicer/instances, /dicer/rollouts) to the admin endpoint, as the other
 // `caddy dicer` commands ask it. Nothing else is relayed: the page stays
 // read-only, and the admin endpoint's writes stay out of reach.
 
@@ -35,7 +35,7 @@ const dashboardListen = "127.0.0.1:2020"
 
 // dashboardReads are the admin routes the page reads, the only ones
 // relayed.
-var dashboardReads = []string{"/dicer/daemons", "/dicer/routes", "/dicer/instances"}
+var dashboardReads = []string{"/dicer/daemons", "/dicer/routes", "/dicer/instances", "/dicer/rollouts"}
 
 // dashboardCommand is `caddy dicer dashboard [--listen ADDR]`.
 func dashboardCommand() *cobra.Command {
@@ -176,7 +176,7 @@ func dashboardHandler(admin *adminReader, token string) http.Handler {
 }
 
 // adminReader GETs from Caddy's admin endpoint with one client (its
-// connections reused: the page reads three routes twice a second), as
+// connections reused: the page reads four routes twice a second), as
 // caddycmd.AdminAPIRequest asks it: on the address's network, with the
 // admin endpoint's own origin.
 type adminReader struct {

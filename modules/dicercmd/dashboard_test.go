@@ -37,7 +37,7 @@ func serveDashboardCommand(t *testing.T, admin string) (string, string) {
 }
 
 // R13d: `caddy dicer dashboard` serves the page, relays only the page's
-// three reads to the admin endpoint (with the admin endpoint's origin,
+// reads to the admin endpoint (with the admin endpoint's origin,
 // as the other commands ask it), and answers only to a loopback Host.
 func TestDashboardCommand_R13d_relays_the_page_reads_only(t *testing.T) {
 	var mu sync.Mutex
@@ -84,7 +84,7 @@ func TestDashboardCommand_R13d_relays_the_page_reads_only(t *testing.T) {
 	defer mu.Unlock()
 	want := "origin=" + admin.URL
 	if len(asked) != len(dashboardReads) {
-		t.Fatalf("the admin endpoint was asked %q, want the three reads", asked)
+		t.Fatalf("the admin endpoint was asked %q, want the page's reads", asked)
 	}
 	for _, a := range asked {
 		if !strings.HasPrefix(a, "GET /dicer/") || !strings.HasSuffix(a, want) {

@@ -31,7 +31,7 @@ func rolloutsCommand() *cobra.Command {
 // /dicer/rollouts.
 func rolloutCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "rollout promote|abort <route>",
+		Use:   "rollout promote|abort <route> [<hosts>]",
 		Short: "Promotes a route's rollout (100% now, the old version drained) or aborts it (0% now)",
 		Long: `Overrides the verdict of a route's rollout, for every Caddy of the fleet:
 promote passes every step now, abort rolls the new version back to 0%.
@@ -39,13 +39,23 @@ The route is named as 'caddy dicer rollouts' shows it (its selector, port
 and network settings):
 
   caddy dicer rollout promote app=shop
-  caddy dicer rollout abort 'app=shop port 8080'`,
-		Args: cobra.ExactArgs(2),
+  caddy dicer rollout abort 'app=shop port 8080'
+
+A route serving several hosts has a rollout per hosts (the instances
+whose caddy.host lists the same hosts); name them, as the HOSTS column
+shows them, to pick one, else every rollout of the route is overridden:
+
+  caddy dicer rollout abort 'app=shop' shop.example.com,www.shop.example.com`,
+		Args: cobra.RangeArgs(2, 3),
 		RunE: func(c *cobra.Command, args []string) error {
 			if args[0] != "promote" && args[0] != "abort" {
 				return fmt.Errorf("%q: promote or abort", args[0])
 			}
-			body, err := json.Marshal(diceradmin.RolloutCommand{Route: args[1], Action: args[0]})
+			cmd := diceradmin.RolloutCommand{Route: args[1], Action: args[0]}
+			if len(args) == 3 {
+				cmd.Hosts = args[2]
+			}
+			body, err := json.Marshal(cmd)
 			if err != nil {
 				return err
 			}
@@ -61,7 +71,7 @@ func printRollouts(w io.Writer, list []diceradmin.RolloutStatus, now time.Time) 
 		return err
 	}
 	t := newTable(w)
-	fmt.Fprintln(t, "ROUTE\tOLD\tNEW\tSTEP\tSHARES (OLD/NEW)\tERRORS (OLD/NEW)\tP99 (OLD/NEW)\tVERDICT\tSINCE\tWHY")
+	fmt.Fprintln(t, "ROUTE\tHOSTS\tOLD\tNEW\tSTEP\tSHARES (OLD/NEW)\tERRORS (OLD/NEW)\tP99 (OLD/NEW)\tVERDICT\tSINCE\tWHY")
 	for _, r := range list {
 		steps := make([]string, len(r.Steps))
 		for i, s := range r.Steps {
@@ -75,10 +85,25 @@ func printRollouts(w io.Writer, list []diceradmin.RolloutStatus, now time.Time) 
 		if !r.Ended.IsZero() {
 			since = r.Ended
 		}
-		fmt.Fprintf(t, "%s\t%s\t%s\t%d/%d (%s)\t%d%%/%d%%\t%.2f%%/%.2f%%\t%s/%s\t%s\t%s\t%s\n",
-			cell(r.Route), cell(short(r.Old)), cell(short(r.New)), r.Step+1, len(r.Steps), strings.Join(steps, ","),
+		why := r.Why
+		if r.Blocked != "" {
+			why = strings.TrimSuffix("blocked: "+r.Blocked+"; "+why, "; ")
+			if r.Verdict == "" {
+				verdict = "refused"
+			}
+		}
+		sinceText := "-"
+		if !since.IsZero() {
+			sinceText = ago(now, since)
+		}
+		hosts := r.Hosts
+		if hosts == "" {
+			hosts = "*"
+		}
+		fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%d/%d (%s)\t%d%%/%d%%\t%.2f%%/%.2f%%\t%s/%s\t%s\t%s\t%s\n",
+			cell(r.Route), cell(hosts), cell(short(r.Old)), cell(short(r.New)), r.Step+1, len(r.Steps), strings.Join(steps, ","),
 			100-r.Share, r.Share, r.OldFigures.ErrorRate, r.NewFigures.ErrorRate, r.OldFigures.P99, r.NewFigures.P99,
-			verdict, ago(now, since), cell(r.Why))
+			verdict, sinceText, cell(why))
 	}
 	return t.Flush()
 }
