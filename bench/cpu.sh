@@ -240,9 +240,9 @@ if [[ -n $roll_instances ]]; then
 	bin/dicer-testd run --socket "$DICER_SOCKET" --name roll-3 --ip 127.0.0.36 --label app=roll --label caddy.host=cpu.localhost \
 		--label caddy.version=v2 --label "caddy.rollout=$roll_label" >/dev/null
 	for c in roll.a roll.b; do
-		for _ in $(seq 100); do curl -sf "http://127.0.0.1:${admin[$c]}/dicer/rollouts" | grep -q '"verdict":"rolling"' && break; sleep 0.1; done
-		curl -sf "http://127.0.0.1:${admin[$c]}/dicer/rollouts" | grep -q '"verdict":"rolling"' ||
-			{ echo "$c Caddy shows no rollout in progress; its log:" >&2; tail -20 "$dir/$c.log" >&2; exit 1; }
+		for _ in $(seq 100); do curl -sf "http://127.0.0.1:${admin[$c]}/dicer/rollouts" | grep -Eq '"verdict": *"rolling"' && break; sleep 0.1; done
+		curl -sf "http://127.0.0.1:${admin[$c]}/dicer/rollouts" | grep -Eq '"verdict": *"rolling"' ||
+			{ echo "$c Caddy shows no rollout in progress: $(curl -s "http://127.0.0.1:${admin[$c]}/dicer/rollouts"); its instances: $(curl -s "http://127.0.0.1:${admin[$c]}/dicer/instances" | head -c 3000)" >&2; exit 1; }
 	done
 fi
 
