@@ -227,7 +227,7 @@ func TestSwarm_R4f_a_start_first_update_rolls_out_to_100(t *testing.T) {
 			continue
 		}
 		byVersion[a.version]++
-		if a.version == "v1" && a.at.After(st.Ended.Add(1500*time.Millisecond)) {
+		if st.Verdict == rollout.Done && a.version == "v1" && a.at.After(st.Ended.Add(1500*time.Millisecond)) {
 			v1After++
 		}
 	}
