@@ -23,7 +23,17 @@
 #   DURATION              of each half: 5s (rate), 2s (wrk)
 #   CONNECTIONS (16), THREADS (1) wrk's -c and -t, LOAD=wrk
 #   SIDES ("floor base head") any of them, e.g. "head" alone for a
-#                         feature the base lacks
+#                         feature the base lacks; and "roll": this
+#                         checkout's Caddy with a progressive rollout
+#                         (R4f) in progress on its dynamic route
+#                         (`dynamic dicer app=roll 8080`, lb_policy
+#                         dicer_weighted: two instances of v1, one of v2
+#                         started after Caddy, the rollout held at its
+#                         first step, 50%, so every request is counted),
+#                         to compare with "head" under
+#                         POLICY=dicer_weighted in the same run:
+#                         SIDES="head roll" POLICY=dicer_weighted; the
+#                         last line is then roll's pooled ratio over head's
 #   CONTROL=1             the dynamic site is the static one again, on
 #                         every side: what the harness reads for two equal
 #                         sites (1.00 within the spread)
@@ -135,11 +145,21 @@ if ((ncpu > 1)) && command -v taskset >/dev/null; then
 	on_caddy_cpu=(taskset -c "$caddy_cpus") on_load_cpus=(taskset -c "$load_cpus")
 fi
 
-cat >"$dir/instances.json" <<'EOF'
+# roll_label holds the roll side's rollout at its first step: a window
+# never holds a million requests, and the step waits a day for them.
+roll_label='50%,100% every 24h settle 0s min 1000000 wait 24h then stop'
+roll_instances=
+if [[ " ${sides[*]} " == *" roll "* ]]; then
+	for i in 1 2; do
+		roll_instances+=$(printf ',\n  {"name": "roll-%d", "labels": {"app": "roll", "caddy.host": "cpu.localhost", "caddy.version": "v1", "caddy.rollout": "%s"}, "ip": "127.0.0.3%d", "port": 8080}' \
+			"$i" "$roll_label" $((i + 3)))
+	done
+fi
+cat >"$dir/instances.json" <<EOF
 [
   {"name": "web-1", "labels": {"app": "web", "caddy.host": "cpu.localhost"}, "ip": "127.0.0.31", "port": 8080},
   {"name": "web-2", "labels": {"app": "web", "caddy.host": "cpu.localhost"}, "ip": "127.0.0.32", "port": 8080},
-  {"name": "web-3", "labels": {"app": "web", "caddy.host": "cpu.localhost"}, "ip": "127.0.0.33", "port": 8080}
+  {"name": "web-3", "labels": {"app": "web", "caddy.host": "cpu.localhost"}, "ip": "127.0.0.33", "port": 8080}$(printf '%b' "$roll_instances")
 ]
 EOF
 export DICER_SOCKET="$dir/dicer.sock"
@@ -152,6 +172,8 @@ for _ in $(seq 100); do [[ -S $DICER_SOCKET ]] && break; sleep 0.1; done
 dynamic_route() {
 	if [[ ${CONTROL:-} == 1 ]]; then
 		printf '\treverse_proxy 127.0.0.31:8080 127.0.0.32:8080 127.0.0.33:8080 {\n\t\tlb_policy round_robin\n\t\t%s\n\t}\n' "$static_extra"
+	elif [[ $1 == roll.* ]]; then
+		printf '\treverse_proxy {\n\t\tdynamic dicer app=roll 8080 {\n\t\t\taddress unix:%s\n\t\t}\n\t\tlb_policy dicer_weighted\n\t\t%s\n\t}\n' "$DICER_SOCKET" "$extra"
 	elif [[ $1 == floor.* ]]; then
 		printf '\treverse_proxy {\n\t\tdynamic fixed 127.0.0.31:8080 127.0.0.32:8080 127.0.0.33:8080\n\t\tlb_policy round_robin\n\t\t%s\n\t}\n' "$extra"
 	else
@@ -208,9 +230,21 @@ for side in "${sides[@]}"; do
 	floor) start floor.a bin/caddy-floor 2960 8960 8961 && start floor.b bin/caddy-floor 2961 8962 8963 ;;
 	base) start base.a "$base_bin" 2970 8970 8971 && start base.b "$base_bin" 2971 8972 8973 ;;
 	head) start head.a bin/caddy 2980 8980 8981 && start head.b bin/caddy 2981 8982 8983 ;;
-	*) echo "SIDES: floor, base and head, not $side" >&2 && exit 2 ;;
+	roll) start roll.a bin/caddy 2990 8990 8991 && start roll.b bin/caddy 2991 8992 8993 ;;
+	*) echo "SIDES: floor, base, head and roll, not $side" >&2 && exit 2 ;;
 	esac
 done
+# The roll side's new version, beside the old one its Caddys already
+# route: each (a storage of its own) begins a rollout and holds it at 50%.
+if [[ -n $roll_instances ]]; then
+	bin/dicer-testd run --socket "$DICER_SOCKET" --name roll-3 --ip 127.0.0.36 --label app=roll --label caddy.host=cpu.localhost \
+		--label caddy.version=v2 --label "caddy.rollout=$roll_label" >/dev/null
+	for c in roll.a roll.b; do
+		for _ in $(seq 100); do curl -sf "http://127.0.0.1:${admin[$c]}/dicer/rollouts" | grep -Eq '"verdict": *"rolling"' && break; sleep 0.1; done
+		curl -sf "http://127.0.0.1:${admin[$c]}/dicer/rollouts" | grep -Eq '"verdict": *"rolling"' ||
+			{ echo "$c Caddy shows no rollout in progress: $(curl -s "http://127.0.0.1:${admin[$c]}/dicer/rollouts"); its instances: $(curl -s "http://127.0.0.1:${admin[$c]}/dicer/instances" | head -c 3000)" >&2; exit 1; }
+	done
+fi
 
 # cpu PID: the CPU time of the process's threads, in nanoseconds, from
 # their schedstat (exact, where utime+stime counts clock ticks). Caddy's
@@ -275,6 +309,7 @@ echo "floor: Caddy's own dynamic path (bench/floorcaddy: dynamic fixed)"
 echo "base $(git log -1 --format='%h %s' "$base_rev" | cut -c1-70)"
 echo "head $(git log -1 --format='%h' HEAD)$(git diff --quiet HEAD -- . || echo ' + uncommitted changes')"
 [[ $policy == round_robin ]] || echo "dynamic route: lb_policy $policy"
+[[ -z $roll_instances ]] || echo "roll: head with a rollout in progress on its dynamic route (app=roll, lb_policy dicer_weighted, v2 at 50%, held)$([[ $policy == dicer_weighted ]] || echo "; head's dynamic route has lb_policy $policy: compare with POLICY=dicer_weighted")"
 [[ -z $extra ]] || echo "dynamic route adds: $extra"
 [[ -z $static_extra ]] || echo "static route adds: $static_extra"
 [[ ${CONTROL:-} != 1 ]] || echo "CONTROL: the dynamic site is the static one again"
@@ -304,3 +339,7 @@ for side in "${sides[@]}"; do
 		END {m = median(c, n); q1 = c[int((n + 3) / 4)]; q3 = c[n + 1 - int((n + 3) / 4)]
 			printf "%-5s cpu %.3f (quartiles %.3f-%.3f, pairs %.3f-%.3f, pooled %.3f)  rps %.3f\n", side, m, q1, q3, c[1], c[n], du / su, median(r, n)}' "$dir/pairs.txt"
 done
+if [[ -n $roll_instances && " ${sides[*]} " == *" head "* ]]; then
+	awk '$1 == "head" {hs += $3; hd += $4; n++} $1 == "roll" {rs += $3; rd += $4}
+		END {printf "rollout in progress: roll/head pooled cpu ratio %.3f (dynamic us/req %.2f against %.2f; static %.2f against %.2f)\n", (rd / rs) / (hd / hs), rd / n, hd / n, rs / n, hs / n}' "$dir/pairs.txt"
+fi

@@ -64,9 +64,15 @@ func newRolloutCaddy(t *testing.T, name, storage, app string) *caddyProc {
 // version starts a container of app as version v, with env.
 func version(t *testing.T, app, v string, env ...string) dockertest.Container {
 	t.Helper()
+	return versionWith(t, app, v, rolloutLabel, env...)
+}
+
+// versionWith is version with the caddy.rollout label given.
+func versionWith(t *testing.T, app, v, label string, env ...string) dockertest.Container {
+	t.Helper()
 	return dockertest.Start(t, cli, dockertest.Options{Name: app + "-" + v,
 		Env:    append([]string{"NAME=" + v}, env...),
-		Labels: map[string]string{"app": app, "caddy.version": v, "caddy.rollout": rolloutLabel}})
+		Labels: map[string]string{"app": app, "caddy.version": v, "caddy.rollout": label}})
 }
 
 // answer is what a client saw of one request.
@@ -208,7 +214,9 @@ func TestFleet_R4f_a_bad_version_is_rolled_back_at_its_first_step(t *testing.T) 
 
 // R4f: v2 healthy and as fast, two Caddys sharing storage: 100% after the
 // steps, not one failed request, v1 drained (nothing reaches it through
-// either Caddy), one decider, both Caddys showing the same verdict.
+// either Caddy), one decider, both Caddys showing the same verdict, and
+// the same share within a second of each other at every step (sampled
+// from both admin APIs every 50 ms).
 func TestFleet_R4f_a_good_version_goes_to_100_and_the_old_drains(t *testing.T) {
 	app := dockertest.Name("ro-good")
 	version(t, app, "v1")
@@ -218,6 +226,7 @@ func TestFleet_R4f_a_good_version_goes_to_100_and_the_old_drains(t *testing.T) {
 	routes(t, b, "rollout.test")
 	l := startLoad(a, b)
 	time.Sleep(time.Second)
+	sm := sampleShares(a, b)
 	version(t, app, "v2")
 	sa := awaitVerdict(t, a, rollout.Done, 60*time.Second)
 	sb := awaitVerdict(t, b, rollout.Done, 5*time.Second)
@@ -229,6 +238,18 @@ func TestFleet_R4f_a_good_version_goes_to_100_and_the_old_drains(t *testing.T) {
 		t.Errorf("a: drained %v, share %d; started %s and %s on a and b", sa.Drained, sa.Share, sa.Started, sb.Started)
 	}
 	time.Sleep(3 * time.Second)
+	samples := sm.end()
+	lag, verdicts := shareLag(t, samples)
+	t.Logf("shares: %d samples of both Caddys; the longest one Caddy showed a share (or verdict) the other did not yet: %s; verdicts seen: %v",
+		len(samples), lag.Round(10*time.Millisecond), verdicts)
+	if lag > shareLagBound {
+		t.Errorf("a Caddy showed another share than the other's for %s, want within %s (a second, and the sampling)", lag, shareLagBound)
+	}
+	for _, v := range verdicts {
+		if v != rollout.Rolling && v != rollout.Done {
+			t.Errorf("a Caddy showed the verdict %s: want rolling then done on both (one verdict)", v)
+		}
+	}
 	answers := l.end()
 	var failed, v1After, v2 int
 	for _, x := range answers {
@@ -274,4 +295,88 @@ func TestFleet_R4f_a_slower_version_is_rolled_back_on_latency(t *testing.T) {
 	if !strings.Contains(st.Why, "p99") || failed != 0 {
 		t.Errorf("rolled back for %q with %d failed requests; want on the p99 latency, none failed", st.Why, failed)
 	}
+}
+
+// shareSample is both Caddys' rollout of the route at one moment (the
+// verdict "" when one showed none).
+type shareSample struct {
+	at                 time.Time
+	shareA, shareB     int
+	verdictA, verdictB rollout.Verdict
+}
+
+// sharePoll is how often sampleShares asks both Caddys; shareLagBound
+// is a second (the fleet's reading of the record) and two polls.
+const (
+	sharePoll     = 50 * time.Millisecond
+	shareLagBound = time.Second + 2*sharePoll
+)
+
+// sampler polls two Caddys' GET /dicer/rollouts until end.
+type sampler struct {
+	stop    chan struct{}
+	done    chan struct{}
+	samples []shareSample
+}
+
+func sampleShares(a, b *caddyProc) *sampler {
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(sharePoll):
+			}
+			x := shareSample{at: time.Now()}
+			for _, st := range a.rollouts() {
+				x.shareA, x.verdictA = st.Share, st.Verdict
+			}
+			for _, st := range b.rollouts() {
+				x.shareB, x.verdictB = st.Share, st.Verdict
+			}
+			s.samples = append(s.samples, x)
+		}
+	}()
+	return s
+}
+
+func (s *sampler) end() []shareSample {
+	close(s.stop)
+	<-s.done
+	return s.samples
+}
+
+// shareLag is the longest time the two Caddys showed different shares
+// (or verdicts), from the samples once both showed the rollout, and the
+// verdicts either showed.
+func shareLag(t *testing.T, samples []shareSample) (time.Duration, []rollout.Verdict) {
+	t.Helper()
+	var longest time.Duration
+	var since time.Time
+	seen := map[rollout.Verdict]bool{}
+	var verdicts []rollout.Verdict
+	for _, x := range samples {
+		for _, v := range []rollout.Verdict{x.verdictA, x.verdictB} {
+			if v != "" && !seen[v] {
+				seen[v] = true
+				verdicts = append(verdicts, v)
+			}
+		}
+		if x.shareA == x.shareB && x.verdictA == x.verdictB {
+			if !since.IsZero() {
+				longest = max(longest, x.at.Sub(since))
+				since = time.Time{}
+			}
+			continue
+		}
+		if since.IsZero() {
+			since = x.at
+		}
+	}
+	if !since.IsZero() {
+		t.Errorf("the Caddys still showed different shares at the last sample: %+v", samples[len(samples)-1])
+	}
+	return longest, verdicts
 }
