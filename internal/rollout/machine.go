@@ -189,24 +189,26 @@ func Advance(st State, w *Window, cfg Config, now time.Time, newCount, oldCount 
 		st.Share(), wn.ErrorRate, ref.ErrorRate, wn.P99, ref.P99, wn.Requests))
 }
 
-// LatencyFloor is the least difference of p99 latencies that fails a
-// step: below it, a p99 over few requests is the jitter of the slowest
-// one (a 2 ms p99 against a 1 ms one is not a slower release).
+// LatencyFloor is the least difference of p99 latencies, and of p90
+// ones, that fails a step: below it, a p99 over few requests is the
+// jitter of the slowest one, and a p90 that of a loaded host (a 2 ms p99
+// or p90 against a 1 ms one is not a slower release).
 const LatencyFloor = 10 * time.Millisecond
 
 // judge says why the new version's figures fail against the old one's,
 // "" when they pass. The error rate fails at any moment; the latency only
-// over a whole step (latency, at its end), when the p99 is over the
-// factor and the floor and the p90 over the factor too: a slower release
-// moves the body of the distribution, a GC pause or a loaded host only
-// its few slowest requests.
+// over a whole step (latency, at its end), when the p99 and the p90 are
+// each over the factor and the floor: a slower release moves the body of
+// the distribution, a GC pause or a loaded host only its few slowest
+// requests, and a millisecond or two of its body (a 1 ms p90 at 2 ms is
+// a busy scheduler, not a release twice as slow).
 func judge(cfg Config, n, o Figures, latency bool) string {
 	if n.ErrorRate-o.ErrorRate > cfg.MaxErrors {
 		return fmt.Sprintf("error rate %.2f%% over the old version's %.2f%% by more than %g points (%s), %d requests",
 			n.ErrorRate, o.ErrorRate, cfg.MaxErrors, LabelMaxErrors, n.Requests)
 	}
 	if latency && o.P99 > 0 && float64(n.P99) > cfg.MaxLatency*float64(o.P99) && n.P99-o.P99 > LatencyFloor &&
-		float64(n.P90) > cfg.MaxLatency*float64(o.P90) {
+		float64(n.P90) > cfg.MaxLatency*float64(o.P90) && n.P90-o.P90 > LatencyFloor {
 		return fmt.Sprintf("p99 latency %s over %gx the old version's %s (p90 %s against %s) (%s), %d requests",
 			n.P99.Round(time.Millisecond), cfg.MaxLatency, o.P99.Round(time.Millisecond),
 			n.P90.Round(time.Millisecond), o.P90.Round(time.Millisecond), LabelMaxLatency, n.Requests)

@@ -1,26 +1,21 @@
-package caddydicer
+package rollout_test
 
 import (
-	"os"
 	"testing"
 	"time"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/rollout"
 )
 
-// An open finding of the rollouts' end-to-end tests (R4f): the latency
-// verdict's p90 condition has no floor. TestSwarm_R4f_a_start_first_update_rolls_out_to_100
+// A finding of the rollouts' end-to-end tests (R4f), mended: the latency
+// verdict's p90 condition had no floor. TestSwarm_R4f_a_start_first_update_rolls_out_to_100
 // rolled the same image (v2 is v1 with one more image label) back on a
 // loaded machine with "step 50% failed: p99 latency 17ms over 1.5x the
 // old version's 6ms (p90 2ms against 1ms), 220 requests": the p99 was
 // over the factor and the 10 ms floor, and the p90, 1 ms more, over the
 // factor too. A 1 ms move of a 1 ms body is a loaded host, not a slower
-// release. These are that run's figures, through Advance. Skipped unless
-// DICER_OPEN_FINDINGS is set.
-func TestRollout_R4f_open_a_1ms_p90_jitter_rolls_a_healthy_version_back(t *testing.T) {
-	if os.Getenv("DICER_OPEN_FINDINGS") == "" {
-		t.Skip("an open finding of the rollouts' end-to-end tests; set DICER_OPEN_FINDINGS=1 to run it")
-	}
+// release. These are that run's figures, through Advance: no rollback.
+func TestRollout_R4f_a_1ms_p90_jitter_is_no_rollback(t *testing.T) {
 	cfg, ok, warns := rollout.Parse(map[string]string{rollout.LabelRollout: "20%,50%,100% every 4s settle 1s min 30 wait 20s then stop"})
 	if !ok || len(warns) != 0 {
 		t.Fatalf("label: %v", warns)
