@@ -35,16 +35,26 @@ const switchesEvery = time.Second
 // that leased them ran.
 const sweepEvery = 10 * time.Minute
 
+// sweepRetry is when the sweep after one that failed (the storage away,
+// or too slow for the sweep's minute) comes, if it found no garbage
+// before it failed.
+const sweepRetry = 10 * time.Second
+
 // sweepPace is when the sweep after one that found garbage (leases and
-// folders it removed, leases it refused) comes: in a second while it
-// finds some, else after sweepEvery. So the storage calls a sweep makes
-// follow the garbage there is (one more sweep per sweep that found some),
-// and garbage made faster than 64 folders in 10 minutes (a busy deploy
-// pipeline, a Caddy that died holding many leases) is gone within two
-// passes over the tree, not hours later.
-func sweepPace(garbage int) time.Duration {
-	if garbage > 0 {
+// folders it removed, leases it refused, leases from the future it waits
+// to remove) comes: in a second while it finds some, else after
+// sweepEvery, or sweepRetry after one that failed. So the storage calls a
+// sweep makes follow the garbage there is (one more sweep per sweep that
+// found some), garbage made faster than 64 folders in 10 minutes (a busy
+// deploy pipeline, a Caddy that died holding many leases) is gone within
+// two passes over the tree, not hours later, and a storage away for a
+// moment does not put the sweeps off for 10 minutes.
+func sweepPace(garbage int, err error) time.Duration {
+	switch {
+	case garbage > 0:
 		return time.Second
+	case err != nil:
+		return sweepRetry
 	}
 	return sweepEvery
 }
@@ -163,7 +173,7 @@ func (c *Conn) sweepLeases() {
 		ctx, cancel := context.WithTimeout(c.runCtx, time.Minute)
 		n, err := f.Sweep(ctx, time.Now())
 		cancel()
-		wait.Reset(sweepPace(n))
+		wait.Reset(sweepPace(n, err))
 		if err != nil {
 			c.logger.Debug("sweeping the fleet's lease folders", zap.Error(err))
 		} else if n > 0 {

@@ -536,7 +536,9 @@ const SweepFolders = 64
 // folders found empty: the folders of instances gone while no Caddy that
 // leased them ran. It returns the garbage it found: the leases and folders
 // it removed, and the leases it refused (from the future, corrupt), which
-// a sweep removes once they are dead.
+// a sweep removes once they are dead: a lease from the future counts from
+// the sweep that first reads it, while it still holds its one lease time,
+// so that the sweeps that follow come while it is there to be removed.
 func (f *Fleet) Sweep(ctx context.Context, now time.Time) (garbage int, err error) {
 	removed, pending := 0, 0
 	defer func() { garbage = removed + pending }()
@@ -592,14 +594,17 @@ func (f *Fleet) Sweep(ctx context.Context, now time.Time) (garbage int, err erro
 			if err != nil {
 				return removed, fmt.Errorf("reading the lease %s: %w", key, err)
 			}
-			switch _, v := f.judge(key, b, 0, now); v {
-			case dead:
+			switch r, v := f.judge(key, b, 0, now); {
+			case v == dead:
 				if err := s.Delete(ctx, key); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					return removed, fmt.Errorf("removing the dead lease %s: %w", key, err)
 				}
 				f.forget(key)
 				n++
-			case refused:
+			case v == refused, !r.cap.IsZero():
+				// Refused (corrupt), or from the future and holding until
+				// its cap: dead within a lease time, which a sweep then
+				// removes.
 				pending++
 			}
 		}
