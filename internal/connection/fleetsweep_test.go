@@ -5,18 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/fleet"
 )
 
 // sweptBy runs a connection's sweeps of the lease folders on a clock of
-// its own, from t0, at sweepPace as sweepLeases does, until the folders
-// left are keep or the clock passes t0+horizon; it returns when that was
-// (zero: never) and the pace after the sweep that follows it. before, if
-// set, runs before each sweep.
-func sweptBy(t *testing.T, sweeper *fleet.Fleet, s fleet.Storage, t0 time.Time, horizon time.Duration, keep int, before func(sweep int)) (time.Time, time.Duration) {
+// its own, from t0, as sweepLeases does (sweepStep, woken when it says),
+// until the folders left are keep or the clock passes t0+horizon; it
+// returns when that was (zero: never) and when the sweeps wake next.
+// before, if set, runs before each step.
+func sweptBy(t *testing.T, sweeper *fleet.Fleet, s fleet.Storage, t0 time.Time, horizon time.Duration, keep int, before func(step int)) (at, next time.Time) {
 	t.Helper()
 	ctx := context.Background()
 	folders := func() int {
@@ -25,25 +28,26 @@ func sweptBy(t *testing.T, sweeper *fleet.Fleet, s fleet.Storage, t0 time.Time, 
 			return 0
 		}
 		if err != nil {
-			t.Fatal(err)
+			return -1 // the storage away: not known
 		}
 		return len(dirs)
 	}
-	now := t0
-	for sweep := 0; !now.After(t0.Add(horizon)); sweep++ {
+	now, full := t0, t0
+	for step := 0; !now.After(t0.Add(horizon)); step++ {
 		if before != nil {
-			before(sweep)
+			before(step)
 		}
-		n, err := sweeper.Sweep(ctx, now)
-		pace := sweepPace(n, err)
-		if err == nil && folders() == keep {
-			// The next sweep finds nothing: its pace is the one after.
-			n, err := sweeper.Sweep(ctx, now.Add(pace))
-			return now, sweepPace(n, err)
+		var wake time.Time
+		full, wake = sweepStep(ctx, sweeper, now, full, zap.NewNop())
+		if folders() == keep {
+			return now, wake
 		}
-		now = now.Add(pace)
+		if !wake.After(now) {
+			t.Fatalf("step %d at %v: woken again at %v", step, now, wake)
+		}
+		now = wake
 	}
-	return time.Time{}, 0
+	return time.Time{}, time.Time{}
 }
 
 // R5m, R15: the lease folders of instances gone from the daemon whose
@@ -62,6 +66,8 @@ func TestFleet_R5m_leases_from_the_future_of_gone_instances_go_within_seconds(t 
 	for _, f := range []*fleet.Fleet{ahead, live, sweeper} {
 		f.SetStorage(s)
 	}
+	var calls atomic.Int64
+	sweeper.SetHooks(fleet.Hooks{Call: func(string) { calls.Add(1) }})
 	skew := 5 * time.Minute
 	for i := range 50 {
 		at := t0.Add(skew)
@@ -75,15 +81,22 @@ func TestFleet_R5m_leases_from_the_future_of_gone_instances_go_within_seconds(t 
 	// A sweep reads a lease from the future as holding one lease time
 	// (that of an unknown standby_after) from its first read.
 	bound := fleet.LeaseTTL(fleet.LeaseEvery(0)) + 2*time.Second
-	at, pace := sweptBy(t, sweeper, s, t0, time.Hour, 1, nil)
+	at, next := sweptBy(t, sweeper, s, t0, time.Hour, 1, nil)
 	switch {
 	case at.IsZero():
 		t.Fatalf("the gone instances' folders still there an hour after the first sweep")
 	case at.Sub(t0) > bound:
 		t.Errorf("the gone instances' folders went %v after the first sweep read them, want within %v", at.Sub(t0), bound)
 	}
-	if pace != sweepEvery {
-		t.Errorf("with only a live lease left, the next sweep in %v, want %v", pace, sweepEvery)
+	// Their removal costs a few calls each (load, delete, list and
+	// delete the folder), not sweeps of the whole tree every second: one
+	// sweep (a list of the root, a list and a load per folder) and the
+	// removals; the next sweep comes sweepEvery after the first.
+	if max := int64(1 + 2*51 + 4*50); calls.Load() > max {
+		t.Errorf("%d storage calls to remove 50 leases from the future, want at most %d", calls.Load(), max)
+	}
+	if !next.Equal(t0.Add(sweepEvery)) {
+		t.Errorf("with only a live lease left, the sweeps wake at %v, want %v (sweepEvery after the first)", next.Sub(t0), sweepEvery)
 	}
 }
 
@@ -103,8 +116,8 @@ func TestFleet_R5m_a_failed_sweep_comes_again_within_seconds(t *testing.T) {
 		}
 	}
 	away := errors.New("the storage is away")
-	at, _ := sweptBy(t, sweeper, s, t0, time.Hour, 0, func(sweep int) {
-		if sweep == 0 {
+	at, _ := sweptBy(t, sweeper, s, t0, time.Hour, 0, func(step int) {
+		if step == 0 {
 			s.Fail.Store(&away)
 		} else {
 			s.Fail.Store(nil)
