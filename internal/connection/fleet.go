@@ -35,16 +35,25 @@ const switchesEvery = time.Second
 // that leased them ran.
 const sweepEvery = 10 * time.Minute
 
+// sweepRetry is when the sweep after one that failed (the storage away,
+// or too slow for the sweep's minute) comes, if it found no garbage
+// before it failed.
+const sweepRetry = 10 * time.Second
+
 // sweepPace is when the sweep after one that found garbage (leases and
-// folders it removed, leases it refused) comes: in a second while it
-// finds some, else after sweepEvery. So the storage calls a sweep makes
-// follow the garbage there is (one more sweep per sweep that found some),
-// and garbage made faster than 64 folders in 10 minutes (a busy deploy
-// pipeline, a Caddy that died holding many leases) is gone within two
-// passes over the tree, not hours later.
-func sweepPace(garbage int) time.Duration {
-	if garbage > 0 {
+// folders it removed, leases it refused) comes: in a second while it finds some, else after
+// sweepEvery, or sweepRetry after one that failed. So the storage calls a
+// sweep makes follow the garbage there is (one more sweep per sweep that
+// found some), garbage made faster than 64 folders in 10 minutes (a busy
+// deploy pipeline, a Caddy that died holding many leases) is gone within
+// two passes over the tree, not hours later, and a storage away for a
+// moment does not put the sweeps off for 10 minutes.
+func sweepPace(garbage int, err error) time.Duration {
+	switch {
+	case garbage > 0:
 		return time.Second
+	case err != nil:
+		return sweepRetry
 	}
 	return sweepEvery
 }
@@ -144,11 +153,14 @@ func (c *Conn) shared() *fleet.Fleet {
 }
 
 // sweepLeases sweeps the lease folders once soon after the start and
-// then at sweepPace, until the connection closes.
+// then at sweepPace, and removes the leases from the future a sweep read
+// once they hold nothing (fleet.Fleet.SweepDue), until the connection
+// closes.
 func (c *Conn) sweepLeases() {
 	defer c.fleetLoops.Done()
 	wait := time.NewTimer(switchesEvery)
 	defer wait.Stop()
+	full := time.Now().Add(switchesEvery)
 	for {
 		select {
 		case <-c.runCtx.Done():
@@ -157,19 +169,48 @@ func (c *Conn) sweepLeases() {
 		}
 		f := c.shared()
 		if f == nil {
+			full = time.Now().Add(sweepEvery)
 			wait.Reset(sweepEvery)
 			continue
 		}
 		ctx, cancel := context.WithTimeout(c.runCtx, time.Minute)
-		n, err := f.Sweep(ctx, time.Now())
+		var wake time.Time
+		full, wake = sweepStep(ctx, f, time.Now(), full, c.logger)
 		cancel()
-		wait.Reset(sweepPace(n))
+		wait.Reset(max(time.Until(wake), 0))
+	}
+}
+
+// sweepStep makes the sweeps due at now: the sweep of the lease folders if
+// full, its time, has come, and the removal of the leases from the future
+// whose lease time is over. It returns when the next sweep of the folders
+// is due and when to call again: then, or when the next lease from the
+// future stops holding, a second from now at the earliest.
+func sweepStep(ctx context.Context, f *fleet.Fleet, now, full time.Time, log *zap.Logger) (nextFull, wake time.Time) {
+	if !now.Before(full) {
+		n, err := f.Sweep(ctx, now)
+		full = now.Add(sweepPace(n, err))
 		if err != nil {
-			c.logger.Debug("sweeping the fleet's lease folders", zap.Error(err))
+			log.Debug("sweeping the fleet's lease folders", zap.Error(err))
 		} else if n > 0 {
-			c.logger.Debug("swept the fleet's lease folders", zap.Int("garbage", n))
+			log.Debug("swept the fleet's lease folders", zap.Int("garbage", n))
 		}
 	}
+	if due := f.NextDue(); !due.IsZero() && !due.After(now) {
+		if n, err := f.SweepDue(ctx, now); err != nil {
+			log.Debug("removing the fleet's leases from the future", zap.Error(err))
+		} else if n > 0 {
+			log.Debug("removed the fleet's leases from the future", zap.Int("removed", n))
+		}
+	}
+	wake = full
+	if due := f.NextDue(); !due.IsZero() && due.Before(wake) {
+		wake = due
+		if soon := now.Add(time.Second); wake.Before(soon) {
+			wake = soon
+		}
+	}
+	return full, wake
 }
 
 // releaseLeases deletes the leases this connection holds (Dicer's pools,

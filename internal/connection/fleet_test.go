@@ -202,7 +202,7 @@ func TestFleet_R5m_sweep_pace_follows_the_garbage(t *testing.T) {
 		garbage int
 		want    time.Duration
 	}{{fleet.SweepFolders, time.Second}, {1, time.Second}, {0, sweepEvery}} {
-		if got := sweepPace(c.garbage); got != c.want {
+		if got := sweepPace(c.garbage, nil); got != c.want {
 			t.Errorf("after a sweep that found %d: next in %v, want %v", c.garbage, got, c.want)
 		}
 	}

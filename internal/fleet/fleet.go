@@ -116,6 +116,9 @@ type Fleet struct {
 	warned map[string]bool
 	// sweepFrom is the folder the next Sweep starts after.
 	sweepFrom string
+	// due are the leases from the future a Sweep read, by key, each with
+	// when it stops holding: SweepDue removes them then; at most maxSeen.
+	due map[string]time.Time
 }
 
 type seenLease struct {
@@ -133,7 +136,7 @@ func New(self Self) *Fleet {
 	proc := safeKey(self.Process)
 	return &Fleet{
 		self: self, proc: proc, ownKey: safeKey(self.ID) + "-" + proc, started: time.Now(),
-		owned: map[string]struct{}{}, seen: map[string]seenLease{}, warned: map[string]bool{},
+		owned: map[string]struct{}{}, seen: map[string]seenLease{}, warned: map[string]bool{}, due: map[string]time.Time{},
 	}
 }
 
@@ -362,6 +365,7 @@ func (f *Fleet) warnOnce(who, msg string, fields ...zap.Field) {
 func (f *Fleet) forget(key string) {
 	f.mu.Lock()
 	delete(f.seen, key)
+	delete(f.due, key)
 	f.mu.Unlock()
 }
 
@@ -535,8 +539,9 @@ const SweepFolders = 64
 // dead leases (as a reader does, with the leases' own Until) and the
 // folders found empty: the folders of instances gone while no Caddy that
 // leased them ran. It returns the garbage it found: the leases and folders
-// it removed, and the leases it refused (from the future, corrupt), which
-// a sweep removes once they are dead.
+// it removed, and the leases it refused (corrupt), which a sweep removes
+// once they are dead. A lease from the future that still holds its lease
+// time is noted instead, for SweepDue to remove once it stops holding.
 func (f *Fleet) Sweep(ctx context.Context, now time.Time) (garbage int, err error) {
 	removed, pending := 0, 0
 	defer func() { garbage = removed + pending }()
@@ -544,7 +549,7 @@ func (f *Fleet) Sweep(ctx context.Context, now time.Time) (garbage int, err erro
 	if s == nil {
 		return 0, nil
 	}
-	dirs, err := s.List(ctx, leasesRoot, false)
+	dirs, err := listRoot(ctx, s)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
@@ -592,15 +597,18 @@ func (f *Fleet) Sweep(ctx context.Context, now time.Time) (garbage int, err erro
 			if err != nil {
 				return removed, fmt.Errorf("reading the lease %s: %w", key, err)
 			}
-			switch _, v := f.judge(key, b, 0, now); v {
-			case dead:
+			switch r, v := f.judge(key, b, 0, now); {
+			case v == dead:
 				if err := s.Delete(ctx, key); err != nil && !errors.Is(err, fs.ErrNotExist) {
 					return removed, fmt.Errorf("removing the dead lease %s: %w", key, err)
 				}
 				f.forget(key)
 				n++
-			case refused:
+			case v == refused:
 				pending++
+			case !r.cap.IsZero():
+				// From the future, holding until its cap: removed then.
+				f.dueAt(key, r.cap)
 			}
 		}
 		removed += n
@@ -616,6 +624,97 @@ func (f *Fleet) Sweep(ctx context.Context, now time.Time) (garbage int, err erro
 	f.sweepFrom = last
 	f.prune(now)
 	f.mu.Unlock()
+	return removed, nil
+}
+
+// listRoot lists the lease folders. A file storage's List fails with
+// ErrNotExist when a folder goes while it walks the root (its instance's
+// writer or another Caddy removed it), which a busy fleet does every
+// second: that is tried again, three lists in all, before the root is
+// taken as absent.
+func listRoot(ctx context.Context, s Storage) (dirs []string, err error) {
+	for range 3 {
+		if dirs, err = s.List(ctx, leasesRoot, false); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
+	return dirs, err
+}
+
+// dueAt notes the lease at key, from the future, for SweepDue at at.
+func (f *Fleet) dueAt(key string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.due[key]; ok || len(f.due) < maxSeen {
+		f.due[key] = at
+	}
+}
+
+// NextDue is when SweepDue next has a lease to look at (zero: none).
+func (f *Fleet) NextDue() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var next time.Time
+	for _, at := range f.due {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	return next
+}
+
+// SweepDue looks again at the leases from the future a Sweep read whose
+// lease time is over at now, and removes those that hold nothing now,
+// with their folder once empty: a lease from the future goes one lease
+// time after a sweep first read it, at the cost of a few storage calls
+// each, not of another sweep of the whole tree. One gone meanwhile (its
+// writer removed its instance's folder) is forgotten; one rewritten from
+// the future again waits for its own lease time. It returns how many it
+// removed; on an error of the storage, the rest wait for the next call.
+func (f *Fleet) SweepDue(ctx context.Context, now time.Time) (removed int, err error) {
+	s := f.store()
+	if s == nil {
+		return 0, nil
+	}
+	f.mu.Lock()
+	var keys []string
+	for key, at := range f.due {
+		if !at.After(now) {
+			keys = append(keys, key)
+		}
+	}
+	f.mu.Unlock()
+	sort.Strings(keys)
+	for _, key := range keys {
+		b, err := s.Load(ctx, key)
+		if errors.Is(err, fs.ErrNotExist) {
+			f.forget(key)
+			continue
+		}
+		if err != nil {
+			return removed, fmt.Errorf("reading the lease %s: %w", key, err)
+		}
+		switch r, v := f.judge(key, b, 0, now); {
+		case v == dead:
+			if err := s.Delete(ctx, key); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return removed, fmt.Errorf("removing the lease from the future %s: %w", key, err)
+			}
+			f.forget(key)
+			removed++
+			dir := path.Dir(key)
+			if rest, err := s.List(ctx, dir, false); err == nil && len(rest) == 0 {
+				if err := s.Delete(ctx, dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return removed, fmt.Errorf("removing the emptied lease folder %s: %w", dir, err)
+				}
+			}
+		case !r.cap.IsZero():
+			f.dueAt(key, r.cap)
+		default: // no longer from the future: a reader's to judge
+			f.mu.Lock()
+			delete(f.due, key)
+			f.mu.Unlock()
+		}
+	}
 	return removed, nil
 }
 
