@@ -386,9 +386,18 @@ func maxTime(a, b time.Time) time.Time {
 // readLeases calls visit with every lease of the other Caddys on instance
 // that it honours, whatever their count; on the way it removes up to
 // maxRemovals dead ones (ended RemoveGrace ago, or corrupt since). An
-// error means the leases could not be listed or read.
-func (f *Fleet) readLeases(ctx context.Context, s Storage, instance string, after time.Duration, now time.Time, visit func(reading)) error {
-	keys, err := s.List(ctx, leaseDir(instance), false)
+// error means the leases could not be listed or read. The folder is
+// listed up to lists times while the list says it does not exist: a file
+// storage's List says so too when a lease in it goes while it walks the
+// folder (a sweep removed a dead one), though the live ones are there.
+func (f *Fleet) readLeases(ctx context.Context, s Storage, instance string, after time.Duration, now time.Time, lists int, visit func(reading)) error {
+	var keys []string
+	var err error
+	for range max(lists, 1) {
+		if keys, err = s.List(ctx, leaseDir(instance), false); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -436,7 +445,9 @@ func (f *Fleet) HeldUntil(ctx context.Context, instance string, after time.Durat
 		return time.Time{}, nil
 	}
 	var until time.Time
-	err := f.readLeases(ctx, s, instance, after, now, func(l reading) {
+	// Three lists: a lease missed here lets this Caddy put on standby an
+	// instance another one holds; an instance no Caddy leased costs three.
+	err := f.readLeases(ctx, s, instance, after, now, 3, func(l reading) {
 		end := l.LastUse.Add(after)
 		if l.InFlight > 0 && now.Before(l.Expires) && l.Expires.After(end) {
 			end = l.Expires
@@ -467,7 +478,9 @@ func (f *Fleet) OthersInFlight(ctx context.Context, instance string, after time.
 		return 0, nil
 	}
 	sum := 0
-	err := f.readLeases(ctx, s, instance, after, now, func(l reading) {
+	// One list: read again every second, a load missed once is the next
+	// second's.
+	err := f.readLeases(ctx, s, instance, after, now, 1, func(l reading) {
 		if now.Before(l.Expires) && l.InFlight > 0 {
 			sum += l.InFlight
 		}

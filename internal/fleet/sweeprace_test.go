@@ -47,3 +47,42 @@ func TestFleet_R5m_a_folder_gone_while_the_sweep_lists_does_not_end_the_sweep(t 
 		t.Errorf("%d lease folders left after the sweep, want 0", len(dirs))
 	}
 }
+
+// folderRace is a storage whose first List of one instance's lease folder
+// fails as a file storage's does when a lease in it goes while it walks
+// the folder: with ErrNotExist, though the folder and its live leases
+// are there.
+type folderRace struct {
+	*Memory
+	dir   string
+	raced atomic.Bool
+}
+
+func (w *folderRace) List(ctx context.Context, dir string, recursive bool) ([]string, error) {
+	if dir == w.dir && !w.raced.Swap(true) {
+		return nil, fmt.Errorf("lstat %s/dead: %w", dir, fs.ErrNotExist)
+	}
+	return w.Memory.List(ctx, dir, recursive)
+}
+
+// R5m: a Caddy about to put an instance on standby whose list of the
+// instance's leases fails because a dead lease went meanwhile still sees
+// another Caddy's live lease (the list is tried again), instead of none:
+// it would have stopped an instance the other Caddy was using.
+func TestFleet_R5m_a_lease_gone_while_listed_hides_no_live_one(t *testing.T) {
+	ctx := context.Background()
+	s := &folderRace{Memory: &Memory{}, dir: leaseDir("web")}
+	user, deciding := New(Self{ID: "user"}), New(Self{ID: "deciding"})
+	user.SetStorage(s)
+	deciding.SetStorage(s)
+	if err := user.Publish(ctx, "web", Lease{LastUse: t0, InFlight: 1, Expires: t0.Add(4 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	until, err := deciding.HeldUntil(ctx, "web", 3*time.Second, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !until.After(t0) {
+		t.Errorf("held until %v: the other Caddy's live lease with a request in flight was not seen", until)
+	}
+}
