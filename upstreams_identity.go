@@ -276,7 +276,18 @@ func (sv *served) done() {
 	if st != nil {
 		st.record(code, d)
 	}
-	if rc != nil {
+	if rc != nil && (code != 0 || sv.failedUpstream()) {
 		rc.Record(code, d)
 	}
+}
+
+// failedUpstream reports whether a request without an answer failed
+// upstream (a refused or reset connection, a timeout: Caddy's server set
+// {http.error} before the request's context ended), rather than its
+// client hanging up, which reverse_proxy calls no failure of the
+// upstream (a 499): a rollout does not count such a request (R4f), or an
+// outsider cutting requests could fail a version.
+func (sv *served) failedUpstream() bool {
+	_, ok := sv.repl.Get("http.error")
+	return ok
 }

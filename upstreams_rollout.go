@@ -291,6 +291,13 @@ func (rr *routeRollout) look(now time.Time) {
 			}
 			continue
 		}
+		if u.state == nil && len(u.versions) < 2 {
+			// Nothing to begin, none under way here: no storage call (a
+			// unit's steady state; an entry of the record another Caddy
+			// decides, or a restart left, is read at the next version).
+			u.refused, u.weights = "", ""
+			continue
+		}
 		for v := range u.versions {
 			u.present = append(u.present, v)
 		}

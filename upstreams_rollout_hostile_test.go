@@ -1,6 +1,11 @@
 package caddydicer
 
 import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,5 +104,107 @@ func TestRollout_R4f_a_newer_version_retires_the_one_rolling(t *testing.T) {
 	}
 	if w1, w2, w3 := weightOf(c, "web-v1"), weightOf(c, "web-v2"), weightOf(c, "web-v3"); w1 != 8000 || w2 != 0 || w3 != 2000 {
 		t.Errorf("weights %d/%d/%d, want 8000/0/2000", w1, w2, w3)
+	}
+}
+
+// A finding of the second hostile review (R4f, R15): nothing bounded the
+// bytes of the fleet's record of rollouts when it was written, only when
+// it was read back (1 MiB). A tenant's units make entries of their own
+// (a hosts key up to 256 bytes, caddy.version values of 128 bytes that
+// JSON writes 6 bytes a `<`): 1,000 of them passed 1 MiB, the next
+// reader refused the record as huge, and the next writer replaced it
+// with its own entries alone: every other unit's rollout was forgotten,
+// and a version rolled back for its errors began rolling out again. A
+// write that would pass the bound is now refused (the new entry is
+// refused, visibly, as on a full record), and the record read stays.
+func TestRollout_R4f_a_record_filled_past_its_bytes_forgets_no_rollback(t *testing.T) {
+	storage := &fleet.Memory{}
+	v1, v2 := rolloutInstance("v1", 0), rolloutInstance("v2", 1)
+	rr, c := rolloutCaddy(t, "victim", storage, v1)
+	t0 := time.Now()
+	rr.look(t0)
+	c.Replace([]catalog.Instance{v1, v2})
+	rr.look(t0.Add(time.Second))
+	if err := rr.s.RolloutCommand("abort", "", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if st := un(rr, "").state; st == nil || st.Verdict != rollout.RolledBack || weightOf(c, "web-v2") != 0 {
+		t.Fatalf("after abort: %+v, v2 weight %d", st, weightOf(c, "web-v2"))
+	}
+	// The tenant's deciders, one entry each, as decideUnit writes them.
+	big := strings.Repeat("<", rollout.MaxVersionLen)
+	written := 0
+	for i := range 400 { // about 2.9 kB each: past 1 MiB
+		hosts := fmt.Sprintf("t%04d-%s.example", i, strings.Repeat("a", 200))
+		_, err := rr.s.conn.UpdateRollouts(t.Context(), func(raw []byte) ([]byte, error) {
+			rec, _, err := rollout.Decode(raw, t0)
+			if err != nil {
+				return nil, err
+			}
+			st := rollout.Begin(big+"1", big+"2", rollout.Default(), t0)
+			st.Owner, st.Claimed, st.Retired = "tenant", t0, big+"0"
+			if err := rec.Put(unitKey(rr.name, hosts), st); err != nil {
+				return nil, err
+			}
+			return rec.Encode()
+		})
+		if err != nil {
+			break // refused, as a decider's is
+		}
+		written++
+	}
+	raw, _ := rr.s.conn.LoadRollouts(t.Context())
+	t.Logf("the tenant wrote %d entries, the record is %d bytes", written, len(raw))
+	rr.look(t0.Add(10 * time.Second)) // past half the claim: the victim renews
+	if st := un(rr, "").state; st == nil || st.Verdict != rollout.RolledBack || st.New != "v2" || weightOf(c, "web-v2") != 0 {
+		t.Errorf("after the tenant filled the record: %+v, v2 weight %d; want v2 still rolled back at 0", st, weightOf(c, "web-v2"))
+	}
+}
+
+// lockCounting is a storage that counts its locks and reads of the
+// record of rollouts.
+type lockCounting struct {
+	*fleet.Memory
+	locks, reads atomic.Int64
+}
+
+func (s *lockCounting) Lock(context.Context, string) error   { s.locks.Add(1); return nil }
+func (s *lockCounting) Unlock(context.Context, string) error { return nil }
+func (s *lockCounting) Load(ctx context.Context, key string) ([]byte, error) {
+	if strings.Contains(key, "rollouts") {
+		s.reads.Add(1)
+	}
+	return s.Memory.Load(ctx, key)
+}
+
+// A finding of the second hostile review (R4f, R15): a unit with
+// caddy.rollout and one version has nothing to roll out, yet at each
+// change of the daemon's catalog (any instance's event: another tenant's
+// health checks, starts and stops) its route read the fleet's record
+// twice (up to 1 MiB of JSON) and took the storage's lock, up to five
+// times a second per route and Caddy: the steady state of every route
+// deployed with caddy.rollout=true, and a cost a tenant raises by
+// churning containers and growing the record. Such a unit now costs no
+// storage call.
+func TestRollout_R4f_one_version_costs_no_storage_call(t *testing.T) {
+	storage := &lockCounting{Memory: &fleet.Memory{}}
+	v1 := rolloutInstance("v1", 0)
+	other := catalog.Instance{ID: "o", Name: "other", State: catalog.StateRunning, Labels: map[string]string{"app": "other"},
+		Networks: []catalog.Attachment{{Network: "default", Address: "10.0.1.1"}}}
+	rr, c := rolloutCaddy(t, "x", storage, v1)
+	t0 := time.Now()
+	for i := range 20 {
+		other.Labels["n"] = strconv.Itoa(i) // another tenant's instance changes
+		c.Replace([]catalog.Instance{v1, other})
+		rr.look(t0.Add(time.Duration(i) * time.Second))
+	}
+	if l, r := storage.locks.Load(), storage.reads.Load(); l != 0 || r != 0 {
+		t.Errorf("20 catalog changes with one version of a unit: %d locks and %d reads of the record; want none", l, r)
+	}
+	// A second version still begins a rollout at once.
+	c.Replace([]catalog.Instance{v1, rolloutInstance("v2", 1), other})
+	rr.look(t0.Add(21 * time.Second))
+	if st := un(rr, "").state; st == nil || st.New != "v2" || st.Share() != 20 {
+		t.Errorf("then v2: %+v", st)
 	}
 }

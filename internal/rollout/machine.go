@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -203,9 +204,9 @@ const LatencyFloor = 10 * time.Millisecond
 // requests, and a millisecond or two of its body (a 1 ms p90 at 2 ms is
 // a busy scheduler, not a release twice as slow).
 func judge(cfg Config, n, o Figures, latency bool) string {
-	if n.ErrorRate-o.ErrorRate > cfg.MaxErrors {
-		return fmt.Sprintf("error rate %.2f%% over the old version's %.2f%% by more than %g points (%s), %d requests",
-			n.ErrorRate, o.ErrorRate, cfg.MaxErrors, LabelMaxErrors, n.Requests)
+	if margin := chance(n, o); n.ErrorRate-o.ErrorRate > cfg.MaxErrors+margin {
+		return fmt.Sprintf("error rate %.2f%% over the old version's %.2f%% by more than %g points (%s) and %.2f of chance, %d requests",
+			n.ErrorRate, o.ErrorRate, cfg.MaxErrors, LabelMaxErrors, margin, n.Requests)
 	}
 	if latency && o.P99 > 0 && float64(n.P99) > cfg.MaxLatency*float64(o.P99) && n.P99-o.P99 > LatencyFloor &&
 		float64(n.P90) > cfg.MaxLatency*float64(o.P90) && n.P90-o.P90 > LatencyFloor {
@@ -214,6 +215,24 @@ func judge(cfg Config, n, o Figures, latency bool) string {
 			n.P90.Round(time.Millisecond), o.P90.Round(time.Millisecond), LabelMaxLatency, n.Requests)
 	}
 	return ""
+}
+
+// Chance is how many standard errors of the difference of two error
+// rates a difference must pass, besides max_errors, to fail a step: the
+// new version's few requests swing its rate by chance, most where both
+// versions fail alike (a flaky dependency, an outsider's requests both
+// answer 500), and a step is judged at every look.
+const Chance = 3
+
+// chance is Chance standard errors of the difference of n's and o's
+// error rates (pooled), in points.
+func chance(n, o Figures) float64 {
+	if n.Requests == 0 || o.Requests == 0 {
+		return 0
+	}
+	nn, no := float64(n.Requests), float64(o.Requests)
+	p := (n.ErrorRate*nn + o.ErrorRate*no) / 100 / (nn + no)
+	return 100 * Chance * math.Sqrt(max(p*(1-p), 0)*(1/nn+1/no))
 }
 
 func pass(st State, now time.Time, why string) (State, Change) {

@@ -34,7 +34,16 @@ const (
 // Record is a daemon's rollouts by route.
 type Record struct {
 	Rollouts map[string]State `json:"rollouts,omitempty"`
+	// size is the record's bytes as read, plus the entries Put added: a
+	// new entry that would take it past MaxRecordBytes (less roomFor
+	// the entries' growth) is refused, as on a full record (a reader
+	// refuses a record over the bound, and its next writer replaces it:
+	// every other rollout would be forgotten).
+	size int
 }
+
+// roomFor is what Put keeps of MaxRecordBytes for the entries' growth.
+const roomFor = MaxRecordBytes / 16
 
 // Refused is an entry a reader refused, and why.
 type Refused struct {
@@ -57,6 +66,7 @@ func Decode(b []byte, now time.Time) (Record, []Refused, error) {
 	if err := json.Unmarshal(b, &rec); err != nil {
 		return Record{}, nil, fmt.Errorf("the rollouts record: %w", err)
 	}
+	rec.size = len(b)
 	var refused []Refused
 	for route, st := range rec.Rollouts {
 		if why := bad(route, st, now); why != "" {
@@ -102,8 +112,15 @@ func growing(steps []int) bool {
 	return steps[len(steps)-1] == 100
 }
 
-// Encode is the record's bytes.
-func (r Record) Encode() ([]byte, error) { return json.Marshal(r) }
+// Encode is the record's bytes; an error when they are over
+// MaxRecordBytes, which no reader would take.
+func (r Record) Encode() ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err == nil && len(b) > MaxRecordBytes {
+		return nil, fmt.Errorf("the rollouts record would be %d bytes, over %d", len(b), MaxRecordBytes)
+	}
+	return b, err
+}
 
 // Put sets route's entry, making room when the record is full by dropping
 // the entry ended longest ago; an error when none has ended.
@@ -125,6 +142,14 @@ func (r *Record) Put(route string, st State) error {
 			return fmt.Errorf("%d rollouts under way on the daemon, none ended", MaxRoutes)
 		}
 		delete(r.Rollouts, oldest)
+	}
+	if _, ok := r.Rollouts[route]; !ok {
+		k, _ := json.Marshal(route)
+		v, _ := json.Marshal(st)
+		if r.size+len(k)+len(v)+2 > MaxRecordBytes-roomFor {
+			return fmt.Errorf("the rollouts record holds %d bytes, no room for another entry of %d", r.size, len(k)+len(v))
+		}
+		r.size += len(k) + len(v) + 2
 	}
 	r.Rollouts[route] = st
 	return nil
