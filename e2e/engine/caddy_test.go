@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -190,6 +191,24 @@ func answersBy(t *testing.T, tester *caddytest.Tester, host string, status int, 
 }
 
 func hello(name string) string { return "hello from " + name + "\n" }
+
+// repetition numbers the names fresh gives.
+var repetition atomic.Int64
+
+// fresh is name with a number no earlier call in this process gave: a
+// test run again in the same process (go test -count=N) loads its config
+// into the same in-process Caddy, whose certificate cache, storage and
+// metrics keep what the earlier run left under a name. A test that
+// asserts what happens the first time Caddy sees a name (a certificate
+// obtained, a permission asked) names it with fresh.
+func fresh(name string) string {
+	base, tld, _ := strings.Cut(name, ".")
+	n := strconv.FormatInt(repetition.Add(1), 10)
+	if tld == "" {
+		return base + "-" + n
+	}
+	return base + "-" + n + "." + tld
+}
 
 // webSite is a site on httpPort that routes to the instances labelled
 // app=web of the daemon on the unix socket sock.

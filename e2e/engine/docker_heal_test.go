@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,11 +21,18 @@ type healLoad struct {
 	sent, failed atomic.Int64
 	last         atomic.Value // the last failure, a string
 	stop         chan struct{}
+	once         sync.Once
 	done         chan struct{}
 }
 
-func startHealLoad(host string) *healLoad {
+// startHealLoad starts a healLoad for host, a request every 20 ms. It
+// ends when t does, if not before: a load left running after a failed
+// check would send a request every 20 ms to Caddy's port for the rest of
+// the process, to the sites of every later test (the catch-all sites of a
+// repetition's standby, even-share and metrics tests among them).
+func startHealLoad(t *testing.T, host string) *healLoad {
 	l := &healLoad{stop: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(l.end)
 	go func() {
 		defer close(l.done)
 		for {
@@ -44,8 +52,10 @@ func startHealLoad(host string) *healLoad {
 	return l
 }
 
+// end stops the load and waits until its last request is answered; once
+// stopped, it returns at once.
 func (l *healLoad) end() {
-	close(l.stop)
+	l.once.Do(func() { close(l.stop) })
 	<-l.done
 }
 
@@ -73,7 +83,7 @@ func TestDocker_R1e_heal_restarts_unhealthy_instance_and_none_fails(t *testing.T
 }`, httpPort, upstreamHeader))
 	answeredBy(t, tester, host, 2)
 
-	l := startHealLoad(host)
+	l := startHealLoad(t, host)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if code, _, err := dockertest.Post(ctx, dockertest.PublishedAddr(t, cli, sick, "8080/tcp"), "/health/bad"); err != nil || code != http.StatusOK {

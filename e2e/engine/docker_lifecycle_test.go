@@ -120,7 +120,9 @@ func eventsGlobal(tag string) string {
 func TestDocker_R13e_lifecycle_events_reach_Caddys_events_app(t *testing.T) {
 	cli := engine(t)
 	const name = "r13e-life"
-	app, host, tag := dockertest.Name(name), hostName(name), dockertest.Name("r13e-tag")
+	// The recorder's events are kept by tag for the whole process: a
+	// repetition (go test -count) records under a tag of its own.
+	app, host, tag := dockertest.Name(name), hostName(name), fresh(dockertest.Name("r13e-tag"))
 	tester, _ := dockerCaddy(t, eventsGlobal(tag), standbySite(app, ""))
 	c := dockertest.Start(t, cli, dockertest.Options{Name: name, Labels: map[string]string{
 		"app": app, "caddy.host": host, "caddy.standby_after": "3s"}})

@@ -137,9 +137,9 @@ func TestDocker_Standby_burst_wakes_once(t *testing.T) {
 func TestDocker_Standby_idle_stop_and_in_flight(t *testing.T) {
 	s := newStandbyCase(t, "sb-idle", dockertest.Options{NoStart: true,
 		Labels: map[string]string{"caddy.standby_after": "2s"}}, "")
-	cli, c, host, ev, tester := s.cli, s.c, s.host, s.ev, s.tester
+	cli, c, host, ev := s.cli, s.c, s.host, s.ev
 
-	mustGet(t, tester, host, http.StatusOK, hello("sb-idle"))
+	woken(t, host, http.StatusOK, hello("sb-idle"))
 	last := time.Now()
 	waitState(t, cli, c, "exited", 10*time.Second)
 	// The Engine's stop starts with a kill event; Podman's sends none, its
@@ -163,7 +163,7 @@ func TestDocker_Standby_idle_stop_and_in_flight(t *testing.T) {
 	// Woken again. A first request lets Caddy know reverse_proxy's
 	// in-flight count for the container's address; then a 5 s response,
 	// counted only there, keeps it up well past 2 s.
-	mustGet(t, tester, host, http.StatusOK, hello("sb-idle"))
+	woken(t, host, http.StatusOK, hello("sb-idle"))
 	r, _ := getRetry(host, "/slow?d=5s", 30*time.Second)
 	if r.err != nil || r.status != http.StatusOK {
 		t.Fatalf("slow request: %s", r)
@@ -191,7 +191,7 @@ func TestDocker_Standby_pause_mode_resumes(t *testing.T) {
 		// its first answer (standby_after is 1 s).
 		before := ev.Count(events.ActionUnPause)
 		start := time.Now()
-		mustGet(t, tester, host, http.StatusOK, hello("sb-pause"))
+		woken(t, host, http.StatusOK, hello("sb-pause"))
 		t.Logf("round %d: paused container answered in %s", round, time.Since(start).Round(time.Millisecond))
 		// The Engine's event of the unpause may reach the watcher a
 		// moment after the answer: wait for it, then count exactly.

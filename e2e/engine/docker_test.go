@@ -30,6 +30,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/standby"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 	"github.com/caddy-dicer/caddy-dicer/modules/dicerapp"
 )
@@ -59,8 +60,37 @@ func engine(t *testing.T) *client.Client {
 		if err := dockertest.Cleanup(ctx, cli); err != nil {
 			t.Errorf("removing the run's containers: %v", err)
 		}
+		forgotten(t)
 	})
 	return cli
+}
+
+// forgotten waits until no connection to an Engine in this process lists
+// a container of this run (all removed by then). The connections outlive
+// a test: a test run again in the same process (go test -count) names its
+// containers and labels as the run before did, and a catalog that has not
+// yet followed the removal events of the run before would give the new
+// run's selectors the old, removed containers too.
+func forgotten(t *testing.T) {
+	t.Helper()
+	ours := func(labels map[string]string) bool { return labels[dockertest.RunLabel] == dockertest.RunID() }
+	var left []string
+	first := true
+	if !testkit.Until(time.Minute, func() bool {
+		left = left[:0]
+		for _, c := range dicerapp.Connections() {
+			for _, st := range c.Catalog().Instances(ours) {
+				left = append(left, st.Name)
+			}
+		}
+		if first && len(left) > 0 {
+			t.Logf("Caddy still lists the removed containers %q: waiting until it follows their removal", left)
+		}
+		first = false
+		return len(left) == 0
+	}) {
+		t.Errorf("a minute after their removal, Caddy still lists the run's containers %q", left)
+	}
 }
 
 // runHeader is the response header by which this process's Caddy signs
@@ -161,6 +191,20 @@ func mustGet(t *testing.T, tester *caddytest.Tester, host string, status int, bo
 	r := request(tester, host, waitFor)
 	if r.err != nil || r.status != status || (body != "" && r.body != body) {
 		t.Fatalf("host %s: got %s, want %d %q", host, r, status, body)
+	}
+	return r
+}
+
+// woken sends a request that wakes host's container, and wants status
+// and body. It waits as long as Caddy holds a request for a wake (the
+// default wake_timeout, 30 s), not waitFor: the Engine's start of a
+// container took over 4 s on a loaded machine. A wake that never comes
+// still fails it: Caddy answers 503 at wake_timeout.
+func woken(t *testing.T, host string, status int, body string) reply {
+	t.Helper()
+	r, retry := getRetry(host, "/", standby.DefaultWakeTimeout+5*time.Second)
+	if r.err != nil || r.status != status || (body != "" && r.body != body) {
+		t.Fatalf("host %s: got %s (Retry-After %q), want %d %q", host, r, retry, status, body)
 	}
 	return r
 }

@@ -106,7 +106,10 @@ func TestCaddy_observe_metrics_move(t *testing.T) {
 	needsCaddy(t)
 	d, sock := dicertest.OnSocket(t)
 	d.HelloInstance(t, "web-1", "127.0.0.111", map[string]string{"app": "web"})
-	d.HelloInstance(t, "shop", "127.0.0.112", map[string]string{"caddy.host": "shop.test"})
+	// A host Caddy has no certificate for yet, in a repetition too: it
+	// asks the permission (fresh).
+	shop := fresh("shop.test")
+	d.HelloInstance(t, "shop", "127.0.0.112", map[string]string{"caddy.host": shop})
 	// On standby, its guest port published on every host address: a
 	// request wakes it (R5), here a hello server in its place.
 	d.CreateInstance(&dicerpb.Instance{
@@ -175,7 +178,7 @@ https:// {
 	t.Run("permission_decisions", func(t *testing.T) {
 		allowed := metric(t, "caddy_dicer_permission_decisions_total", daemon, `decision="allowed"`)
 		denied := metric(t, "caddy_dicer_permission_decisions_total", daemon, `decision="denied"`)
-		if err := tlsHandshake("shop.test"); err != nil {
+		if err := tlsHandshake(shop); err != nil {
 			t.Fatalf("claimed host: %v", err)
 		}
 		if err := tlsHandshake("evil.test"); err == nil {
@@ -185,7 +188,7 @@ https:// {
 		metricGrows(t, denied, "caddy_dicer_permission_decisions_total", daemon, `decision="denied"`)
 
 		// The admin API's explain says the same, and counts nothing.
-		for host, want := range map[string]bool{"shop.test": true, "evil.test": false} {
+		for host, want := range map[string]bool{shop: true, "evil.test": false} {
 			var e diceradmin.Explanation
 			adminJSON(t, "/dicer/explain?host="+host, &e)
 			if len(e.Certificates) != 1 || e.Certificates[0].Allowed != want || e.Certificates[0].Why == "" {
@@ -196,7 +199,7 @@ https:// {
 			t.Errorf("caddy dicer explain evil.test:\n%s", out)
 		}
 		allowedNow := metric(t, "caddy_dicer_permission_decisions_total", daemon, `decision="allowed"`)
-		adminGet(t, "/dicer/explain?host=shop.test")
+		adminGet(t, "/dicer/explain?host="+shop)
 		if v := metric(t, "caddy_dicer_permission_decisions_total", daemon, `decision="allowed"`); v != allowedNow {
 			t.Errorf("an explain counted a permission decision: %v, was %v", v, allowedNow)
 		}

@@ -100,9 +100,14 @@ type flight struct {
 	hosts    []string
 	returned time.Time // zero while the call runs
 	// reset: the catalog showed the container not unhealthy since the
-	// call returned (starting, stopped, ...), so an unhealthy now is a
-	// new verdict.
+	// call was made (starting, stopped, ...), so an unhealthy now is a
+	// new verdict. The Engine's events of a restart, and the catalog's
+	// view of them, may come before the call's answer (a loaded
+	// Engine): they count from the call, not from its answer.
 	reset bool
+	// verdict: the next verdict came while the call ran (unhealthy
+	// again after reset): the restart ends when the call returns.
+	verdict bool
 }
 
 // over reports whether f no longer counts as in progress at now.
@@ -248,7 +253,7 @@ func (l *Ledger) done(id string, failed bool, now time.Time) {
 	if r == nil || r.flight == nil {
 		return
 	}
-	if failed {
+	if failed || r.flight.verdict {
 		r.flight = nil
 		return
 	}
@@ -279,8 +284,15 @@ func (l *Ledger) observe(inst catalog.Instance, now time.Time) {
 		}
 		r.healthySince = time.Time{}
 	}
-	if f := r.flight; f != nil && !f.returned.IsZero() {
+	if f := r.flight; f != nil {
+		running := f.returned.IsZero() // the call has not returned yet
 		switch {
+		case running && f.reset && (healthy || unhealthy):
+			f.verdict = true // its next verdict, before the call's answer
+		case running:
+			if !unhealthy {
+				f.reset = true
+			}
 		case healthy, f.reset && unhealthy:
 			r.flight = nil // its next verdict
 		case !unhealthy:

@@ -462,6 +462,12 @@ func TestStandby_max_held(t *testing.T) {
 	if n := logs.FilterMessageSnippet("max_held").Len(); n != 1 {
 		t.Errorf("%d log lines about max_held, want 1", n)
 	}
+	// The wake's start call is made on its own goroutine, which a loaded
+	// machine may not have run yet (a CI run beside stress saw 0 calls):
+	// wait for it, then count.
+	for deadline := time.Now().Add(5 * time.Second); f.calls.Load() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond) // poll the condition
+	}
 	if f.calls.Load() != 1 {
 		t.Errorf("%d start calls, want 1", f.calls.Load())
 	}
