@@ -94,7 +94,7 @@ func TestSwarmSoftLimitScales(t *testing.T) {
 	served := l.Total()
 	testkit.UntilEvery(time.Minute, 50*time.Millisecond, func() bool { return l.Total() >= served+200 })
 	if n := specReplicas(t, s); n != 2 {
-		t.Errorf("%d replicas under sustained load, want 2 (caddy.max_replicas); Caddy's log:\n%s", n, caddyLog(s.name))
+		t.Errorf("%d replicas under sustained load, want 2 (caddy.max_replicas); Caddy's log:\n%s", n, caddyEvents(s.name))
 	}
 	l.Stop()
 	stopped := time.Now()

@@ -494,11 +494,18 @@ func watchKills(t *testing.T, s svc) func(host string) time.Time {
 
 // caddyLog returns the lines of Caddy's log that mention about, for a
 // failure's message.
-func caddyLog(about string) string {
+func caddyLog(about string) string { return caddyLogLines(about, false) }
+
+// caddyEvents is caddyLog without the lines of each request's round trip:
+// what Caddy said about the instances and its decisions.
+func caddyEvents(about string) string { return caddyLogLines(about, true) }
+
+// caddyLogLines is caddyLog, without the round trips' lines if quiet.
+func caddyLogLines(about string, quiet bool) string {
 	out, _ := docker(30*time.Second, "logs", caddyName)
 	var lines []string
 	for _, l := range strings.Split(out, "\n") {
-		if strings.Contains(l, `"msg":"upstream roundtrip"`) {
+		if quiet && strings.Contains(l, `"msg":"upstream roundtrip"`) {
 			continue // one per request: the lines about the instances are what tell
 		}
 		if strings.Contains(l, about) || strings.Contains(l, "swarm") && strings.Contains(l, "\"error\"") {
