@@ -162,7 +162,11 @@ func TestDocker_R1e_heal_backoff_grows_and_cap_holds(t *testing.T) {
 		gaps = append(gaps, calls[i].Sub(calls[i-1]).Round(time.Millisecond))
 	}
 	t.Logf("restart calls at gaps %v", gaps)
-	if gaps[0] < 2*time.Second || gaps[1] < 4*time.Second || gaps[1] <= gaps[0] {
+	// A gap is the backoff or, when longer, the time the restarted
+	// container takes to turn unhealthy again: on a loaded Engine that
+	// was 4.2 s, so the gaps were 4.4 s then 4.2 s. The backoff's growth
+	// shows in the least gaps, not in their order.
+	if gaps[0] < 2*time.Second || gaps[1] < 4*time.Second {
 		t.Errorf("gaps %v, want at least 2 s then at least 4 s", gaps)
 	}
 	if n := len(testkit.LogLines(t, logFile, capped)); n != 1 {
