@@ -391,13 +391,7 @@ func maxTime(a, b time.Time) time.Time {
 // storage's List says so too when a lease in it goes while it walks the
 // folder (a sweep removed a dead one), though the live ones are there.
 func (f *Fleet) readLeases(ctx context.Context, s Storage, instance string, after time.Duration, now time.Time, lists int, visit func(reading)) error {
-	var keys []string
-	var err error
-	for range max(lists, 1) {
-		if keys, err = s.List(ctx, leaseDir(instance), false); !errors.Is(err, fs.ErrNotExist) {
-			break
-		}
-	}
+	keys, err := listTried(ctx, s, leaseDir(instance), lists)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -646,12 +640,19 @@ func (f *Fleet) Sweep(ctx context.Context, now time.Time) (garbage int, err erro
 // second: that is tried again, three lists in all, before the root is
 // taken as absent.
 func listRoot(ctx context.Context, s Storage) (dirs []string, err error) {
-	for range 3 {
-		if dirs, err = s.List(ctx, leasesRoot, false); !errors.Is(err, fs.ErrNotExist) {
+	return listTried(ctx, s, leasesRoot, 3)
+}
+
+// listTried lists dir (not recursively) up to tries times (at least
+// once) while the list fails with ErrNotExist, which a file storage's List
+// also says when an entry goes while it walks dir.
+func listTried(ctx context.Context, s Storage, dir string, tries int) (keys []string, err error) {
+	for range max(tries, 1) {
+		if keys, err = s.List(ctx, dir, false); !errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 	}
-	return dirs, err
+	return keys, err
 }
 
 // dueAt notes the lease at key, from the future, for SweepDue at at.
