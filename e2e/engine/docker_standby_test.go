@@ -188,7 +188,16 @@ func TestDocker_Standby_pause_mode_resumes(t *testing.T) {
 		waitState(t, cli, c, "paused", 10*time.Second)
 		// Counted from here: on a busy machine the container may have
 		// been paused and resumed already while answersWithin waited for
-		// its first answer (standby_after is 1 s).
+		// its first answer (standby_after is 1 s), and the Engine's
+		// events reach the watcher later than the state they report: wait
+		// until it has the pause just seen (one pause more than unpauses),
+		// so an earlier unpause's late event is not counted in this round.
+		if !testkit.Until(10*time.Second, func() bool {
+			return ev.Count(events.ActionPause) == ev.Count(events.ActionUnPause)+1
+		}) {
+			t.Fatalf("round %d: the watcher saw %d pause and %d unpause events for a paused container", round,
+				ev.Count(events.ActionPause), ev.Count(events.ActionUnPause))
+		}
 		before := ev.Count(events.ActionUnPause)
 		start := time.Now()
 		woken(t, host, http.StatusOK, hello("sb-pause"))
