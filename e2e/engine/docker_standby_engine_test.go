@@ -72,8 +72,10 @@ http://%s:%d {
 // once, with no Retry-After from a backoff. Logs the time from the
 // blip's end to the first 200.
 func TestDocker_Standby_engine_blip_does_not_back_off(t *testing.T) {
-	cli := engine(t)
+	// The proxy first: its cleanup then runs after engine's, whose check
+	// that Caddy followed the containers' removal needs the proxy open.
 	proxy := dockertest.NewSocketProxy(t)
+	cli := engine(t)
 	app := dockertest.Name("sb-blip")
 	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-blip", NoStart: true,
 		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
@@ -129,8 +131,10 @@ func TestDocker_Standby_engine_blip_does_not_back_off(t *testing.T) {
 // Engine cannot be reached gets a short Retry-After, and the first request
 // after the Engine is back wakes the container at once.
 func TestDocker_Standby_engine_blip_next_request_wakes(t *testing.T) {
-	cli := engine(t)
+	// The proxy first: its cleanup then runs after engine's, whose check
+	// that Caddy followed the containers' removal needs the proxy open.
 	proxy := dockertest.NewSocketProxy(t)
+	cli := engine(t)
 	app := dockertest.Name("sb-blip2")
 	dockertest.Start(t, cli, dockertest.Options{Name: "sb-blip2", NoStart: true,
 		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})
