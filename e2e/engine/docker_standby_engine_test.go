@@ -166,8 +166,8 @@ func TestDocker_Standby_engine_blip_next_request_wakes(t *testing.T) {
 // with Retry-After (it was a 502: confirmed, fixed); behind `tls` it is a
 // 502 (confirmed, documented: the stand-in speaks no TLS).
 func TestDocker_Standby_stand_in_behind_h2c_and_tls_transports(t *testing.T) {
+	proxy := dockertest.NewReadOnlyProxy(t) // before engine(t): see TestDocker_Standby_engine_blip_does_not_back_off
 	cli := engine(t)
-	proxy := dockertest.NewReadOnlyProxy(t)
 	app := dockertest.Name("sb-h2c")
 	dockertest.Start(t, cli, dockertest.Options{Name: "sb-h2c", NoStart: true,
 		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})

@@ -269,8 +269,8 @@ func TestDocker_Standby_wake_timeout_gives_503_with_retry_after(t *testing.T) {
 // stopped container gets 503 with Retry-After, the error is logged once,
 // and the Engine is not asked again and again.
 func TestDocker_Standby_read_only_socket(t *testing.T) {
+	proxy := dockertest.NewReadOnlyProxy(t) // before engine(t): see TestDocker_Standby_engine_blip_does_not_back_off
 	cli := engine(t)
-	proxy := dockertest.NewReadOnlyProxy(t)
 	app := dockertest.Name("sb-ro")
 	c := dockertest.Start(t, cli, dockertest.Options{Name: "sb-ro", NoStart: true,
 		Labels: map[string]string{"app": app, "caddy.standby_after": "1h"}})

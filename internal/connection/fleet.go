@@ -263,7 +263,7 @@ func (c *Conn) awaitSwitches(deadline time.Time) {
 		ctx, cancel := context.WithTimeout(c.runCtx, wait)
 		defer cancel()
 		start := time.Now()
-		if err := c.readSwitches(ctx, f, c.switches.clock()); err != nil {
+		if err := c.readSwitches(ctx, f); err != nil {
 			c.metrics.fleetErrors("read").Inc()
 			c.switches.health.Failed(nil, "", err) // "works again" once a read does
 			c.logger.Warn("the fleet's switches could not be read before the routes serve: weights and maintenance set through other Caddys apply once a read works (R4e)",
@@ -293,7 +293,7 @@ func (c *Conn) syncSwitches() {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(c.runCtx, 5*time.Second)
-		err := c.readSwitches(ctx, f, c.switches.clock())
+		err := c.readSwitches(ctx, f)
 		cancel()
 		if err != nil {
 			c.metrics.fleetErrors("read").Inc()
@@ -304,13 +304,19 @@ func (c *Conn) syncSwitches() {
 	}
 }
 
-// readSwitches reads the fleet's switches once at now: a changed record is
+// readSwitches reads the fleet's switches once, at the time its clock
+// gives once it holds the lock: a changed record is
 // adopted and applied; the weights of instances that came into the
 // catalog are applied to them; those of instances gone are removed
 // (pruneGone).
-func (c *Conn) readSwitches(ctx context.Context, f *fleet.Fleet, now time.Time) error {
+func (c *Conn) readSwitches(ctx context.Context, f *fleet.Fleet) error {
 	c.switches.mu.Lock()
 	defer c.switches.mu.Unlock()
+	// The clock is read under the lock: a time taken before waiting for
+	// it (another read's storage call holds it for up to seconds) would
+	// date an instance's absence from before a change already looked at,
+	// and prune its weight that much before goneAfter (R4e).
+	now := c.switches.clock()
 	sw, _, changed, err := c.switches.reader.Read(ctx, f, now)
 	if err != nil {
 		return err

@@ -100,7 +100,7 @@ func fleetConnB(b *testing.B, storage fleet.Storage) *Conn {
 
 // benchRead reads the fleet's switches once, as the loop does.
 func benchRead(b *testing.B, c *Conn) {
-	if err := c.readSwitches(context.Background(), c.shared(), time.Now()); err != nil {
+	if err := c.readSwitches(context.Background(), c.shared()); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -79,7 +79,7 @@ func TestFleet_R4e_gone_weights_make_room_and_are_pruned(t *testing.T) {
 	ctx := context.Background()
 	for _, d := range []time.Duration{0, goneAfter} {
 		clock.add(d)
-		if err := a.readSwitches(ctx, a.shared(), clock.now()); err != nil {
+		if err := a.readSwitches(ctx, a.shared()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,7 +109,7 @@ func TestFleet_R4e_an_unsynced_catalog_prunes_nothing(t *testing.T) {
 		following(c)
 		for _, d := range []time.Duration{0, time.Hour} {
 			clock.add(d)
-			if err := c.readSwitches(ctx, c.shared(), clock.now()); err != nil {
+			if err := c.readSwitches(ctx, c.shared()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -125,7 +125,7 @@ func TestFleet_R4e_an_unsynced_catalog_prunes_nothing(t *testing.T) {
 		c.status.update(func(s *Status) { s.setState(StateReconnecting, time.Now()) })
 		for _, d := range []time.Duration{0, time.Hour} {
 			clock.add(d)
-			if err := c.readSwitches(ctx, c.shared(), clock.now()); err != nil {
+			if err := c.readSwitches(ctx, c.shared()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -147,7 +147,7 @@ func TestFleet_R4e_an_unsynced_catalog_prunes_nothing(t *testing.T) {
 			func() { c.Catalog().Delete("old-00000") },
 		} {
 			step()
-			if err := c.readSwitches(ctx, c.shared(), clock.now()); err != nil {
+			if err := c.readSwitches(ctx, c.shared()); err != nil {
 				t.Fatal(err)
 			}
 			clock.add(goneAfter / 2)
@@ -174,7 +174,7 @@ func TestFleet_R4e_a_clear_reaches_the_weights_of_gone_instances(t *testing.T) {
 	if sw, _ := record(t, storage); len(sw.Weights) != 2 {
 		t.Fatalf("record after the clear: %d weights, want 2", len(sw.Weights))
 	}
-	if err := a.readSwitches(context.Background(), a.shared(), clock.now()); err != nil {
+	if err := a.readSwitches(context.Background(), a.shared()); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := a.SetWeight(byName("web-1"), 4); err != nil {
@@ -200,7 +200,7 @@ func TestFleet_R4e_an_unchanged_record_is_not_loaded_nor_decoded(t *testing.T) {
 	read := func(int) {
 		t.Helper()
 		clock.add(time.Second)
-		if err := b.readSwitches(ctx, b.shared(), clock.now()); err != nil {
+		if err := b.readSwitches(ctx, b.shared()); err != nil {
 			t.Fatal(err)
 		}
 	}
