@@ -268,6 +268,19 @@ func TestCaddyfileErrors(t *testing.T) {
 			name: "labels_setting_twice", module: "adapt", input: ":80 {\n reverse_proxy {\n  dynamic docker {\n   labels traefik\n   labels caddy-docker-proxy\n  }\n }\n}",
 			want: []string{"labels has already been specified"},
 		},
+		// The follow selector (R2g).
+		{
+			name: "follow_bad_selector", module: "adapt", input: ":80 {\n reverse_proxy {\n  dynamic docker {\n   follow env in prod\n  }\n }\n}",
+			want: []string{"follow", `expected "(" after "in"`, "Caddyfile:4"},
+		},
+		{
+			name: "follow_without_value", module: "adapt", input: "{\n on_demand_tls {\n  permission swarm {\n   follow\n  }\n }\n}",
+			want: []string{"follow", "names no selector"},
+		},
+		{
+			name: "follow_twice", module: "adapt", input: ":80 {\n reverse_proxy {\n  dynamic swarm {\n   follow env=prod\n   follow env=staging\n  }\n }\n}",
+			want: []string{"follow has already been specified"},
+		},
 		// A setting given twice.
 		{
 			name: "address_twice", module: "upstreams", input: "dicer {\n address unix:///a.sock\n address unix:///b.sock\n}",

@@ -2,6 +2,7 @@ package caddydicer
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -77,6 +78,17 @@ type DockerEngine struct {
 	// caddy-docker-proxy traefik`. Default: `caddy-dicer`.
 	Labels []string `json:"labels,omitempty"`
 
+	// Follow is a label selector (R8's syntax) a container's own labels
+	// must match for this connection to see it at all (R2g): one that does
+	// not is not listed, its events are ignored, and so it is never routed,
+	// allowed a certificate, woken, put on standby, healed, or counted as
+	// a dependency. Two Caddys on one Engine that are not one fleet
+	// (staging and production proxies) each follow their own containers.
+	// Example: `follow env=prod`. Default: the `CADDY_DICER_FOLLOW`
+	// environment variable when it is set and not empty, else every
+	// container.
+	Follow string `json:"follow,omitempty"`
+
 	// Readiness holds readiness_timeout, the readiness probe's bound.
 	Readiness
 }
@@ -96,6 +108,11 @@ func (e *DockerEngine) spec() (connSpec, error) {
 	if err := follow.CheckPublishedPortHost(pph); err != nil {
 		return connSpec{}, err
 	}
+	sel, err := followSelector(e.Follow, os.Getenv) // the environment read at provision
+	if err != nil {
+		return connSpec{}, err
+	}
+	cfg.Follow = sel
 	a, err := docker.New(cfg)
 	if err != nil {
 		return connSpec{}, err
@@ -115,14 +132,17 @@ func (e *DockerEngine) spec() (connSpec, error) {
 	}
 	spec := newConnSpec("docker", a.Address(), pph, docker.DaemonHost(a.Address()), keyParts, a.Loop().Run)
 	spec.opts.DependsOnAnyScope = e.DependsOnScope == dependsOnAny
-	spec.standbyEngine = "docker\x00" + a.EngineKey() // every connection to this Engine, whatever labels it reads (R5f)
+	// Every connection to this Engine, whatever labels it reads (R5f) and
+	// whichever containers it follows (R2g: each acts only on those in
+	// its own catalog).
+	spec.standbyEngine = "docker\x00" + a.EngineKey()
 	spec.scaling = connection.Standby(dockerActions{a.Actions()}, standby.Options{MaxWakes: e.MaxWakes, MaxHeld: e.MaxHeld},
 		dicerapp.SharedEngine(spec.standbyEngine)).Healing(e.HealMaxRestarts)
 	return spec, nil
 }
 
-// validateLimits checks max_wakes, max_held and depends_on_scope given in
-// JSON.
+// validateLimits checks max_wakes, max_held, depends_on_scope, labels and
+// follow given in JSON.
 func (e *DockerEngine) validateLimits() error {
 	if e.MaxWakes < 0 {
 		return setting.Errorf("max_wakes", "%d is negative", e.MaxWakes)
@@ -134,6 +154,9 @@ func (e *DockerEngine) validateLimits() error {
 		return setting.Errorf("heal_max_restarts", "%d is negative", e.HealMaxRestarts)
 	}
 	if _, err := labelSets(e.Labels); err != nil {
+		return err
+	}
+	if _, err := followSelector(e.Follow, nil); err != nil { // the setting's own; the environment's at provision
 		return err
 	}
 	switch e.DependsOnScope {
@@ -170,13 +193,15 @@ func (e *DockerEngine) unmarshalSetting(disp *caddyfile.Dispenser, seen map[stri
 	if ok, err := e.EngineConnection.unmarshalSetting(disp, seen); ok || err != nil {
 		return ok, err
 	}
-	name, ok, err := settingAt(disp, seen, "published_port_host", "max_wakes", "max_held", "depends_on_scope", "heal_max_restarts", "labels")
+	name, ok, err := settingAt(disp, seen, "published_port_host", "max_wakes", "max_held", "depends_on_scope", "heal_max_restarts", "labels", "follow")
 	if !ok || err != nil {
 		return ok, err
 	}
 	switch name {
 	case "labels":
 		return true, unmarshalLabels(disp, &e.Labels)
+	case "follow":
+		return true, unmarshalFollow(disp, &e.Follow)
 	case "depends_on_scope":
 		if err := oneValue(disp, &e.DependsOnScope); err != nil {
 			return true, err

@@ -1,6 +1,8 @@
 package caddydicer
 
 import (
+	"os"
+
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/caddy-dicer/caddy-dicer/internal/catalog"
@@ -44,6 +46,16 @@ type SwarmManager struct {
 	// Default: `caddy-dicer`.
 	Labels []string `json:"labels,omitempty"`
 
+	// Follow is a label selector (R8's syntax) a service's own labels
+	// (deploy.labels) must match for this connection to see it at all
+	// (R2g): one that does not is not listed and its tasks' events are
+	// ignored, so it is never routed, allowed a certificate, or scaled.
+	// A service whose labels change to match (or no longer) is seen (or
+	// left) at its update. Example: `follow env=prod`. Default: the
+	// `CADDY_DICER_FOLLOW` environment variable when it is set and not
+	// empty, else every service.
+	Follow string `json:"follow,omitempty"`
+
 	// Readiness holds readiness_timeout, the readiness probe's bound.
 	Readiness
 }
@@ -60,7 +72,13 @@ func (m *SwarmManager) spec() (connSpec, error) {
 	if _, err := labelSets(m.Labels); err != nil {
 		return connSpec{}, err
 	}
-	a, err := swarm.New(m.config())
+	sel, err := followSelector(m.Follow, os.Getenv) // the environment read at provision
+	if err != nil {
+		return connSpec{}, err
+	}
+	cfg := m.config()
+	cfg.Docker.Follow = sel
+	a, err := swarm.New(cfg)
 	if err != nil {
 		return connSpec{}, err
 	}
@@ -90,6 +108,9 @@ func (m *SwarmManager) validateStatic() error {
 	if _, err := labelSets(m.Labels); err != nil {
 		return err
 	}
+	if _, err := followSelector(m.Follow, nil); err != nil { // the setting's own; the environment's at provision
+		return err
+	}
 	return m.EngineConnection.validateStatic()
 }
 
@@ -99,12 +120,15 @@ func (m *SwarmManager) unmarshalSetting(disp *caddyfile.Dispenser, seen map[stri
 	if ok, err := m.EngineConnection.unmarshalSetting(disp, seen); ok || err != nil {
 		return ok, err
 	}
-	name, ok, err := settingAt(disp, seen, "endpoint", "labels")
+	name, ok, err := settingAt(disp, seen, "endpoint", "labels", "follow")
 	if !ok || err != nil {
 		return ok, err
 	}
 	if name == "labels" {
 		return true, unmarshalLabels(disp, &m.Labels)
+	}
+	if name == "follow" {
+		return true, unmarshalFollow(disp, &m.Follow)
 	}
 	if err := oneValue(disp, &m.Endpoint); err != nil {
 		return true, err

@@ -88,6 +88,7 @@ func (u *DockerUpstreams) Provision(ctx caddy.Context) error {
 //		published_port_host <host>
 //		readiness_timeout <duration>
 //		labels caddy-dicer|caddy-docker-proxy|traefik|skip-foreign-protections...
+//		follow <selector>
 //		tls {
 //			ca <file>
 //			cert <file>

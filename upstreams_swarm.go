@@ -74,6 +74,7 @@ func (u *SwarmUpstreams) Provision(ctx caddy.Context) error {
 //		endpoint tasks|vip
 //		readiness_timeout <duration>
 //		labels caddy-dicer|caddy-docker-proxy|traefik|skip-foreign-protections...
+//		follow <selector>
 //		tls {
 //			ca <file>
 //			cert <file>

@@ -29,7 +29,12 @@ var (
 	caddyBin string
 )
 
-func TestMain(m *testing.M) { os.Exit(dockertest.MainE2E(m, "e2e/activity", &cli, &caddyBin)) }
+func TestMain(m *testing.M) {
+	// Every container its Caddys see is made by dockertest: they follow
+	// this run's only (R2g).
+	dockertest.FollowRun()
+	os.Exit(dockertest.MainE2E(m, "e2e/activity", &cli, &caddyBin))
+}
 
 // caddyProc is the Caddy of a test: its process, ports and log.
 type caddyProc struct {

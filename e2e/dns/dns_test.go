@@ -18,7 +18,12 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 )
 
-func TestMain(m *testing.M) { os.Exit(dockertest.Main(m)) }
+func TestMain(m *testing.M) {
+	// Every container its in-process Caddy sees is made by dockertest: it
+	// follows this run's only (R2g).
+	dockertest.FollowRun()
+	os.Exit(dockertest.Main(m))
+}
 
 const (
 	zone     = "example.test"

@@ -26,6 +26,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/connection"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicerpb"
 	"github.com/caddy-dicer/caddy-dicer/internal/dicertest"
+	"github.com/caddy-dicer/caddy-dicer/internal/dockertest"
 	"github.com/caddy-dicer/caddy-dicer/internal/testkit"
 	"github.com/caddy-dicer/caddy-dicer/modules/dicerapp"
 )
@@ -41,6 +42,10 @@ func TestMain(m *testing.M) {
 // returns their exit code.
 func runTests(m *testing.M) int {
 	flag.Parse()
+	// Every container the in-process Caddy must see is made by dockertest
+	// (the real apps', the foreign label sets' and the sleepers' too): it
+	// follows this run's only (R2g), not those of a test process beside it.
+	dockertest.FollowRun()
 	// caddytest sends every config to whatever Caddy answers on its fixed
 	// admin port, even one in another test process, and Caddy's listeners
 	// share ports: test processes of this package take turns. Under -short

@@ -36,6 +36,9 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e/firstbyte: skipped under -short: needs root, the Docker Engine and the network to build Caddy; run make test-e2e")
 		os.Exit(0)
 	}
+	// Every container its Caddy sees is made by dockertest: it follows
+	// this run's only (R2g).
+	dockertest.FollowRun()
 	os.Exit(dockertest.MainWithCaddy(m, "e2e/firstbyte", start))
 }
 

@@ -35,7 +35,12 @@ var (
 	caddyBin string
 )
 
-func TestMain(m *testing.M) { os.Exit(dockertest.MainE2E(m, "e2e/fleet", &cli, &caddyBin)) }
+func TestMain(m *testing.M) {
+	// Every container its Caddys see is made by dockertest: they follow
+	// this run's only (R2g).
+	dockertest.FollowRun()
+	os.Exit(dockertest.MainE2E(m, "e2e/fleet", &cli, &caddyBin))
+}
 
 // caddyProc is one Caddy of the fleet: its process, HOME, ports and log.
 type caddyProc struct {

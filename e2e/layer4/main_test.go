@@ -42,6 +42,10 @@ func TestMain(m *testing.M) {
 		fmt.Println("e2e/layer4: skipped under -short: needs the Docker Engine and the network to build Caddy; run make test-e2e")
 		os.Exit(0)
 	}
+	// Every container its Caddys see is made by dockertest (the images by
+	// docker import; containers only by dockertest.Start): they follow
+	// this run's only (R2g).
+	dockertest.FollowRun()
 	os.Exit(run(m))
 }
 

@@ -22,4 +22,9 @@ var (
 	caddyBin string
 )
 
-func TestMain(m *testing.M) { os.Exit(dockertest.MainE2E(m, "e2e/queue", &cli, &caddyBin)) }
+func TestMain(m *testing.M) {
+	// Every container its Caddys see is made by dockertest: they follow
+	// this run's only (R2g).
+	dockertest.FollowRun()
+	os.Exit(dockertest.MainE2E(m, "e2e/queue", &cli, &caddyBin))
+}

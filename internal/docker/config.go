@@ -15,6 +15,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/foreignlabels"
 	"github.com/caddy-dicer/caddy-dicer/internal/setting"
+	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
 // DefaultHost is the Engine's usual unix socket, used when neither the
@@ -51,6 +52,10 @@ type Config struct {
 	// are and refused when they ask for what a dynamic source cannot do.
 	// Zero: caddy-dicer's only.
 	Labels foreignlabels.Set
+	// Follow is the selector a container's own labels must match for the
+	// adapter to see it at all (R2g): one that does not is neither listed
+	// nor fetched, and its events are dropped. Zero: every container.
+	Follow selector.Selector
 }
 
 // DefaultResync is how often a Docker session re-lists every container:

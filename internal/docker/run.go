@@ -29,6 +29,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/daemonver"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/foreignlabels"
+	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
 // engine is the part of the Engine API the adapter uses; *client.Client
@@ -115,6 +116,8 @@ type Adapter struct {
 	engineKey string
 	// labels are the label sets read (Config.Labels).
 	labels foreignlabels.Set
+	// follow is the selector of the containers seen (Config.Follow, R2g).
+	follow selector.Selector
 	// wrap, if set, wraps each session's Engine client (tests count calls).
 	wrap func(engine) engine
 }
@@ -131,7 +134,8 @@ func New(cfg Config) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Adapter{host: cfg.Host, tls: tlsCfg, pace: cfg.Pace, resyncTimeout: cfg.ResyncTimeout, stallGrace: cfg.StallGrace, labels: cfg.Labels}
+	a := &Adapter{host: cfg.Host, tls: tlsCfg, pace: cfg.Pace, resyncTimeout: cfg.ResyncTimeout, stallGrace: cfg.StallGrace, labels: cfg.Labels,
+		follow: cfg.Follow}
 	switch {
 	case cfg.Resync == 0:
 		a.resync = DefaultResync
@@ -147,6 +151,10 @@ func New(cfg Config) (*Adapter, error) {
 	if words := cfg.Labels.Words(); len(words) > 0 {
 		a.key = follow.Key(a.key, "labels "+strings.Join(words, " "))
 	}
+	if !cfg.Follow.Empty() {
+		// What is read, not which Engine: the EngineKey stays (R5f).
+		a.key = follow.Key(a.key, "follow "+cfg.Follow.String())
+	}
 	return a, nil
 }
 
@@ -160,7 +168,7 @@ func (a *Adapter) Address() string { return a.host }
 func (a *Adapter) Key() string { return a.key }
 
 // EngineKey identifies the Engine reached: its endpoint and TLS files'
-// contents, not how its labels are read. Connections with equal
+// contents, not how its labels are read nor which containers it follows. Connections with equal
 // EngineKeys and different Keys (a route reading caddy-docker-proxy's
 // labels beside one that does not) follow one Engine, and share what is
 // the Engine's: its instances' scale-to-zero state (R5f). A hash.
@@ -198,7 +206,8 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 	if margin <= 0 {
 		margin = DefaultStopMargin
 	}
-	return &conn{eng: eng, log: log, stopMargin: margin, stopTimeouts: map[string]time.Duration{}, recheck: newRechecks(), labels: a.labels}, nil
+	return &conn{eng: eng, log: log, stopMargin: margin, stopTimeouts: map[string]time.Duration{}, recheck: newRechecks(), labels: a.labels,
+		follow: a.follow}, nil
 }
 
 // Stop-signal hold bounds (follow.StopBound).
@@ -349,6 +358,12 @@ type conn struct {
 	rootless bool
 	// labels are the label sets read (R2f, Config.Labels).
 	labels foreignlabels.Set
+	// follow is the selector of the containers seen (R2g, Config.Follow);
+	// unfollowed holds those found not to match it, whose events the
+	// stream drops: a container's labels never change, so each is decided
+	// once, at the listing or its first inspection.
+	follow     selector.Selector
+	unfollowed unfollowed
 }
 
 // StopBound implements follow.StopBound: the container's stop timeout
@@ -461,6 +476,9 @@ func (c *conn) Subscribe(ctx context.Context) (follow.Stream, error) {
 					c.log.Debug("ignoring a container event without a container ID", zap.String("action", string(m.Action)))
 					continue
 				}
+				if c.unfollowed.skip(ev.ID, ev.Deleted) {
+					continue // not followed (R2g): nothing to fetch, nothing to mark
+				}
 				report(ev)
 			case <-c.recheck.ready:
 				for _, id := range c.recheck.take() {
@@ -509,7 +527,16 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	}
 	all := make([]catalog.Instance, 0, len(list))
 	inspected := 0
+	var unfollowed map[string]struct{}
 	for _, s := range list {
+		if !c.follows(s.Labels) {
+			// Not followed (R2g): not inspected either.
+			if unfollowed == nil {
+				unfollowed = map[string]struct{}{}
+			}
+			unfollowed[s.ID] = struct{}{}
+			continue
+		}
 		in, ok := translate(s)
 		if !ok {
 			// The Status text does not tell this running container's
@@ -521,12 +548,16 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 			if errors.Is(err, follow.ErrNotFound) {
 				continue // removed meanwhile; its destroy event follows
 			}
+			if errors.Is(err, follow.ErrUnusable) {
+				continue // not followed after all (R2g)
+			}
 			if err != nil {
 				return follow.Listing{}, err
 			}
 		}
 		all = append(all, c.translated(in))
 	}
+	c.unfollowed.replace(unfollowed)
 	fields := []zap.Field{zap.String("api_version", c.eng.ClientVersion())}
 	if c.podman {
 		fields = append(fields, zap.Bool("podman", true))
@@ -563,6 +594,13 @@ func (c *conn) Finish(id string, raw any, err error) (catalog.Instance, error) {
 	}
 	if err != nil {
 		return catalog.Instance{}, follow.WrapCall("ContainerInspect", err)
+	}
+	if in.Config != nil && !c.follows(in.Config.Labels) {
+		// Not followed (R2g): never in the sink, its later events dropped.
+		c.unfollowed.add(id)
+		c.log.Debug("container not followed: its labels do not match the follow selector", zap.String("id", id),
+			zap.Stringer("follow", c.follow))
+		return catalog.Instance{}, follow.WrapCall("ContainerInspect", follow.ErrUnusable)
 	}
 	if in.Config != nil && in.Config.StopTimeout != nil {
 		// Negative: the Engine waits for it forever, and so does the hold.

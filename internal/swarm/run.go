@@ -32,6 +32,7 @@ import (
 	"github.com/caddy-dicer/caddy-dicer/internal/docker"
 	"github.com/caddy-dicer/caddy-dicer/internal/follow"
 	"github.com/caddy-dicer/caddy-dicer/internal/foreignlabels"
+	"github.com/caddy-dicer/caddy-dicer/selector"
 )
 
 // engine is the part of the Engine API the adapter uses; *client.Client
@@ -60,6 +61,7 @@ type Adapter struct {
 	nodeProbe  time.Duration // negative: no node watch
 	key        string
 	labels     foreignlabels.Set // the label sets read (R2f)
+	follow     selector.Selector // the services seen (R2g, docker.Config.Follow)
 	// index is what the sessions tell the Scaler of the services (R5j).
 	index *scaleIndex
 	// wrap, if set, wraps each session's client (tests).
@@ -79,7 +81,8 @@ func New(cfg Config) (*Adapter, error) {
 		return nil, err
 	}
 	a := &Adapter{docker: d, endpoint: cfg.Endpoint, converging: cfg.Converging, resync: cfg.Resync,
-		nodeProbe: cfg.NodeProbe, dial: (&net.Dialer{}).DialContext, index: newScaleIndex(), labels: cfg.Docker.Labels}
+		nodeProbe: cfg.NodeProbe, dial: (&net.Dialer{}).DialContext, index: newScaleIndex(), labels: cfg.Docker.Labels,
+		follow: cfg.Docker.Follow}
 	if a.endpoint == "" {
 		a.endpoint = EndpointTasks
 	}
@@ -141,6 +144,7 @@ func (a *Adapter) Connect(_ context.Context, log *zap.Logger) (follow.Conn, erro
 		services: map[string]*service{}, members: map[string]map[string]struct{}{},
 		taskService: map[string]string{}, taskNode: map[string]string{},
 		due: newSchedule(), index: a.index, labels: a.labels,
+		follow: a.follow,
 	}
 	if a.endpoint == EndpointTasks && a.nodeProbe > 0 {
 		c.watch = newNodeWatch(a.nodeProbe, a.dial)
@@ -161,9 +165,16 @@ func (a *Adapter) Explain(err error) follow.End {
 // conn is one session's connection to a swarm manager. Its maps are used
 // only by the session's goroutine; due is shared with the stream's.
 type conn struct {
-	eng        engine
-	log        *zap.Logger
-	labels     foreignlabels.Set // the label sets read (R2f)
+	eng    engine
+	log    *zap.Logger
+	labels foreignlabels.Set // the label sets read (R2f)
+	// follow is the selector of the services seen (R2g); unfollowed holds
+	// the services found not to match it, whose task containers' events
+	// the stream drops. A service's labels can change (docker service
+	// update): its own events are always read, and each re-listing of it
+	// decides again.
+	follow     selector.Selector
+	unfollowed unfollowed
 	endpoint   string
 	converging time.Duration
 	resync     time.Duration
@@ -270,6 +281,9 @@ func (c *conn) event(m events.Message) (follow.Event, bool) {
 		if task == "" {
 			return follow.Event{}, false // not a task's container
 		}
+		if c.unfollowed.has(svc) {
+			return follow.Event{}, false // a service not followed (R2g)
+		}
 		ev, ok := docker.ContainerEvent(m)
 		if !ok {
 			return follow.Event{}, false
@@ -319,13 +333,19 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	}
 	var all []catalog.Instance
 	now := time.Now()
+	unfollowed := map[string]struct{}{}
 	for _, s := range svcs {
+		if !c.follows(s) {
+			unfollowed[s.ID] = struct{}{} // not followed (R2g): not scheduled either
+			continue
+		}
 		svc := c.service(s)
 		insts, converging := c.keep(svc, byService[s.ID], locals)
 		all = append(all, insts...)
 		// Settled services' re-listings are spread over Resync.
 		c.schedule(svc.id, converging, now, rand.N(c.resync)+1)
 	}
+	c.unfollowed.replace(unfollowed)
 	fields := []zap.Field{zap.Int("services", len(svcs)), zap.Int("tasks", len(tasks)),
 		zap.String("endpoint", c.endpoint), zap.String("api_version", c.eng.ClientVersion())}
 	// R9a: the manager's version and the API version it serves, from
@@ -439,11 +459,18 @@ func (c *conn) Sync(ctx context.Context, group string) ([]catalog.Instance, []st
 func (c *conn) syncService(ctx context.Context, id string) ([]catalog.Instance, []string, error) {
 	s, _, err := c.eng.ServiceInspectWithRaw(ctx, id, swarm.ServiceInspectOptions{})
 	if cerrdefs.IsNotFound(err) {
+		c.unfollowed.set(id, false)
 		return nil, c.forget(id), nil
 	}
 	if err != nil {
 		return nil, nil, follow.WrapCall("ServiceInspect", err)
 	}
+	if !c.follows(s) {
+		// Not followed (R2g), or no longer: its instances leave.
+		c.unfollowed.set(id, true)
+		return nil, c.forget(id), nil
+	}
+	c.unfollowed.set(id, false)
 	tasks, err := c.eng.TaskList(ctx, swarm.TaskListOptions{Filters: filters.NewArgs(filters.Arg("service", id))})
 	if err != nil {
 		return nil, nil, follow.WrapCall("TaskList", err)
@@ -525,6 +552,9 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 	}
 	if err != nil {
 		return catalog.Instance{}, follow.WrapCall("TaskInspect", err)
+	}
+	if c.unfollowed.has(t.ServiceID) {
+		return catalog.Instance{}, follow.WrapCall("TaskInspect", follow.ErrUnusable) // not followed (R2g)
 	}
 	svc, ok := c.services[t.ServiceID]
 	if !ok {
