@@ -40,7 +40,7 @@ E2E_ENV = CADDY_DICER_E2E_PLAIN_CADDY=$(CURDIR)/bin/caddy CADDY_DICER_E2E_CADDY=
 
 test-e2e: test-e2e-noswarm test-e2e-swarm ## end-to-end: build Caddy with xcaddy, run it against a simulated Dicer host in a network namespace (root), and in a container on a single-node Docker swarm the test makes and leaves; several Caddys as one fleet (e2e/fleet, on bin/caddy)
 
-test-e2e-noswarm: bin/caddy bin/image/caddy/caddy ## the e2e packages that need no swarm (all but e2e/swarm and e2e/engine): beside test-e2e-swarm, not beside another target whose Caddys follow this Engine with a Docker source (make test): they act on each other's containers
+test-e2e-noswarm: bin/caddy bin/image/caddy/caddy ## the e2e packages that need no swarm (all but e2e/swarm and e2e/engine): beside test-e2e-swarm and make test (the Caddys of both follow only their own test process's containers: CADDY_DICER_FOLLOW, R2g), not beside a target whose Caddys follow every container (test-compose, test-acme, soak)
 	go vet -tags e2e ./e2e/...
 	$(E2E_ENV) go test -tags e2e -count=1 -v -p 1 -timeout 20m $$(go list -tags e2e ./e2e/... | grep -v -e '/e2e/engine$$' -e '/e2e/swarm$$')
 
