@@ -404,9 +404,11 @@ func (c *conn) schedule(id string, converging bool, now time.Time, settled time.
 }
 
 // localContainers lists this node's task containers matching f (all of
-// them, stopped ones too) and returns their state and health by task ID.
-// One whose health the listing does not tell is left out (the task's own
-// state stands).
+// them, stopped ones too) and returns their state and health by container
+// ID: a task's is the one its ContainerStatus names (containerOf), never
+// another that carries its labels (anyone can write them, R2g). One whose
+// health the listing does not tell is left out (the task's own state
+// stands).
 func (c *conn) localContainers(ctx context.Context, f ...filters.KeyValuePair) (map[string]local, error) {
 	list, err := c.eng.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(f...)})
 	if err != nil {
@@ -414,13 +416,12 @@ func (c *conn) localContainers(ctx context.Context, f ...filters.KeyValuePair) (
 	}
 	out := make(map[string]local, len(list))
 	for _, s := range list {
-		task := s.Labels[labelTaskID]
-		if task == "" {
+		if s.Labels[labelTaskID] == "" {
 			continue
 		}
 		st, h, known := docker.SummaryState(s)
 		if known {
-			out[task] = local{state: st, health: h}
+			out[s.ID] = local{state: st, health: h}
 		}
 	}
 	return out, nil
@@ -568,7 +569,7 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 		if err != nil {
 			return catalog.Instance{}, err
 		}
-		if l, ok := locals[id]; ok {
+		if l, ok := locals[containerOf(t)]; ok {
 			lc = &l
 		}
 	}
