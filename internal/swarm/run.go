@@ -184,9 +184,14 @@ type conn struct {
 	members     map[string]map[string]struct{} // service ID -> IDs of its task instances
 	taskService map[string]string              // task ID -> service ID
 	taskNode    map[string]string              // task ID -> node ID
-	due         *schedule
-	watch       *nodeWatch // nil: no node watch (R11t)
-	index       *scaleIndex
+	// taskContainer is each task's container ID as Swarm records it
+	// (containerOf; task ID -> string), written by the session, read by
+	// the stream: an event of another container carrying a task's labels
+	// (a look-alike anyone can run, R2g) is not that task's.
+	taskContainer sync.Map
+	due           *schedule
+	watch         *nodeWatch // nil: no node watch (R11t)
+	index         *scaleIndex
 	// version is what the Engine's /version said, once per session
 	// (R9a); zero until it answered.
 	version daemonver.Version
@@ -280,6 +285,9 @@ func (c *conn) event(m events.Message) (follow.Event, bool) {
 		task, svc := m.Actor.Attributes[labelTaskID], m.Actor.Attributes[labelServiceID]
 		if task == "" {
 			return follow.Event{}, false // not a task's container
+		}
+		if known, ok := c.taskContainer.Load(task); ok && known.(string) != "" && known.(string) != m.Actor.ID {
+			return follow.Event{}, false // a look-alike of the task's container (R2g)
 		}
 		if c.unfollowed.has(svc) {
 			return follow.Event{}, false // a service not followed (R2g)
@@ -380,6 +388,7 @@ func (c *conn) keep(svc *service, tasks []swarm.Task, locals map[string]local) (
 	for _, t := range tasks {
 		if _, ok := members[t.ID]; ok {
 			c.taskService[t.ID], c.taskNode[t.ID] = svc.id, t.NodeID
+			c.taskContainer.Store(t.ID, containerOf(t))
 		}
 	}
 	c.members[svc.id] = members
@@ -488,6 +497,7 @@ func (c *conn) syncService(ctx context.Context, id string) ([]catalog.Instance, 
 			gone = append(gone, task)
 			delete(c.taskService, task)
 			delete(c.taskNode, task)
+			c.taskContainer.Delete(task)
 		}
 	}
 	c.schedule(id, converging, time.Now(), c.resync)
@@ -504,6 +514,7 @@ func (c *conn) forget(id string) []string {
 		gone = append(gone, task)
 		delete(c.taskService, task)
 		delete(c.taskNode, task)
+		c.taskContainer.Delete(task)
 	}
 	delete(c.services, id)
 	delete(c.members, id)
@@ -581,6 +592,7 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 		delete(c.members[svc.id], id)
 		delete(c.taskService, id)
 		delete(c.taskNode, id)
+		c.taskContainer.Delete(id)
 		return catalog.Instance{}, follow.WrapCall("TaskInspect", follow.ErrNotFound)
 	}
 	if c.members[svc.id] == nil {
@@ -588,6 +600,7 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 	}
 	c.members[svc.id][id] = struct{}{}
 	c.taskService[id], c.taskNode[id] = svc.id, t.NodeID
+	c.taskContainer.Store(id, containerOf(t))
 	c.index.add(svc.id, in.Name)
 	return in, nil
 }
