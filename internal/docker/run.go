@@ -595,7 +595,11 @@ func (c *conn) Finish(id string, raw any, err error) (catalog.Instance, error) {
 	if err != nil {
 		return catalog.Instance{}, follow.WrapCall("ContainerInspect", err)
 	}
-	if in.Config != nil && !c.follows(in.Config.Labels) {
+	var labels map[string]string // none without a Config: decided as the listing decides one without labels
+	if in.Config != nil {
+		labels = in.Config.Labels
+	}
+	if !c.follows(labels) {
 		// Not followed (R2g): never in the sink, its later events dropped.
 		c.unfollowed.add(id)
 		c.log.Debug("container not followed: its labels do not match the follow selector", zap.String("id", id),
