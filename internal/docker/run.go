@@ -568,6 +568,13 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	if inspected > 0 {
 		fields = append(fields, zap.Int("inspected_for_health", inspected))
 	}
+	if !c.follow.Empty() {
+		// R2g: which containers this connection sees, and how many it
+		// left out, on the "connected" line: a selector that matches
+		// nothing (quotes kept from an env file) is not a silent empty
+		// catalog.
+		fields = append(fields, zap.Stringer("follow", c.follow), zap.Int("not_followed", len(unfollowed)))
+	}
 	return follow.Listing{Instances: all, Fields: fields, Version: c.version}, nil
 }
 
