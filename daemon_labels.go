@@ -49,6 +49,12 @@ func followSelector(value string, getenv func(string) string) (selector.Selector
 	if strings.TrimSpace(value) == "" && getenv != nil {
 		value, from = getenv(FollowEnv), " (from $"+FollowEnv+")"
 	}
+	if strings.Contains(value, "{") {
+		// No placeholder is replaced here: `{env.X}` would be a valid
+		// selector that matches no container, a Caddy following nothing.
+		return selector.Selector{}, setting.Errorf("follow", "%q holds a placeholder, which follow does not replace (in a Caddyfile write {$VAR}, or set $%s)%s",
+			value, FollowEnv, from)
+	}
 	sel, err := selector.Parse(value)
 	if err != nil {
 		return selector.Selector{}, setting.Errorf("follow", "%v%s", err, from)

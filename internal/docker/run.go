@@ -568,6 +568,13 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	if inspected > 0 {
 		fields = append(fields, zap.Int("inspected_for_health", inspected))
 	}
+	if !c.follow.Empty() {
+		// R2g: which containers this connection sees, and how many it
+		// left out, on the "connected" line: a selector that matches
+		// nothing (quotes kept from an env file) is not a silent empty
+		// catalog.
+		fields = append(fields, zap.Stringer("follow", c.follow), zap.Int("not_followed", len(unfollowed)))
+	}
 	return follow.Listing{Instances: all, Fields: fields, Version: c.version}, nil
 }
 
@@ -595,7 +602,11 @@ func (c *conn) Finish(id string, raw any, err error) (catalog.Instance, error) {
 	if err != nil {
 		return catalog.Instance{}, follow.WrapCall("ContainerInspect", err)
 	}
-	if in.Config != nil && !c.follows(in.Config.Labels) {
+	var labels map[string]string // none without a Config: decided as the listing decides one without labels
+	if in.Config != nil {
+		labels = in.Config.Labels
+	}
+	if !c.follows(labels) {
 		// Not followed (R2g): never in the sink, its later events dropped.
 		c.unfollowed.add(id)
 		c.log.Debug("container not followed: its labels do not match the follow selector", zap.String("id", id),

@@ -238,7 +238,7 @@ func task(svc string, slot int, node string, state, desired swarm.TaskState) swa
 		Slot:         slot,
 		NodeID:       node,
 		DesiredState: desired,
-		Status:       swarm.TaskStatus{State: state},
+		Status:       swarm.TaskStatus{State: state, ContainerStatus: &swarm.ContainerStatus{ContainerID: "c-" + fmt.Sprintf("%s-t%d", svc, slot)}},
 		NetworksAttachments: []swarm.NetworkAttachment{
 			{Network: ingress, Addresses: []string{fmt.Sprintf("10.0.0.%d/24", 10+slot)}},
 			{Network: overlay, Addresses: []string{fmt.Sprintf("10.0.1.%d/24", 10+slot)}},

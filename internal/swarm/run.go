@@ -184,9 +184,14 @@ type conn struct {
 	members     map[string]map[string]struct{} // service ID -> IDs of its task instances
 	taskService map[string]string              // task ID -> service ID
 	taskNode    map[string]string              // task ID -> node ID
-	due         *schedule
-	watch       *nodeWatch // nil: no node watch (R11t)
-	index       *scaleIndex
+	// taskContainer is each task's container ID as Swarm records it
+	// (containerOf; task ID -> string), written by the session, read by
+	// the stream: an event of another container carrying a task's labels
+	// (a look-alike anyone can run, R2g) is not that task's.
+	taskContainer sync.Map
+	due           *schedule
+	watch         *nodeWatch // nil: no node watch (R11t)
+	index         *scaleIndex
 	// version is what the Engine's /version said, once per session
 	// (R9a); zero until it answered.
 	version daemonver.Version
@@ -281,6 +286,9 @@ func (c *conn) event(m events.Message) (follow.Event, bool) {
 		if task == "" {
 			return follow.Event{}, false // not a task's container
 		}
+		if known, ok := c.taskContainer.Load(task); ok && known.(string) != "" && known.(string) != m.Actor.ID {
+			return follow.Event{}, false // a look-alike of the task's container (R2g)
+		}
 		if c.unfollowed.has(svc) {
 			return follow.Event{}, false // a service not followed (R2g)
 		}
@@ -348,6 +356,10 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 	c.unfollowed.replace(unfollowed)
 	fields := []zap.Field{zap.Int("services", len(svcs)), zap.Int("tasks", len(tasks)),
 		zap.String("endpoint", c.endpoint), zap.String("api_version", c.eng.ClientVersion())}
+	if !c.follow.Empty() {
+		// R2g: which services this connection sees, and how many it left out.
+		fields = append(fields, zap.Stringer("follow", c.follow), zap.Int("not_followed", len(unfollowed)))
+	}
 	// R9a: the manager's version and the API version it serves, from
 	// /version once per session (Docker 29 serves 1.55, where the client
 	// negotiated its own 1.51); without an answer, /info's version with
@@ -380,6 +392,7 @@ func (c *conn) keep(svc *service, tasks []swarm.Task, locals map[string]local) (
 	for _, t := range tasks {
 		if _, ok := members[t.ID]; ok {
 			c.taskService[t.ID], c.taskNode[t.ID] = svc.id, t.NodeID
+			c.taskContainer.Store(t.ID, containerOf(t))
 		}
 	}
 	c.members[svc.id] = members
@@ -404,9 +417,11 @@ func (c *conn) schedule(id string, converging bool, now time.Time, settled time.
 }
 
 // localContainers lists this node's task containers matching f (all of
-// them, stopped ones too) and returns their state and health by task ID.
-// One whose health the listing does not tell is left out (the task's own
-// state stands).
+// them, stopped ones too) and returns their state and health by container
+// ID: a task's is the one its ContainerStatus names (containerOf), never
+// another that carries its labels (anyone can write them, R2g). One whose
+// health the listing does not tell is left out (the task's own state
+// stands).
 func (c *conn) localContainers(ctx context.Context, f ...filters.KeyValuePair) (map[string]local, error) {
 	list, err := c.eng.ContainerList(ctx, container.ListOptions{All: true, Filters: filters.NewArgs(f...)})
 	if err != nil {
@@ -414,13 +429,12 @@ func (c *conn) localContainers(ctx context.Context, f ...filters.KeyValuePair) (
 	}
 	out := make(map[string]local, len(list))
 	for _, s := range list {
-		task := s.Labels[labelTaskID]
-		if task == "" {
+		if s.Labels[labelTaskID] == "" {
 			continue
 		}
 		st, h, known := docker.SummaryState(s)
 		if known {
-			out[task] = local{state: st, health: h}
+			out[s.ID] = local{state: st, health: h}
 		}
 	}
 	return out, nil
@@ -487,6 +501,7 @@ func (c *conn) syncService(ctx context.Context, id string) ([]catalog.Instance, 
 			gone = append(gone, task)
 			delete(c.taskService, task)
 			delete(c.taskNode, task)
+			c.taskContainer.Delete(task)
 		}
 	}
 	c.schedule(id, converging, time.Now(), c.resync)
@@ -503,6 +518,7 @@ func (c *conn) forget(id string) []string {
 		gone = append(gone, task)
 		delete(c.taskService, task)
 		delete(c.taskNode, task)
+		c.taskContainer.Delete(task)
 	}
 	delete(c.services, id)
 	delete(c.members, id)
@@ -568,7 +584,7 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 		if err != nil {
 			return catalog.Instance{}, err
 		}
-		if l, ok := locals[id]; ok {
+		if l, ok := locals[containerOf(t)]; ok {
 			lc = &l
 		}
 	}
@@ -580,6 +596,7 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 		delete(c.members[svc.id], id)
 		delete(c.taskService, id)
 		delete(c.taskNode, id)
+		c.taskContainer.Delete(id)
 		return catalog.Instance{}, follow.WrapCall("TaskInspect", follow.ErrNotFound)
 	}
 	if c.members[svc.id] == nil {
@@ -587,6 +604,7 @@ func (c *conn) Fetch(ctx context.Context, id string) (catalog.Instance, error) {
 	}
 	c.members[svc.id][id] = struct{}{}
 	c.taskService[id], c.taskNode[id] = svc.id, t.NodeID
+	c.taskContainer.Store(id, containerOf(t))
 	c.index.add(svc.id, in.Name)
 	return in, nil
 }

@@ -99,6 +99,15 @@ func (c *conn) service(s swarm.Service) *service {
 	return sv
 }
 
+// containerOf is the ID of t's container as Swarm records it; "" before
+// it has one.
+func containerOf(t swarm.Task) string {
+	if t.Status.ContainerStatus == nil {
+		return ""
+	}
+	return t.Status.ContainerStatus.ContainerID
+}
+
 // local is the state and health of a task's container on this node.
 type local struct {
 	state  catalog.State
@@ -267,7 +276,8 @@ func cloneLabels(l map[string]string) map[string]string {
 // lists for it, ended ones included) into the instances they make, and
 // says whether the service is converging: a task not where Swarm wants
 // it, an update under way, or fewer or more tasks wanted than replicas.
-// containers are the states of task containers on this node, by task ID.
+// containers are the states of task containers on this node, by container
+// ID (localContainers).
 func translateService(svc *service, tasks []swarm.Task, containers map[string]local, endpoint string) (out []catalog.Instance, converging bool) {
 	converging = svc.updating
 	var running []catalog.Instance
@@ -277,7 +287,7 @@ func translateService(svc *service, tasks []swarm.Task, containers map[string]lo
 			converging = true
 		}
 		var c *local
-		if l, ok := containers[t.ID]; ok {
+		if l, ok := containers[containerOf(t)]; ok {
 			c = &l
 		}
 		inst, ok := fromTask(svc, t, c)

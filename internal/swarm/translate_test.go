@@ -79,8 +79,8 @@ func TestTranslateService(t *testing.T) {
 			name:  "a local task's container tells its state and health",
 			tasks: []swarm.Task{task("web", 1, "local", running, running), task("web", 2, "local", starting, running)},
 			locals: map[string]local{
-				"web-t1": {state: catalog.StateRunning, health: catalog.HealthUnhealthy},
-				"web-t2": {state: catalog.StateRunning, health: catalog.HealthHealthy},
+				"c-web-t1": {state: catalog.StateRunning, health: catalog.HealthUnhealthy},
+				"c-web-t2": {state: catalog.StateRunning, health: catalog.HealthHealthy},
 			},
 			want: map[string]catalog.Instance{
 				"web-t1": {State: catalog.StateRunning, Health: catalog.HealthUnhealthy},

@@ -1,0 +1,66 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/caddy-dicer/caddy-dicer/internal/follow"
+	"github.com/caddy-dicer/caddy-dicer/selector"
+)
+
+// R2g: an inspection that tells no labels at all (no Config) is decided
+// on no labels, as the listing decides a container without labels: not
+// followed by `follow env=prod`. It never falls open into the catalog.
+func TestFollow_R2g_an_inspection_without_config_is_decided_on_no_labels(t *testing.T) {
+	c := &conn{log: zap.NewNop(), stopTimeouts: map[string]time.Duration{}, recheck: newRechecks(),
+		follow: selector.MustParse("env=prod")}
+	in := container.InspectResponse{ContainerJSONBase: &container.ContainerJSONBase{ID: "x", Name: "/x",
+		State: &container.State{Status: "running", Running: true}}}
+	if got, err := c.Finish("x", in, nil); !errors.Is(err, follow.ErrUnusable) {
+		t.Errorf("an inspection without Config, follow env=prod: %+v, %v; want not followed (ErrUnusable)", got, err)
+	}
+	if !c.unfollowed.skip("x", false) {
+		t.Error("its later events are not dropped")
+	}
+}
+
+// R2g: the "connected" line says which containers the connection follows
+// and how many it left out, so that a selector matching nothing (quotes
+// kept from an env file: `"env=prod"`) is seen, not a silent empty
+// catalog.
+func TestFollow_R2g_the_listing_says_the_selector_and_how_many_are_left_out(t *testing.T) {
+	base := readPodmanList(t)[0]
+	summary := func(id, env string) container.Summary {
+		s := base
+		s.ID, s.Names, s.State, s.Status = id, []string{"/" + id}, "exited", "Exited (0) 1 second ago"
+		s.Labels = map[string]string{"env": env}
+		return s
+	}
+	f := &fakePodman{
+		version: types.Version{Version: "28.5.2", APIVersion: "1.41", Components: []types.ComponentVersion{{Name: "Engine"}}},
+		list:    []container.Summary{summary("a", "prod"), summary("b", "staging"), summary("c", "staging")},
+	}
+	c := &conn{eng: f, log: zap.NewNop(), stopTimeouts: map[string]time.Duration{}, recheck: newRechecks(),
+		follow: selector.MustParse(`"env=prod"`)}
+	l, err := c.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := zapcore.NewMapObjectEncoder()
+	for _, fl := range l.Fields {
+		fl.AddTo(enc)
+	}
+	if got := enc.Fields["follow"]; got != `"env=prod"` {
+		t.Errorf("follow field %v, want the selector", got)
+	}
+	if got := enc.Fields["not_followed"]; got != int64(3) {
+		t.Errorf("not_followed field %v (%T), want 3", got, got)
+	}
+}
