@@ -557,6 +557,7 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 		}
 		all = append(all, c.translated(in))
 	}
+	notFollowed := len(unfollowed) // counted before the stream may change the set
 	c.unfollowed.replace(unfollowed)
 	fields := []zap.Field{zap.String("api_version", c.eng.ClientVersion())}
 	if c.podman {
@@ -573,7 +574,7 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 		// left out, on the "connected" line: a selector that matches
 		// nothing (quotes kept from an env file) is not a silent empty
 		// catalog.
-		fields = append(fields, zap.Stringer("follow", c.follow), zap.Int("not_followed", len(unfollowed)))
+		fields = append(fields, zap.Stringer("follow", c.follow), zap.Int("not_followed", notFollowed))
 	}
 	return follow.Listing{Instances: all, Fields: fields, Version: c.version}, nil
 }

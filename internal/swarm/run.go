@@ -353,12 +353,13 @@ func (c *conn) List(ctx context.Context) (follow.Listing, error) {
 		// Settled services' re-listings are spread over Resync.
 		c.schedule(svc.id, converging, now, rand.N(c.resync)+1)
 	}
+	notFollowed := len(unfollowed) // counted before the stream may change the set
 	c.unfollowed.replace(unfollowed)
 	fields := []zap.Field{zap.Int("services", len(svcs)), zap.Int("tasks", len(tasks)),
 		zap.String("endpoint", c.endpoint), zap.String("api_version", c.eng.ClientVersion())}
 	if !c.follow.Empty() {
 		// R2g: which services this connection sees, and how many it left out.
-		fields = append(fields, zap.Stringer("follow", c.follow), zap.Int("not_followed", len(unfollowed)))
+		fields = append(fields, zap.Stringer("follow", c.follow), zap.Int("not_followed", notFollowed))
 	}
 	// R9a: the manager's version and the API version it serves, from
 	// /version once per session (Docker 29 serves 1.55, where the client
