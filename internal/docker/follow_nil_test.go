@@ -64,3 +64,52 @@ func TestFollow_R2g_the_listing_says_the_selector_and_how_many_are_left_out(t *t
 		t.Errorf("not_followed field %v (%T), want 3", got, got)
 	}
 }
+
+// R2g: the connected line's not_followed is the listing's count, taken
+// before the set goes to the stream, which forgets a container at its
+// destroy event meanwhile (the race detector caught len() of the map the
+// stream was deleting from, in a clean-clone run).
+func TestFollow_R2g_the_listing_counts_before_the_stream_forgets(t *testing.T) {
+	base := readPodmanList(t)[0]
+	summary := func(id, env string) container.Summary {
+		s := base
+		s.ID, s.Names, s.State, s.Status = id, []string{"/" + id}, "exited", "Exited (0) 1 second ago"
+		s.Labels = map[string]string{"env": env}
+		return s
+	}
+	f := &fakePodman{
+		version: types.Version{Version: "28.5.2", APIVersion: "1.41", Components: []types.ComponentVersion{{Name: "Engine"}}},
+		list:    []container.Summary{summary("a", "prod"), summary("b", "staging"), summary("c", "staging")},
+	}
+	c := &conn{eng: f, log: zap.NewNop(), stopTimeouts: map[string]time.Duration{}, recheck: newRechecks(),
+		follow: selector.MustParse("env=prod")}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the stream: destroy events of the containers not followed
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				c.unfollowed.skip("b", true)
+				c.unfollowed.skip("c", true)
+			}
+		}
+	}()
+	for i := range 200 {
+		l, err := c.List(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := zapcore.NewMapObjectEncoder()
+		for _, fl := range l.Fields {
+			fl.AddTo(enc)
+		}
+		if got := enc.Fields["not_followed"]; got != int64(2) {
+			t.Fatalf("listing %d: not_followed %v, want 2 (the listing's own count)", i, got)
+		}
+	}
+	close(stop)
+	<-done
+}
