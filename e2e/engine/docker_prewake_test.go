@@ -138,7 +138,6 @@ func TestDocker_R5n_thousand_client_hellos(t *testing.T) {
 	for i := range 1000 {
 		sendHello(t, hello[i%hosts])
 	}
-	grew := int64(heap()) - int64(before)
 	// Every container started goes down again after its standby_after:
 	// its start, 2 s, the idle loop's look and the Engine's stop, each
 	// slower on a loaded machine (over 5 s in a CI run beside -race).
@@ -146,6 +145,12 @@ func TestDocker_R5n_thousand_client_hellos(t *testing.T) {
 		_, starts := runningAtMost(ev.All())
 		return starts > 0 && ev.Count(events.ActionDie) == starts
 	})
+	// What the ClientHellos left behind, measured once the wakes they
+	// began are over: a wake in flight holds its probes, inspections and
+	// event decoding for a moment, more of them the slower a loaded
+	// machine is (9 MiB measured right after the last hello in a
+	// clean-clone run beside the e2e lane), and none of that stays.
+	grew := int64(heap()) - int64(before)
 	most, starts := runningAtMost(ev.All())
 	if starts > 4 {
 		t.Errorf("%d containers started by one client's ClientHellos, want at most client_wakes (4)", starts)
