@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -35,8 +36,14 @@ func TestMain(m *testing.M) {
 	if code, ok := instanceProcess(); ok { // a dicertest.Host's instance (dicer_pool_test.go)
 		os.Exit(code)
 	}
-	os.Exit(runTests(m))
+	code := runTests(m)
+	runtime.KeepAlive(portsLock) // released by the exit, with Caddy's ports
+	os.Exit(code)
 }
+
+// portsLock is this process's turn on the fixed ports (runTests), held
+// until it exits.
+var portsLock *os.File
 
 // runTests sets up what the in-process Caddy needs, runs the tests and
 // returns their exit code.
@@ -60,7 +67,12 @@ func runTests(m *testing.M) int {
 		if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 			panic(err)
 		}
-		defer lock.Close()
+		// Held until the process exits, not closed when the tests end:
+		// the in-process Caddy keeps the admin and site ports until then,
+		// and the next process that takes the lock sent its first configs
+		// to this one's Caddy (a clean-clone run: Podman's e2e/engine
+		// right after the real apps').
+		portsLock = lock
 	}
 	// The go command (the Docker tests build an image from our own server)
 	// keeps its caches where HOME says; pin them before HOME moves.
